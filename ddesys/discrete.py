@@ -1,0 +1,237 @@
+"""Discretized delayed linear systems: the object that kernels, simulations and stability work on."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import stability as _st
+from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy, unit_roundoff
+from ._validate import as_array, broadcast_modes, check_batch, check_length
+from .contour import Contour, choose_contour
+from .interpolation import split_delay
+from .recurrence import run_recurrence
+from .transfer import synthesize_kernel, transfer_function
+
+
+class DiscreteDelaySystem:
+    """A batch of discrete diagonal delayed systems (SPEC section 2)::
+
+        h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
+        y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t,          delay = k + alpha steps
+
+    Args:
+        lam, mu, bbar, c: complex ``(..., N2)``: ``N2`` stored modes per channel (conjugates implied,
+            so the state size is ``N = 2 N2`` and the output is real). NumPy or CuPy arrays.
+        delay: real delay in steps, ``>= 1``, shape ``(...)`` broadcasting against the batch.
+        d: real feedthrough, shape ``(...)``.
+
+    All parameters are broadcast to the batch shape ``(...)`` at construction. Bad input (non-finite
+    values, delay < 1, shapes that do not broadcast, complex delay) raises naming the argument.
+    """
+
+    def __init__(self, lam, mu, bbar, c, delay, d=0.0):
+        xp = get_namespace(lam, mu, bbar, c, delay, d)
+        named = {n: as_array(xp, v, n, "complex") for n, v in
+                 dict(lam=lam, mu=mu, bbar=bbar, c=c).items()}
+        full = broadcast_modes(named)
+        delay = as_array(xp, delay, "delay", "real")
+        d = as_array(xp, d, "d", "real")
+        batch = check_batch("delay", delay.shape, full[:-1])
+        batch = check_batch("d", d.shape, batch)
+        full = tuple(batch) + (full[-1],)
+        host_delay = to_numpy(delay)
+        if np.any(host_delay < 1):
+            raise ValueError(f"delay must be >= 1 step (got min {host_delay.min():.6g}); a delay below one "
+                             "step cannot be read from the history buffer")
+        self.xp = xp
+        self.lam, self.mu, self.bbar, self.c = (xp.broadcast_to(named[n], full) for n in ("lam", "mu", "bbar", "c"))
+        self.delay = xp.broadcast_to(delay, tuple(batch))
+        self.d = xp.broadcast_to(d, tuple(batch))
+        self.k, self.alpha = split_delay(self.delay)
+        self._stable = None
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def batch_shape(self):
+        """Shape ``(...)`` of the batch of channels."""
+        return tuple(self.lam.shape[:-1])
+
+    @property
+    def n_modes(self):
+        """Stored complex modes per channel, ``N2``."""
+        return int(self.lam.shape[-1])
+
+    def __repr__(self):
+        return (f"DiscreteDelaySystem(batch_shape={self.batch_shape}, n_modes={self.n_modes}, "
+                f"delay in [{float(to_numpy(self.delay).min()):.4g}, {float(to_numpy(self.delay).max()):.4g}])")
+
+    def _host(self):
+        return (to_numpy(self.lam), to_numpy(self.mu), to_numpy(self.k)[..., None], to_numpy(self.alpha)[..., None])
+
+    # ------------------------------------------------------------------ stability
+    def stability_margin(self):
+        """``1 - |lam| - |mu|`` per mode, ``(..., N2)``: positive = certified stable for any delay."""
+        return _st.stability_margin(to_numpy(self.lam), to_numpy(self.mu))
+
+    def is_stable(self, exact=False):
+        """Per channel ``(...)``: all modes stable.
+
+        ``exact=False``: the sufficient criterion ``|lam| + |mu| < 1`` (may say False for a stable
+        system). ``exact=True``: all roots of the characteristic polynomial strictly inside the unit
+        disk, by the certified winding-number count (``O(k)`` per mode, see :mod:`ddesys.stability`).
+        """
+        if not exact:
+            return np.all(self.stability_margin() > 0, axis=-1)
+        if self._stable is None:
+            self._stable = _st.is_stable_exact(*self._host())
+        return np.all(self._stable, axis=-1)
+
+    def spectral_radius(self, per_mode=False):
+        """Largest root modulus of the characteristic polynomial: ``(...)`` (``(..., N2)`` per mode)."""
+        r = _st.spectral_radius(*self._host())
+        return r if per_mode else r.max(axis=-1)
+
+    def poles(self, max_degree=4096):
+        """All ``k + 1`` roots of every mode's characteristic polynomial (companion eigenvalues,
+        ``O(k^3)``): a list over flattened (channel, mode) of complex arrays."""
+        lam, mu, k, alpha = (np.broadcast_to(a, self.lam.shape).ravel() for a in self._host())
+        if k.max(initial=0) + 1 > max_degree:
+            raise ValueError(f"poles(): degree {int(k.max()) + 1} exceeds max_degree={max_degree}; use "
+                             "spectral_radius() or is_stable(exact=True), which are O(k)")
+        out = []
+        for lm, m, kk, a in zip(lam, mu, k, alpha):
+            coeffs = np.zeros(int(kk) + 2, np.complex128)
+            coeffs[0], coeffs[1] = 1.0, -lm
+            coeffs[-2] -= m * (1 - a)
+            coeffs[-1] -= m * a
+            out.append(np.roots(coeffs))
+        return out
+
+    def decay_bound(self):
+        """Per channel ``(...)``: an upper bound on the spectral radius (Rouche bound; exact radius for
+        modes where that bound is ``>= 1``). Drives the automatic contour."""
+        lam, mu, k, alpha = self._host()
+        r = _st.radius_bound(lam, mu, k, alpha)
+        loose = r >= 1
+        if np.any(loose):
+            kb, ab = np.broadcast_to(k, r.shape), np.broadcast_to(alpha, r.shape)
+            r[loose] = _st.spectral_radius(lam[loose], mu[loose], kb[loose], ab[loose]) * (1 + 1e-9)
+        return r.max(axis=-1)
+
+    # ------------------------------------------------------------------ frequency domain
+    def transfer(self, z):
+        """Exact ``K(z)`` (SPEC section 4) at complex points ``z`` ``(F,)`` -> ``(..., F)``."""
+        xp = self.xp
+        z = xp.asarray(z, dtype=self.lam.dtype)
+        if z.ndim != 1:
+            z = xp.reshape(z, (-1,))
+        if bool(xp.any(z == 0)):
+            raise ValueError("z must not contain 0 (the transfer function has a pole of order k+1 there)")
+        return transfer_function(self.lam, self.mu, self.bbar, self.c, self.k, self.alpha, self.d, z)
+
+    def freqresp(self, omega):
+        """``K(e^{i omega})`` for angular frequencies ``omega`` (radians per step) ``(F,)`` -> ``(..., F)``."""
+        xp = self.xp
+        omega = as_array(xp, omega, "omega", "real")
+        return self.transfer(xp.exp(1j * xp.astype(xp.reshape(omega, (-1,)), self.lam.dtype)))
+
+    # ------------------------------------------------------------------ time domain
+    def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None, return_contour=False):
+        """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded).
+
+        Args:
+            L: kernel length.
+            method: ``"fft"`` (contour-shifted synthesis, SPEC section 5) or ``"recurrence"``.
+            eps: aliasing suppression ``rho^M`` in ``(0, 1)``, or ``"auto"``: chosen per channel from the
+                working precision and the system's decay to minimize the predicted error
+                (:mod:`ddesys.contour`; about 1e-13 relative in float64).
+            M: FFT length ``>= 2L``; default ``nextpow2(2L)``, or ``nextpow2(4L)`` when ``eps="auto"``
+                predicts a larger error than the precision's tolerance at ``2L`` (slow modes).
+            dtype: real output dtype (default: that of the parameters).
+            compute_dtype: real dtype of the synthesis. Default float64: the synthesis costs
+                ``O(M N2)`` per channel and does not depend on the batch, and float64 removes the
+                float32 restoration floor (SPEC section 5). Pass float32 for the fast/low-precision path.
+            return_contour: also return the :class:`~ddesys.contour.Contour` used (``method="fft"``).
+        Returns:
+            real ``(..., L)`` (and the contour).
+        Raises:
+            ValueError: an unstable system (the FFT kernel of a growing response does not exist), a bad
+            ``eps``/``M``/``L``/``method``.
+        """
+        L = check_length(L)
+        xp = self.xp
+        out_dt = dtype if dtype is not None else real_dtype_of(xp, self.lam.dtype)
+        if method == "recurrence":
+            K = self._kernel_recurrence(L)
+            return xp.astype(K, out_dt)
+        if method != "fft":
+            raise ValueError(f"method must be 'fft' or 'recurrence', got {method!r}")
+        stable = self.is_stable(exact=True)
+        if not np.all(stable):
+            bad = np.argwhere(~np.asarray(stable)).tolist()[:5]
+            raise ValueError(f"kernel(method='fft') asked of an unstable system (channels {bad}...): its impulse "
+                             "response grows, so no contour inside the unit disk represents it. "
+                             "Use method='recurrence' for a finite-length response.")
+        cdt = compute_dtype if compute_dtype is not None else xp.float64
+        u = unit_roundoff(cdt)
+        r = self.decay_bound()
+        contour = choose_contour(L, r, u, eps=eps, M=M)
+        cplx = xp.complex64 if cdt == xp.float32 else xp.complex128
+        rho = xp.asarray(contour.rho, dtype=cdt)
+        if not is_numpy(xp):
+            rho = xp.asarray(rho, device=self.lam.device)
+        K = synthesize_kernel(xp.astype(self.lam, cplx), xp.astype(self.mu, cplx),
+                              xp.astype(self.c * self.bbar, cplx), self.k, self.alpha, L, contour.M, rho)
+        K = xp.astype(K, out_dt)
+        return (K, contour) if return_contour else K
+
+    def _kernel_recurrence(self, L):
+        xp = self.xp
+        x = xp.zeros(self.batch_shape + (L,), dtype=real_dtype_of(xp, self.lam.dtype))
+        x[..., 0] = 1
+        saved, self.d = self.d, xp.zeros_like(self.d)
+        try:
+            return self.simulate(x)
+        finally:
+            self.d = saved
+
+    def impulse(self, L, **kernel_kw):
+        """Impulse response ``(..., L)`` of ``x -> y``: the kernel with ``d`` added at ``t = 0``."""
+        K = self.kernel(L, **kernel_kw)
+        K[..., 0] = K[..., 0] + self.d
+        return K
+
+    def simulate(self, x, return_states=False):
+        """Run the exact recurrence on real inputs ``x`` ``(..., L)`` (batch broadcasting with the system).
+
+        NumPy: compiled with Numba (parallel over channels, complex128 states), or the vector path when
+        Numba is absent. CuPy: the array module's vector path.
+
+        Returns:
+            ``y`` real ``(batch, L)``; with ``return_states`` also ``h`` complex ``(batch, N2, L)``.
+        Raises:
+            TypeError: complex ``x``. ValueError: non-finite ``x``, a batch that does not broadcast.
+        """
+        xp = self.xp
+        if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
+            raise TypeError("simulate(x): x must be real; a complex input has no meaning for the real "
+                            "system (split it into real and imaginary parts)")
+        x = as_array(xp, x, "x", "real")
+        if x.ndim < 1:
+            raise ValueError("x must have a trailing time axis (shape (..., L))")
+        batch = check_batch("x (batch part)", x.shape[:-1], self.batch_shape)
+        L = x.shape[-1]
+        B = int(np.prod(batch, dtype=np.int64))
+        flat = lambda a, tail: xp.reshape(xp.broadcast_to(a, tuple(batch) + tail), (B,) + tail)  # noqa: E731
+        N2 = (self.n_modes,)
+        res = run_recurrence(flat(self.lam, N2), flat(self.mu, N2), flat(self.bbar, N2), flat(self.c, N2),
+                             flat(self.k, ()), flat(self.alpha, ()), flat(self.d, ()),
+                             flat(x, (L,)), return_states=return_states)
+        odt = x.dtype
+        if return_states:
+            y, h = res
+            return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,)), \
+                xp.reshape(h, tuple(batch) + N2 + (L,))
+        return xp.reshape(xp.asarray(res, dtype=odt), tuple(batch) + (L,))
+
+
+__all__ = ["DiscreteDelaySystem", "Contour"]
