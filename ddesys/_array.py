@@ -18,14 +18,14 @@ except ImportError:  # pragma: no cover - exercised only on a broken install
 
 
 def get_namespace(*arrays):
-    """The array namespace of ``arrays`` (python scalars and ``None`` are ignored).
+    """The array namespace of ``arrays`` (python scalars, lists and ``None`` count as NumPy).
 
     Returns the ``array-api-compat`` namespace for NumPy, CuPy or torch; mixing libraries raises
     ``TypeError``.
     """
-    arrs = [a for a in arrays if a is not None and not isinstance(a, (int, float, complex, bool))]
     if _compat is None:
         return np
+    arrs = [a for a in arrays if _compat.is_array_api_obj(a) and not isinstance(a, np.generic)]
     if not arrs:
         return _compat.array_namespace(np.zeros(0))
     return _compat.array_namespace(*arrs)

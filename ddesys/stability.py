@@ -82,6 +82,11 @@ def winding_number(lam, mu, k, alpha, r=1.0, max_depth=MAX_DEPTH):
         and a boolean array, False where a root lies so close to the circle that the refinement could
         not certify every arc (the count is then a best effort).
     """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _winding(lam, mu, k, alpha, r, max_depth)
+
+
+def _winding(lam, mu, k, alpha, r, max_depth):
     shape, lam, mu, k, alpha = _flat(lam, mu, k, alpha)
     r = np.broadcast_to(np.asarray(r, float), shape).ravel()
     total = np.zeros(lam.size)
@@ -119,7 +124,9 @@ def winding_number(lam, mu, k, alpha, r=1.0, max_depth=MAX_DEPTH):
                     break
                 ai, si = np.nonzero(~ok)
                 arcs_p, arcs_t, arcs_h = arcs_p[ai], th[ai, si], sub_h[ai]
-    wind = np.rint(total / (2 * np.pi)).astype(np.int64)
+    on_circle = ~np.isfinite(total)               # Q vanished at a sample: a root on the circle
+    cert[on_circle] = False
+    wind = np.rint(np.where(on_circle, 0.0, total) / (2 * np.pi)).astype(np.int64)
     return wind.reshape(shape), cert.reshape(shape)
 
 

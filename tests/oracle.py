@@ -1,0 +1,182 @@
+"""Independent float64 reference implementations of the discrete delayed system (SPEC sections 2-5).
+
+Written from ``/work/shared/SPEC.md`` only; nothing here imports :mod:`ddesys`, so the tests compare
+two implementations, not one implementation with itself.
+
+The system, per channel ``b`` and stored complex mode ``n`` (conjugates implied)::
+
+    s = k + alpha,  k = floor(s) >= 1,  alpha in [0, 1)
+    h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,    h_{t<0} = 0
+    y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
+
+Functions:
+
+* :func:`brute_force`: the recurrence as a plain Python loop over channel, mode and time (complex
+  Python scalars), the slowest and most obviously correct form.
+* :func:`impulse_response`: the kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded) with a NumPy
+  loop over ``t``, vectorized over channels and modes (fast enough for ``L`` in the thousands).
+* :func:`char_poly` / :func:`roots_radius`: the characteristic polynomial
+  ``P(z) = z^{k+1} - lam z^k - mu((1 - alpha) z + alpha)`` and its spectral radius by ``np.roots``.
+* :func:`random_system`: random parameters following the DS4D initialization (SPEC section 7).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def split_delay(delay):
+    """``(k, alpha)`` with ``k = floor(delay)`` (Python ints) and ``alpha = delay - k``, elementwise."""
+    delay = np.asarray(delay, dtype=np.float64)
+    k = np.floor(delay).astype(np.int64)
+    return k, delay - k
+
+
+def _flatten(lam, mu, bbar, c, delay, d, x=None):
+    """Broadcast everything to a common batch and flatten it: params ``(B, N2)``, ``(B,)``, ``x (B, L)``."""
+    lam, mu, bbar, c = (np.asarray(v, dtype=np.complex128) for v in (lam, mu, bbar, c))
+    delay = np.asarray(delay, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    modes = np.broadcast_shapes(lam.shape, mu.shape, bbar.shape, c.shape)
+    shapes = [modes[:-1], delay.shape, d.shape]
+    if x is not None:
+        x = np.asarray(x, dtype=np.float64)
+        shapes.append(x.shape[:-1])
+    batch = np.broadcast_shapes(*shapes)
+    N2 = modes[-1]
+    B = int(np.prod(batch, dtype=np.int64))
+    fm = lambda a: np.broadcast_to(a, batch + (N2,)).reshape(B, N2)  # noqa: E731
+    fb = lambda a: np.broadcast_to(a, batch).reshape(B)  # noqa: E731
+    out = [fm(lam), fm(mu), fm(bbar), fm(c), fb(delay), fb(d)]
+    if x is not None:
+        out.append(np.broadcast_to(x, batch + x.shape[-1:]).reshape(B, x.shape[-1]))
+    return batch, out
+
+
+def brute_force(lam, mu, bbar, c, delay, d, x, return_states=False):
+    """The recurrence as a plain Python loop (channel, mode, time), complex128 states.
+
+    Args:
+        lam, mu, bbar, c: complex ``(..., N2)``; delay, d: real ``(...)`` (delay >= 1 step);
+        x: real ``(..., L)``. All batch shapes broadcast together; the batch is flattened to ``B``.
+        return_states: also return the states.
+    Returns:
+        ``y`` float64 ``(B, L)`` and, with ``return_states``, ``h`` complex128 ``(B, N2, L)``.
+    """
+    _, (lam, mu, bbar, c, delay, d, x) = _flatten(lam, mu, bbar, c, delay, d, x)
+    B, N2 = lam.shape
+    L = x.shape[-1]
+    y = np.zeros((B, L))
+    states = np.zeros((B, N2, L), dtype=np.complex128)
+    for b in range(B):
+        s = float(delay[b])
+        k = math.floor(s)
+        alpha = s - k
+        xb = [float(v) for v in x[b]]
+        for n in range(N2):
+            ln, mn, bn, cn = (complex(v) for v in (lam[b, n], mu[b, n], bbar[b, n], c[b, n]))
+            h = [0j] * L
+
+            def past(j):
+                return h[j] if j >= 0 else 0j
+
+            for t in range(L):
+                h[t] = (ln * past(t - 1) + mn * ((1 - alpha) * past(t - k) + alpha * past(t - k - 1))
+                        + bn * xb[t])
+                y[b, t] += 2.0 * (cn * h[t]).real
+            states[b, n, :] = h
+        for t in range(L):
+            y[b, t] += float(d[b]) * xb[t]
+    return (y, states) if return_states else y
+
+
+def impulse_response(lam, mu, bbar, c, delay, L, return_modes=False):
+    """Kernel ``K_t = 2 Re sum_n c_n g_{n,t}``, ``t = 0 .. L-1`` (``d`` excluded), float64.
+
+    ``g`` is the response of ``h_t = lam h_{t-1} + mu((1-alpha) h_{t-k} + alpha h_{t-k-1}) + bbar delta_t``;
+    NumPy loop over ``t`` vectorized over (channel, mode), channels with different delays gathered by
+    index. Returns ``K`` ``(B, L)`` (and ``g`` ``(B, N2, L)`` with ``return_modes``).
+    """
+    _, (lam, mu, bbar, c, delay, _d) = _flatten(lam, mu, bbar, c, delay, 0.0)
+    B, N2 = lam.shape
+    k, alpha = split_delay(delay)
+    m1 = mu * (1 - alpha)[:, None]
+    m2 = mu * alpha[:, None]
+    g = np.zeros((B, N2, L), dtype=np.complex128)
+    rows = np.arange(B)
+    for t in range(L):
+        v = bbar.copy() if t == 0 else lam * g[:, :, t - 1]
+        j1 = t - k
+        j2 = t - k - 1
+        ok1 = j1 >= 0
+        ok2 = j2 >= 0
+        if ok1.any():
+            v[ok1] += m1[ok1] * g[rows[ok1], :, j1[ok1]]
+        if ok2.any():
+            v[ok2] += m2[ok2] * g[rows[ok2], :, j2[ok2]]
+        g[:, :, t] = v
+    K = 2.0 * np.einsum("bn,bnt->bt", c, g).real
+    return (K, g) if return_modes else K
+
+
+def char_poly(lam, mu, k, alpha):
+    """Coefficients (highest power first, ``k + 2`` entries) of
+    ``P(z) = z^{k+1} - lam z^k - mu (1 - alpha) z - mu alpha`` for one mode."""
+    k = int(k)
+    coeffs = np.zeros(k + 2, dtype=np.complex128)
+    coeffs[0] = 1.0
+    coeffs[1] -= lam
+    coeffs[k] -= mu * (1 - alpha)      # z^1 sits at index (k + 1) - 1
+    coeffs[k + 1] -= mu * alpha        # z^0
+    return coeffs
+
+
+def roots_radius(lam, mu, k, alpha):
+    """Largest root modulus of :func:`char_poly` by ``np.roots`` (companion eigenvalues)."""
+    r = np.roots(char_poly(lam, mu, k, alpha))
+    return float(np.abs(r).max()) if r.size else 0.0
+
+
+def random_system(rng, H, N2, dt, L, init="inv", p=0.1, max_delay_frac=0.5, phase="pi"):
+    """Random stable parameters following the DS4D initialization (SPEC section 7).
+
+    Args:
+        rng: ``np.random.Generator``.
+        H: channels; N2: stored complex modes per channel (state size ``N = 2 N2``).
+        dt: step, scalar or ``(H,)``.
+        L: sequence length (delays are drawn uniformly in ``[1, max_delay_frac * L]`` steps).
+        init: ``"inv"`` (``a_n = -1/2 + i (N/pi)(N/(2n+1) - 1)``) or ``"lin"`` (``a_n = -1/2 + i pi n``).
+        p: delayed-branch share: ``lam = (1-p) abar``, ``mu = p |abar| e^{i theta}``.
+        phase: ``"pi"`` (``theta = pi + 0.1 randn``) or ``"uniform"`` (``theta`` uniform in ``[0, 2 pi)``).
+    Returns:
+        ``dict(lam, mu, bbar, c, delay, d)`` with complex ``(H, N2)`` mode parameters and real ``(H,)``
+        delay / feedthrough, ready for ``DiscreteDelaySystem(**sys)`` and the oracle functions.
+    """
+    n = np.arange(N2)
+    N = 2 * N2
+    if init == "inv":
+        a = -0.5 + 1j * (N / np.pi) * (N / (2 * n + 1) - 1)
+    elif init == "lin":
+        a = -0.5 + 1j * np.pi * n
+    else:
+        raise ValueError(f"init must be 'inv' or 'lin', got {init!r}")
+    dt = np.broadcast_to(np.asarray(dt, dtype=np.float64), (H,))[:, None]
+    a = np.broadcast_to(a, (H, N2))
+    abar = np.exp(a * dt)
+    lam = (1 - p) * abar
+    if phase == "pi":
+        theta = np.pi + 0.1 * rng.standard_normal((H, N2))
+    elif phase == "uniform":
+        theta = rng.uniform(0.0, 2 * np.pi, (H, N2))
+    else:
+        raise ValueError(f"phase must be 'pi' or 'uniform', got {phase!r}")
+    mu = p * np.abs(abar) * np.exp(1j * theta)
+    bbar = (abar - 1) / a * 1.0
+    c = (rng.standard_normal((H, N2)) + 1j * rng.standard_normal((H, N2))) / np.sqrt(2)
+    delay = rng.uniform(1.0, max(1.0, max_delay_frac * L), H)
+    d = rng.standard_normal(H)
+    return dict(lam=lam, mu=mu, bbar=bbar, c=c, delay=delay, d=d)
+
+
+__all__ = ["brute_force", "char_poly", "impulse_response", "random_system", "roots_radius", "split_delay"]

@@ -1,0 +1,4 @@
+"""Scripts that check the paper's claims against independent references.
+
+* ``python -m verification.kernel_accuracy``: FFT kernel (contour shift) vs the exact recurrence.
+"""
