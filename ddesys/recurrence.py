@@ -96,33 +96,43 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
     return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)
 
 
+def delay_update(h_prev, h_k, h_k1, x_t, lam, m1, m2, bbar):
+    """One step of the recurrence: ``lam h_{t-1} + m1 h_{t-k} + m2 h_{t-k-1} + bbar x_t``.
+
+    ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``; all arrays broadcast (states ``(..., N2)``, ``x_t``
+    ``(..., 1)``). The single definition used by the vector path here and by the decode step in ``nn``.
+    """
+    return lam * h_prev + m1 * h_k + m2 * h_k1 + bbar * x_t
+
+
+def readout(h, c, d, x_t):
+    """``y_t = 2 Re(sum_n c_n h_n) + d x_t`` for states ``h`` ``(..., N2)``, ``c`` ``(..., N2)``."""
+    xp = get_namespace(h)
+    return 2 * xp.sum(xp.real(c * h), axis=-1) + d * x_t
+
+
 def _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states):
-    """Vector path: states kept as a list of ``(B, N2)`` slices; delayed reads gathered per channel."""
+    """Vector path: a ``(B, N2, L + 1)`` history (slot ``L`` stays zero and stands for ``t < 0``); the
+    delayed states are gathered per channel with ``take_along_axis``. Not differentiable (in-place
+    writes): it is the verification path for torch."""
     B, L = x.shape
-    k_np = np.asarray([int(v) for v in (k.tolist() if hasattr(k, "tolist") else k)], dtype=np.int64)
-    al = xp.astype(alpha, lam.real.dtype if hasattr(lam, "real") else xp.float64)[:, None]   # (B, 1)
-    m1, m2 = mu * (1 - al), mu * al                                 # (B, N2)
-    hist = []                                                       # hist[t]: (B, N2)
-    zero = xp.zeros_like(lam)
-    ys = []
-    uniq = np.unique(k_np)
+    N2 = lam.shape[1]
+    al = xp.astype(alpha, x.dtype)[:, None]                         # (B, 1)
+    m1, m2 = mu * xp.astype(1 - al, lam.dtype), mu * xp.astype(al, lam.dtype)   # (B, N2)
+    hist = xp.zeros((B, N2, L + 1), dtype=lam.dtype)
+    if hasattr(lam, "device") and not is_numpy(xp):
+        hist = xp.asarray(hist, device=lam.device)
+    y = []
+    kk = k[:, None, None]                                           # (B, 1, 1)
     for t in range(L):
-        v = bbar * x[:, t:t + 1]                                    # (B, N2)
-        if t >= 1:
-            v = v + lam * hist[t - 1]
-        if t >= int(uniq[0]):
-            if uniq.size == 1:
-                kk = int(uniq[0])
-                d1 = hist[t - kk]
-                d2 = hist[t - kk - 1] if t - kk - 1 >= 0 else zero
-            else:  # channels with different delays: stack the needed rows per channel
-                rows1 = [hist[t - int(kb)][b] if t - kb >= 0 else zero[b] for b, kb in enumerate(k_np)]
-                rows2 = [hist[t - int(kb) - 1][b] if t - kb - 1 >= 0 else zero[b] for b, kb in enumerate(k_np)]
-                d1, d2 = xp.stack(rows1), xp.stack(rows2)
-            v = v + m1 * d1 + m2 * d2
-        hist.append(v)
-        ys.append(2 * xp.sum(xp.real(c * v), axis=-1))             # (B,)
-    y = xp.stack(ys, axis=-1) + d[:, None] * x                      # (B, L)
-    if return_states:
-        return y, xp.stack(hist, axis=-1)                           # (B, N2, L)
-    return y
+        i1 = xp.where(t - kk >= 0, t - kk, L)                       # (B, 1, 1) slot of t-k, or zero slot
+        i2 = xp.where(t - kk - 1 >= 0, t - kk - 1, L)
+        i1 = xp.broadcast_to(i1, (B, N2, 1))
+        i2 = xp.broadcast_to(i2, (B, N2, 1))
+        hk = xp.take_along_axis(hist, i1, axis=-1)[..., 0]          # (B, N2)
+        hk1 = xp.take_along_axis(hist, i2, axis=-1)[..., 0]         # (B, N2)
+        h = delay_update(hist[..., t - 1] if t else hist[..., L], hk, hk1, x[:, t:t + 1], lam, m1, m2, bbar)
+        hist[..., t] = h
+        y.append(readout(h, c, d, x[:, t]))                         # (B,)
+    y = xp.stack(y, axis=-1)                                        # (B, L)
+    return (y, hist[..., :L]) if return_states else y

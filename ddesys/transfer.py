@@ -48,7 +48,7 @@ def _unit_roots(xp, idx, M, cdtype, device):
     return out if device is None else xp.asarray(out, device=device)
 
 
-def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None):
+def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None, per_mode=False):
     """Length-``L`` real kernel by the contour-shifted inverse FFT (SPEC section 5).
 
     Samples ``S_m = sum_n cb_n / den_{n,m}`` on the circle ``|z| = 1/rho`` at ``M`` points, inverts with
@@ -66,8 +66,10 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None):
         k: integer ``(...)``; alpha: real ``(...)``; rho: real ``(...)`` in ``(0, 1]``.
         L: kernel length; M: FFT length (``>= L``; ``>= 2L`` for linear convolution).
         mode_chunk: modes per accumulation step (default: all when the batch is small, else 8).
+        per_mode: return the complex per-mode responses ``cb_n g_{n,t}`` ``(..., N2, L)`` instead of the
+            real kernel (pass ``cb = bbar`` for the state kernels used by prefill). Memory ``O(N2 M)``.
     Returns:
-        real ``(..., L)`` in the real dtype of ``lam``.
+        real ``(..., L)`` in the real dtype of ``lam`` (complex ``(..., N2, L)`` with ``per_mode``).
     """
     xp = get_namespace(lam, mu, cb)
     cdtype = lam.dtype
@@ -99,12 +101,19 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None):
         den = (1 - a1[..., sl, None] * z1
                - a2[..., sl, None] * zk[..., None, :]
                - a3[..., sl, None] * zk1[..., None, :])             # (..., chunk, M)
+        if per_mode:
+            S = [] if S is None else S
+            S.append(cb[..., sl, None] / den)                       # (..., chunk, M)
+            continue
         part = xp.sum(cb[..., sl, None] / den, axis=-2)             # (..., M)
         S = part if S is None else S + part
 
-    Kc = xp.fft.ifft(S, axis=-1)[..., :L]                           # (..., L) complex
     t = xp.astype(xp.arange(L), rdtype)                             # (L,)
     if dev is not None:
         t = xp.asarray(t, device=dev)
     restore = xp.exp(-t * logr)                                     # (..., L)   rho^{-t}
+    if per_mode:
+        G = xp.fft.ifft(xp.concat(S, axis=-2), axis=-1)[..., :L]    # (..., N2, L)
+        return G * xp.astype(restore[..., None, :], cdtype)         # (..., N2, L)
+    Kc = xp.fft.ifft(S, axis=-1)[..., :L]                           # (..., L) complex
     return 2 * xp.real(Kc) * restore                                # (..., L)
