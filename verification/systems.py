@@ -4,15 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ddesys import DiscreteDelaySystem
-
-
-def s4d_modes(N2, init="inv"):
-    """S4D-Lin ``-1/2 + i pi n`` or S4D-Inv ``-1/2 + i (N/pi)(N/(2n+1) - 1)`` (``N = 2 N2``), ``(N2,)``."""
-    n = np.arange(N2)
-    if init == "lin":
-        return -0.5 + 1j * np.pi * n
-    N = 2 * N2
-    return -0.5 + 1j * (N / np.pi) * (N / (2 * n + 1) - 1)
+from ddesys.init import s4d_modes
 
 
 def random_delay_system(rng, H, N2, dt, L, init="inv", p=0.1, theta=None, max_delay_frac=0.5):

@@ -1,0 +1,10 @@
+"""Trainable DS4D and S4D layers (PyTorch), blocks, models and optimizer groups.
+
+Requires torch (``pip install torch==2.13.0`` on a CPU machine); ``ddesys`` owns the mathematics.
+"""
+from .ds4d import DS4D, DS4DCache
+from .model import SequenceBlock, SequenceModel
+from .optim import param_groups
+from .s4d import S4D, S4DCache
+
+__all__ = ["DS4D", "DS4DCache", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "param_groups"]

@@ -1,0 +1,21 @@
+"""Optimizer parameter groups following S4's ``_optim`` convention."""
+from __future__ import annotations
+
+
+def param_groups(model, lr, weight_decay=0.0):
+    """One group for ordinary parameters (``lr``, ``weight_decay``) and one per distinct ``_optim`` dict
+    attached by the layers (``dt`` and delay: their own ``dt_lr`` and no weight decay; other SSM
+    parameters: no weight decay). Pass the result to any ``torch.optim`` optimizer."""
+    plain, special = [], {}
+    for p in model.parameters():
+        if not p.requires_grad:
+            continue
+        hp = getattr(p, "_optim", None)
+        if hp is None:
+            plain.append(p)
+        else:
+            special.setdefault(tuple(sorted(hp.items())), []).append(p)
+    groups = [{"params": plain, "lr": lr, "weight_decay": weight_decay}]
+    for key, ps in special.items():
+        groups.append({"params": ps, "lr": lr, "weight_decay": weight_decay, **dict(key)})
+    return groups

@@ -1,0 +1,127 @@
+"""S4D baseline (diagonal SSM, ZOH, explicit B) with the same interface as :class:`nn.DS4D`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ddesys.discretize import zoh
+from ddesys.recurrence import readout
+
+from .common import check_input, fft_conv, init_dt, s4d_modes
+
+
+@dataclass
+class S4DCache:
+    """Decode state: ``h`` ``(B, H, N2)`` complex."""
+    h: torch.Tensor
+    t: int = 0
+
+    @property
+    def batch_size(self):
+        return self.h.shape[0]
+
+    @property
+    def nbytes(self):
+        return self.h.numel() * self.h.element_size()
+
+
+class S4D(nn.Module):
+    """S4D layer (Gu et al. 2022): ``h_t = exp(dt A) h_{t-1} + (exp(dt A) - 1)/A B x_t``.
+
+    Kernel by the Vandermonde product ``K_t = 2 Re sum_n C_n bbar_n e^{t dt A_n}``, with the complex
+    exponential as ``polar(exp(t dt Re A), t dt Im A)`` (several times faster than complex ``exp``).
+    Args as :class:`nn.DS4D` (``init``, ``dt_min``, ``dt_max``, ``bidirectional``, ``transposed``,
+    ``dt_lr``). Shapes: ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
+    """
+
+    def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
+                 bidirectional=False, transposed=False, dt_lr=None, seed=None):
+        super().__init__()
+        if d_state % 2:
+            raise ValueError(f"d_state must be even (conjugate pairs), got {d_state}")
+        self.H, self.N2 = d_model, d_state // 2
+        self.bidirectional, self.transposed = bidirectional, transposed
+        C = 2 * d_model if bidirectional else d_model
+        g = torch.Generator().manual_seed(seed) if seed is not None else None
+        a = s4d_modes(self.N2, init).expand(C, -1)                  # (C, N2)
+        self.log_dt = nn.Parameter(init_dt(C, dt_min, dt_max, g))  # (C,)
+        self.nu_re = nn.Parameter(torch.log(-a.real).clone())       # (C, N2)
+        self.nu_im = nn.Parameter(a.imag.clone())                   # (C, N2)
+        self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())
+        self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
+        self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
+        self.log_dt._optim = {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})}
+        for name in ("nu_re", "nu_im", "B"):
+            getattr(self, name)._optim = {"weight_decay": 0.0}
+
+    def discrete(self, dtype=torch.float32):
+        """``lam, bbar, c`` complex ``(C, N2)`` and ``dtA`` ``(C, N2)``."""
+        f = lambda p: p.to(dtype)  # noqa: E731
+        dt = torch.exp(f(self.log_dt))[:, None]                     # (C, 1)
+        a = torch.complex(-torch.exp(f(self.nu_re)), f(self.nu_im))  # (C, N2)
+        B = torch.view_as_complex(f(self.B).contiguous())           # (C, N2)
+        lam, _, bbar = zoh(a, torch.zeros_like(a), B, dt)           # (C, N2)
+        return lam, bbar, torch.view_as_complex(f(self.C).contiguous()), a * dt
+
+    def kernel(self, L, dtype=torch.float32):
+        """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``)."""
+        _, bbar, c, dtA = self.discrete(dtype)
+        t = torch.arange(L, dtype=dtype, device=dtA.device)         # (L,)
+        V = torch.polar(torch.exp(dtA.real[..., None] * t), dtA.imag[..., None] * t)   # (C, N2, L)
+        K = 2 * torch.einsum("cn,cnl->cl", c * bbar, V).real        # (C, L)
+        return K.view(2, self.H, L) if self.bidirectional else K
+
+    def forward(self, x, mode="fft"):
+        """``(B, L, H) -> (B, L, H)``; ``mode="recurrent"`` steps through the sequence (verification)."""
+        x = check_input(self, x)                                    # (B, H, L)
+        L = x.shape[-1]
+        if mode == "recurrent":
+            if self.bidirectional:
+                raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
+            cache = self.allocate_inference_cache(x.shape[0], dtype=x.dtype)
+            y = torch.stack([self.step(x[..., t], cache) for t in range(L)], dim=-1)
+        elif mode == "fft":
+            K = self.kernel(L, x.dtype if x.dtype == torch.float64 else torch.float32).to(x.dtype)
+            if self.bidirectional:
+                y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
+            else:
+                y = fft_conv(x, K)                                  # (B, H, L)
+            y = y + self.D[:, None] * x
+        else:
+            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
+        return y if self.transposed else y.transpose(-1, -2)
+
+    def allocate_inference_cache(self, batch_size, dtype=None):
+        if self.bidirectional:
+            raise ValueError("a bidirectional S4D layer sees the future; it cannot decode step by step")
+        cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
+        return S4DCache(torch.zeros(batch_size, self.H, self.N2, dtype=cdt, device=self.D.device))
+
+    def step(self, x_t, cache):
+        """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place."""
+        if x_t.dim() != 2 or x_t.shape[1] != self.H:
+            raise ValueError(f"step expects x_t of shape (B, {self.H}), got {tuple(x_t.shape)}")
+        if x_t.shape[0] != cache.batch_size:
+            raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")
+        rdt = torch.float64 if cache.h.dtype == torch.complex128 else torch.float32
+        lam, bbar, c, _ = self.discrete(rdt)
+        cache.h.mul_(lam).add_(bbar * x_t.to(rdt)[..., None])       # (B, H, N2)
+        cache.t += 1
+        return readout(cache.h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)
+
+    @torch.no_grad()
+    def prefill(self, x, cache):
+        """Consume a prompt ``(B, L, H)``; returns the FFT output and sets the cache state."""
+        if cache.t != 0:
+            raise ValueError("prefill expects a fresh cache (t = 0)")
+        y = self.forward(x)
+        xb = check_input(self, x).double()                           # (B, H, L)
+        L = xb.shape[-1]
+        lam, bbar, _, dtA = self.discrete(torch.float64)
+        t = torch.arange(L - 1, -1, -1, dtype=torch.float64)          # powers lam^{L-1-j}
+        V = torch.exp(dtA[..., None] * t) * bbar[..., None]          # (H, N2, L)
+        cache.h.copy_(torch.einsum("bhl,hnl->bhn", xb.to(V.dtype), V).to(cache.h.dtype))
+        cache.t = L
+        return y
