@@ -25,7 +25,9 @@ def get_namespace(*arrays):
     """
     if _compat is None:
         return np
-    arrs = [a for a in arrays if _compat.is_array_api_obj(a) and not isinstance(a, np.generic)]
+    arrs = [a for a in arrays if a is not None and not isinstance(a, (int, float, complex, bool, list, tuple,
+                                                                     np.generic))]
+    arrs = [a for a in arrs if _compat.is_array_api_obj(a)]
     if not arrs:
         return _compat.array_namespace(np.zeros(0))
     return _compat.array_namespace(*arrs)

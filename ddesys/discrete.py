@@ -38,6 +38,8 @@ class DiscreteDelaySystem:
         batch = check_batch("delay", delay.shape, full[:-1])
         batch = check_batch("d", d.shape, batch)
         full = tuple(batch) + (full[-1],)
+        if full[-1] == 0:
+            raise ValueError("lam, mu, bbar, c need at least one mode (trailing axis N2 >= 1)")
         host_delay = to_numpy(delay)
         if np.any(host_delay < 1):
             raise ValueError(f"delay must be >= 1 step (got min {host_delay.min():.6g}); a delay below one "
@@ -167,8 +169,8 @@ class DiscreteDelaySystem:
             raise ValueError(f"method must be 'fft' or 'recurrence', got {method!r}")
         stable = self.is_stable(exact=True)
         if not np.all(stable):
-            bad = np.argwhere(~np.asarray(stable)).tolist()[:5]
-            raise ValueError(f"kernel(method='fft') asked of an unstable system (channels {bad}...): its impulse "
+            bad = np.argwhere(~np.asarray(stable)).tolist()[:5] if np.ndim(stable) else "the only channel"
+            raise ValueError(f"kernel(method='fft') asked of an unstable system ({bad}): its impulse "
                              "response grows, so no contour inside the unit disk represents it. "
                              "Use method='recurrence' for a finite-length response.")
         cdt = compute_dtype if compute_dtype is not None else xp.float64

@@ -38,36 +38,53 @@ def numba_available() -> bool:
 
 if _nb is not None:
 
-    @_nb.njit(parallel=True, cache=True, fastmath=False)
+    @_nb.njit(cache=True, fastmath=True, inline="always")
+    def _channel_nb(lr, li, m1r, m1i, m2r, m2i, br, bi, cr, ci, kb, d, x, y, hr, hi):  # pragma: no cover
+        """One channel, all modes: time outer, modes inner (contiguous, SIMD), real arithmetic."""
+        N2 = lr.shape[0]
+        L = x.shape[0]
+        for t in range(L):
+            xt = x[t]
+            acc = 0.0
+            for n in range(N2):
+                vr = br[n] * xt
+                vi = bi[n] * xt
+                if t >= 1:
+                    pr = hr[t - 1, n]
+                    pi = hi[t - 1, n]
+                    vr += lr[n] * pr - li[n] * pi
+                    vi += lr[n] * pi + li[n] * pr
+                if t >= kb:
+                    pr = hr[t - kb, n]
+                    pi = hi[t - kb, n]
+                    vr += m1r[n] * pr - m1i[n] * pi
+                    vi += m1r[n] * pi + m1i[n] * pr
+                if t >= kb + 1:
+                    pr = hr[t - kb - 1, n]
+                    pi = hi[t - kb - 1, n]
+                    vr += m2r[n] * pr - m2i[n] * pi
+                    vi += m2r[n] * pi + m2i[n] * pr
+                hr[t, n] = vr
+                hi[t, n] = vi
+                acc += cr[n] * vr - ci[n] * vi
+            y[t] = 2.0 * acc + d * xt
+
+    @_nb.njit(parallel=True, cache=True)
     def _recurrence_nb(lam, mu, bbar, c, k, alpha, d, x, y, states, keep):  # pragma: no cover - jitted
         B, N2 = lam.shape
         L = x.shape[1]
         for b in _nb.prange(B):
-            h = np.empty(L, dtype=np.complex128)
-            kb = k[b]
-            a1 = 1.0 - alpha[b]
-            a2 = alpha[b]
-            for n in range(N2):
-                ln = lam[b, n]
-                m1 = mu[b, n] * a1
-                m2 = mu[b, n] * a2
-                bn = bbar[b, n]
-                cr = c[b, n].real
-                ci = c[b, n].imag
-                for t in range(L):
-                    v = bn * x[b, t]
-                    if t >= 1:
-                        v += ln * h[t - 1]
-                    if t >= kb:
-                        v += m1 * h[t - kb]
-                    if t >= kb + 1:
-                        v += m2 * h[t - kb - 1]
-                    h[t] = v
-                    y[b, t] += 2.0 * (cr * v.real - ci * v.imag)
-                if keep:
-                    states[b, n, :] = h
-            for t in range(L):
-                y[b, t] += d[b] * x[b, t]
+            hr = np.empty((L, N2))
+            hi = np.empty((L, N2))
+            m1 = mu[b] * (1.0 - alpha[b])
+            m2 = mu[b] * alpha[b]
+            _channel_nb(lam[b].real.copy(), lam[b].imag.copy(), m1.real.copy(), m1.imag.copy(),
+                        m2.real.copy(), m2.imag.copy(), bbar[b].real.copy(), bbar[b].imag.copy(),
+                        c[b].real.copy(), c[b].imag.copy(), k[b], d[b], x[b], y[b], hr, hi)
+            if keep:
+                for n in range(N2):
+                    for t in range(L):
+                        states[b, n, t] = hr[t, n] + 1j * hi[t, n]
 
 
 def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):

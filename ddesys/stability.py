@@ -23,6 +23,7 @@ import numpy as np
 
 MAX_DEPTH = 8              # levels of arc subdivision before giving up certification
 SUBDIVIDE = 16             # parts per subdivided arc
+MAX_ARCS = 2**16           # failing arcs refined at once before giving up certification
 EIG_MAX_DEGREE = 96        # companion eigenvalues below this degree, winding bisection above
 
 
@@ -102,6 +103,9 @@ def _winding(lam, mu, k, alpha, r, max_depth):
             qn = np.roll(q, -1, axis=1)
             h = 2 * np.pi / M
             ok = np.maximum(np.abs(q), np.abs(qn)) > (lip[idx] * h)[:, None]      # (P, M)
+            bad = ~np.isfinite(q).all(axis=1) | ~np.isfinite(lip[idx])            # overflowed r^-k
+            cert[idx[bad]] = False
+            ok[bad] = True                       # nothing to refine: the count is meaningless there
             inc = np.angle(qn / q)
             total[idx] += np.where(ok, inc, 0.0).sum(axis=1)
             pi_, mi_ = np.nonzero(~ok)
@@ -123,6 +127,9 @@ def _winding(lam, mu, k, alpha, r, max_depth):
                     cert[np.unique(arcs_p[(~ok).any(axis=1)])] = False
                     break
                 ai, si = np.nonzero(~ok)
+                if ai.size > MAX_ARCS:           # too many failing arcs: give up on those modes
+                    cert[np.unique(arcs_p[ai])] = False
+                    break
                 arcs_p, arcs_t, arcs_h = arcs_p[ai], th[ai, si], sub_h[ai]
     on_circle = ~np.isfinite(total)               # Q vanished at a sample: a root on the circle
     cert[on_circle] = False
@@ -202,7 +209,11 @@ def spectral_radius(lam, mu, k, alpha, rtol=1e-12):
     small = k + 1 < EIG_MAX_DEGREE
     if small.any():
         out[small] = _companion_radius(lam[small], mu[small], k[small], alpha[small])
-    big = np.flatnonzero(~small)
+    if lam.size == 0:
+        return out.reshape(shape)
+    nodelay = np.abs(mu) == 0                    # P = z^k (z - lam): radius |lam|
+    out[nodelay] = np.abs(lam[nodelay])
+    big = np.flatnonzero(~small & ~nodelay)
     if big.size:
         l, m, kk, a = lam[big], mu[big], k[big], alpha[big]
         hi = radius_bound(l, m, kk, a)
@@ -210,6 +221,8 @@ def spectral_radius(lam, mu, k, alpha, rtol=1e-12):
         nz = np.where(a > 0, kk + 1, kk).astype(float)
         lo = np.where(const > 0, np.exp(np.log(np.maximum(const, 1e-300)) / nz), np.abs(l)) * (1 - 1e-9)
         lo = np.minimum(lo, hi * (1 - 1e-9))
+        # keep |mu| r^-k finite on every sampled circle (otherwise Q overflows)
+        lo = np.maximum(lo, np.exp((np.log(np.abs(m)) - 600.0) / np.maximum(kk, 1)))
         for _ in range(200):
             live = (hi - lo) > rtol * hi
             if not live.any():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ._array import get_namespace
+from ._array import get_namespace, is_torch
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
@@ -48,7 +48,7 @@ def _unit_roots(xp, idx, M, cdtype, device):
     return out if device is None else xp.asarray(out, device=device)
 
 
-def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None, per_mode=False):
+def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     """Length-``L`` real kernel by the contour-shifted inverse FFT (SPEC section 5).
 
     Samples ``S_m = sum_n cb_n / den_{n,m}`` on the circle ``|z| = 1/rho`` at ``M`` points, inverts with
@@ -57,15 +57,13 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None, per_mod
         den_{n,m} = 1 - (rho lam_n) w^-m - (rho^k (1-alpha) mu_n) w^-mk - (rho^(k+1) alpha mu_n) w^-m(k+1)
         K_t       = rho^-t 2 Re(IFFT_M[S]_t),   t = 0 .. L-1
 
-    ``w^-mk`` comes from the integer ``(m k) mod M``. Work and memory are ``O(M N2)`` and ``O(M)`` per
-    channel: modes are accumulated ``mode_chunk`` at a time, never as a ``(..., N2, M)`` tensor unless
-    ``mode_chunk >= N2``.
+    ``w^-mk`` comes from the integer ``(m k) mod M``. Work ``O(M N2)`` per channel; the sampled
+    transfer function is formed by :func:`sample_transfer`, a few channels at a time.
 
     Args:
         lam, mu, cb: complex ``(..., N2)``, ``cb = c * bbar``; their dtype is the working precision.
         k: integer ``(...)``; alpha: real ``(...)``; rho: real ``(...)`` in ``(0, 1]``.
         L: kernel length; M: FFT length (``>= L``; ``>= 2L`` for linear convolution).
-        mode_chunk: modes per accumulation step (default: all when the batch is small, else 8).
         per_mode: return the complex per-mode responses ``cb_n g_{n,t}`` ``(..., N2, L)`` instead of the
             real kernel (pass ``cb = bbar`` for the state kernels used by prefill). Memory ``O(N2 M)``.
     Returns:
@@ -92,28 +90,105 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, mode_chunk=None, per_mod
     a2 = mu * xp.astype(rk * (1 - al), cdtype)                      # (..., N2)
     a3 = mu * xp.astype(rk * xp.exp(logr) * al, cdtype)             # (..., N2)
 
-    n2 = lam.shape[-1]
-    batch = math.prod(lam.shape[:-1])
-    chunk = mode_chunk or (n2 if batch * n2 * M <= 2**22 else max(1, 2**22 // max(1, batch * M)))
-    S = None
-    for s in range(0, n2, chunk):
-        sl = slice(s, min(n2, s + chunk))
-        den = (1 - a1[..., sl, None] * z1
-               - a2[..., sl, None] * zk[..., None, :]
-               - a3[..., sl, None] * zk1[..., None, :])             # (..., chunk, M)
-        if per_mode:
-            S = [] if S is None else S
-            S.append(cb[..., sl, None] / den)                       # (..., chunk, M)
-            continue
-        part = xp.sum(cb[..., sl, None] / den, axis=-2)             # (..., M)
-        S = part if S is None else S + part
-
+    batch_shape = lam.shape[:-1]
+    A = xp.stack([a1, a2, a3], axis=-1)                             # (..., N2, 3)
+    Z = xp.stack([xp.broadcast_to(z1, zk.shape), zk, zk1], axis=-2)  # (..., 3, M)
+    if per_mode:
+        den = 1 - A @ Z                                             # (..., N2, M)
+        S = cb[..., None] / den                                     # (..., N2, M)
+    else:
+        S = sample_transfer(A, cb, Z)                               # (..., M)
+    del batch_shape
     t = xp.astype(xp.arange(L), rdtype)                             # (L,)
     if dev is not None:
         t = xp.asarray(t, device=dev)
     restore = xp.exp(-t * logr)                                     # (..., L)   rho^{-t}
     if per_mode:
-        G = xp.fft.ifft(xp.concat(S, axis=-2), axis=-1)[..., :L]    # (..., N2, L)
+        G = xp.fft.ifft(S, axis=-1)[..., :L]                        # (..., N2, L)
         return G * xp.astype(restore[..., None, :], cdtype)         # (..., N2, L)
     Kc = xp.fft.ifft(S, axis=-1)[..., :L]                           # (..., L) complex
     return 2 * xp.real(Kc) * restore                                # (..., L)
+
+
+CHUNK_ELEMENTS = 2**22      # complex elements of one (channels, N2, M) block in sample_transfer
+
+
+def _sample_block(A, cb, Z):
+    """``S = sum_n cb_n / (1 - (A Z)_n)`` for one block: ``A`` ``(b, N2, 3)``, ``cb`` ``(b, N2)``,
+    ``Z`` ``(b, 3, M)`` -> ``(b, M)``. The single definition of the sampled transfer function."""
+    inv = 1 / (1 - A @ Z)                                           # (b, N2, M)
+    return (cb[..., None, :] @ inv)[..., 0, :]                      # (b, M)
+
+
+def sample_transfer(A, cb, Z):
+    """Sampled contour-shifted transfer function ``S_m = sum_n cb_n / den_{n,m}`` (SPEC section 5).
+
+    ``den_{n,m} = 1 - A_n1 Z_1m - A_n2 Z_2m - A_n3 Z_3m`` with ``A = (rho lam, rho^k (1-alpha) mu,
+    rho^(k+1) alpha mu)`` and ``Z = (w^-m, w^-mk, w^-m(k+1))``: a rank-3 product, formed by ``matmul``,
+    ``CHUNK_ELEMENTS`` at a time so memory stays ``O(batch M)`` plus one block.
+
+    On torch tensors that need gradients this runs as :class:`_SampleTransfer`, whose backward
+    recomputes each block instead of storing ``(..., N2, M)`` intermediates.
+
+    Args: ``A`` complex ``(..., N2, 3)``, ``cb`` complex ``(..., N2)``, ``Z`` complex ``(..., 3, M)``.
+    Returns: complex ``(..., M)``.
+    """
+    xp = get_namespace(A, cb, Z)
+    if is_torch(xp) and (A.requires_grad or cb.requires_grad):
+        return _torch_sample_transfer()(A, cb, Z)
+    return _sample_blocks(xp, A, cb, Z)
+
+
+def _sample_blocks(xp, A, cb, Z):
+    batch = A.shape[:-2]
+    n2, M = A.shape[-2], Z.shape[-1]
+    B = math.prod(batch)
+    A, cb, Z = (xp.reshape(v, (B,) + v.shape[len(batch):]) for v in (A, cb, Z))
+    step = max(1, CHUNK_ELEMENTS // max(1, n2 * M))
+    out = [_sample_block(A[s:s + step], cb[s:s + step], Z[s:s + step]) for s in range(0, B, step)]
+    S = out[0] if len(out) == 1 else xp.concat(out, axis=0)
+    return xp.reshape(S, batch + (M,))
+
+
+_FN = None
+
+
+def _torch_sample_transfer():
+    """Build (once) the torch autograd Function; torch is imported only here, on first torch use."""
+    global _FN
+    if _FN is not None:
+        return _FN
+    import torch
+
+    class _SampleTransfer(torch.autograd.Function):
+        """Forward: :func:`_sample_block` blockwise. Backward, for ``S = sum_n cb_n inv_n``,
+        ``inv = 1/den``: ``dS/dcb_n = inv_n`` and ``dS/dA_nj = cb_n inv_n^2 Z_j``; torch's complex
+        convention gives ``grad_x = sum_m grad_S_m conj(dS_m/dx)``, i.e. two batched matmuls."""
+
+        @staticmethod
+        def forward(ctx, A, cb, Z):
+            ctx.save_for_backward(A, cb, Z)
+            with torch.no_grad():
+                return _sample_blocks(get_namespace(A), A, cb, Z)
+
+        @staticmethod
+        def backward(ctx, G):
+            A, cb, Z = ctx.saved_tensors
+            batch = A.shape[:-2]
+            n2, M = A.shape[-2], Z.shape[-1]
+            B = math.prod(batch)
+            A_, cb_, Z_, G_ = (v.reshape((B,) + v.shape[len(batch):]) for v in (A, cb, Z, G))
+            gA = torch.empty_like(A_)
+            gcb = torch.empty_like(cb_)
+            step = max(1, CHUNK_ELEMENTS // max(1, n2 * M))
+            for s in range(0, B, step):
+                sl = slice(s, s + step)
+                inv = 1 / (1 - A_[sl] @ Z_[sl])                         # (b, N2, M)
+                g = G_[sl][..., None]                                    # (b, M, 1)
+                gcb[sl] = (inv.conj() @ g)[..., 0]                       # (b, N2)
+                W = inv.mul_(inv).mul_(cb_[sl][..., None]).conj()        # (b, N2, M) conj(cb inv^2)
+                gA[sl] = W @ (g * Z_[sl].conj().transpose(-1, -2))      # (b, N2, 3)
+            return gA.reshape(A.shape), gcb.reshape(cb.shape), None
+
+    _FN = _SampleTransfer.apply
+    return _FN
