@@ -85,8 +85,9 @@ class DelaySystem:
         br = np.asarray(list(branches))
         tau = self.tau[..., None, None]
         arg = (self.ad * self.tau[..., None] * np.exp(-self.a * self.tau[..., None]))[..., None]
-        w = lambertw(arg, br)                                           # (..., N2, nb)
-        roots = self.a[..., None] + w / tau
+        with np.errstate(invalid="ignore", divide="ignore"):
+            w = lambertw(arg, br)                                       # (..., N2, nb)
+            roots = self.a[..., None] + w / tau
         nodelay = (self.ad == 0)[..., None]
         only = np.where(br == 0, self.a[..., None] + 0 * br, np.nan + 0j)
         return np.where(nodelay, only, roots)
