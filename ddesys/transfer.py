@@ -8,8 +8,10 @@ torch autograd flows through every parameter, the fractional delay ``alpha`` inc
 from __future__ import annotations
 
 import math
+import os
 
-from ._array import get_namespace, is_torch
+from . import fused
+from ._array import get_namespace, is_numpy, is_torch
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
@@ -127,15 +129,19 @@ def sample_transfer(A, cb, Z):
     rho^(k+1) alpha mu)`` and ``Z = (w^-m, w^-mk, w^-m(k+1))``: a rank-3 product, formed by ``matmul``,
     ``CHUNK_ELEMENTS`` at a time so memory stays ``O(batch M)`` plus one block.
 
-    On torch tensors that need gradients this runs as :class:`_SampleTransfer`, whose backward
-    recomputes each block instead of storing ``(..., N2, M)`` intermediates.
+    Paths: NumPy arrays and CPU torch tensors use the fused Numba loops of :mod:`ddesys.fused`; other
+    arrays (CuPy, CUDA tensors) the blockwise reference below; ``DDESYS_REFERENCE=1`` forces the
+    reference everywhere. On torch this runs as an autograd Function whose backward recomputes each
+    block instead of storing ``(..., N2, M)`` intermediates.
 
     Args: ``A`` complex ``(..., N2, 3)``, ``cb`` complex ``(..., N2)``, ``Z`` complex ``(..., 3, M)``.
     Returns: complex ``(..., M)``.
     """
     xp = get_namespace(A, cb, Z)
-    if is_torch(xp) and (A.requires_grad or cb.requires_grad):
+    if is_torch(xp):
         return _torch_sample_transfer()(A, cb, Z)
+    if is_numpy(xp) and fused.AVAILABLE and not FORCE_REFERENCE:
+        return fused.sample_forward(A, cb, Z)
     return _sample_blocks(xp, A, cb, Z)
 
 
@@ -151,6 +157,11 @@ def _sample_blocks(xp, A, cb, Z):
 
 
 _FN = None
+FORCE_REFERENCE = os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0")
+
+
+def _use_fused(t):
+    return fused.AVAILABLE and not FORCE_REFERENCE and t.device.type == "cpu"
 
 
 def _torch_sample_transfer():
@@ -169,11 +180,16 @@ def _torch_sample_transfer():
         def forward(ctx, A, cb, Z):
             ctx.save_for_backward(A, cb, Z)
             with torch.no_grad():
+                if _use_fused(A):
+                    return torch.from_numpy(fused.sample_forward(A.numpy(), cb.numpy(), Z.numpy()))
                 return _sample_blocks(get_namespace(A), A, cb, Z)
 
         @staticmethod
         def backward(ctx, G):
             A, cb, Z = ctx.saved_tensors
+            if _use_fused(A):
+                gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), Z.numpy(), G.contiguous().numpy())
+                return torch.from_numpy(gA), torch.from_numpy(gcb), None
             batch = A.shape[:-2]
             n2, M = A.shape[-2], Z.shape[-1]
             B = math.prod(batch)
