@@ -114,3 +114,60 @@ def sample_backward(A, cb, Z, G):
     gA, gcb = np.empty_like(A2), np.empty_like(cb2)
     _backward_nb(A2, cb2, Z2, G2, gA, gcb)
     return gA.reshape(A.shape), gcb.reshape(cb.shape)
+
+
+if AVAILABLE:
+
+    @_nb.njit(parallel=True, cache=True, fastmath=True)
+    def _vander_nb(lam, cb, L, K, G, gl, gc, backward):  # pragma: no cover - jitted
+        """K_t = 2 Re sum_n cb_n lam_n^t (forward) or its gradients for upstream G (backward).
+        Powers in blocks of 64: lam^(t0 + j) = exp(t0 log lam) * lam^j, so rounding does not grow
+        with t."""
+        B, N2 = cb.shape
+        blk = 64
+        for b in _nb.prange(B):
+            for n in range(N2):
+                ll = np.log(lam[b, n])
+                pw = np.empty(blk, dtype=lam.dtype)
+                for j in range(blk):
+                    pw[j] = np.exp(j * ll)
+                c = cb[b, n]
+                acc_c = 0j
+                acc_l = 0j
+                for t0 in range(0, L, blk):
+                    base = np.exp(t0 * ll)
+                    for j in range(min(blk, L - t0)):
+                        p = base * pw[j]
+                        if backward:
+                            g = G[b, t0 + j]
+                            acc_c += g * p.conjugate()
+                            acc_l += g * (t0 + j) * (c * p).conjugate()
+                        else:
+                            K[b, t0 + j] += 2.0 * (c.real * p.real - c.imag * p.imag)
+                if backward:
+                    gc[b, n] = 2.0 * acc_c
+                    gl[b, n] = 2.0 * acc_l / lam[b, n].conjugate()
+
+
+def vandermonde_forward(lam, cb, L):
+    """``K_t = 2 Re sum_n cb_n lam_n^t``: ``(..., N2), (..., N2) -> (..., L)`` real."""
+    batch = lam.shape[:-1]
+    B = int(np.prod(batch, dtype=np.int64))
+    lam2 = np.ascontiguousarray(lam.reshape(B, -1))
+    cb2 = np.ascontiguousarray(cb.reshape(B, -1), lam2.dtype)
+    K = np.zeros((B, L), lam2.real.dtype)
+    dummy = np.zeros((1, 1), lam2.dtype)
+    _vander_nb(lam2, cb2, L, K, K, dummy, dummy, False)
+    return K.reshape(batch + (L,))
+
+
+def vandermonde_backward(lam, cb, G):
+    """Gradients ``(grad_lam, grad_cb)`` of ``sum_t G_t K_t`` (torch's complex convention)."""
+    batch = lam.shape[:-1]
+    B = int(np.prod(batch, dtype=np.int64))
+    lam2 = np.ascontiguousarray(lam.reshape(B, -1))
+    cb2 = np.ascontiguousarray(cb.reshape(B, -1), lam2.dtype)
+    G2 = np.ascontiguousarray(G.reshape(B, -1), lam2.real.dtype)
+    gl, gc = np.empty_like(lam2), np.empty_like(cb2)
+    _vander_nb(lam2, cb2, G2.shape[1], G2, G2, gl, gc, True)
+    return gl.reshape(lam.shape), gc.reshape(cb.shape)

@@ -208,3 +208,54 @@ def _torch_sample_transfer():
 
     _FN = _SampleTransfer.apply
     return _FN
+
+
+def vandermonde_kernel(lam, cb, L):
+    """Kernel of a diagonal SSM without delay, ``K_t = 2 Re sum_n cb_n lam_n^t`` (``mu = 0``).
+
+    The S4D kernel (Vandermonde product). NumPy arrays and CPU torch tensors use a fused Numba loop
+    (:mod:`ddesys.fused`, with its own backward on torch); other arrays the reference
+    ``exp(t log lam)`` product, ``O(N2 L)`` memory per channel.
+
+    Args: ``lam``, ``cb`` complex ``(..., N2)`` (``|lam| > 0``). Returns: real ``(..., L)``.
+    """
+    xp = get_namespace(lam, cb)
+    if is_torch(xp) and _use_fused(lam):
+        return _torch_vandermonde()(lam, cb, L)
+    if is_numpy(xp) and fused.AVAILABLE and not FORCE_REFERENCE:
+        return fused.vandermonde_forward(lam, cb, L)
+    rdt = xp.float32 if lam.dtype == xp.complex64 else xp.float64
+    t = xp.astype(xp.arange(L), rdt)
+    if is_torch(xp):
+        t = xp.asarray(t, device=lam.device)
+    ll = xp.log(lam)[..., None]                                     # (..., N2, 1)
+    # exp(t log lam) as polar(exp(t Re), t Im): several times faster than complex exp on torch
+    mag = xp.exp(t * xp.real(ll))                                   # (..., N2, L)
+    ph = t * xp.imag(ll)
+    V = xp.astype(mag * xp.cos(ph), lam.dtype) + 1j * xp.astype(mag * xp.sin(ph), lam.dtype)
+    return 2 * xp.real(xp.sum(cb[..., None] * V, axis=-2))          # (..., L)
+
+
+_VF = None
+
+
+def _torch_vandermonde():
+    global _VF
+    if _VF is not None:
+        return _VF
+    import torch
+
+    class _Vandermonde(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, lam, cb, L):
+            ctx.save_for_backward(lam, cb)
+            return torch.from_numpy(fused.vandermonde_forward(lam.detach().numpy(), cb.detach().numpy(), L))
+
+        @staticmethod
+        def backward(ctx, G):
+            lam, cb = ctx.saved_tensors
+            gl, gc = fused.vandermonde_backward(lam.numpy(), cb.numpy(), G.contiguous().numpy())
+            return torch.from_numpy(gl), torch.from_numpy(gc), None
+
+    _VF = _Vandermonde.apply
+    return _VF

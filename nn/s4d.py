@@ -8,6 +8,7 @@ from torch import nn
 
 from ddesys.discretize import zoh
 from ddesys.recurrence import readout
+from ddesys.transfer import vandermonde_kernel
 
 from .common import check_input, fft_conv, init_dt, s4d_modes
 
@@ -30,8 +31,9 @@ class S4DCache:
 class S4D(nn.Module):
     """S4D layer (Gu et al. 2022): ``h_t = exp(dt A) h_{t-1} + (exp(dt A) - 1)/A B x_t``.
 
-    Kernel by the Vandermonde product ``K_t = 2 Re sum_n C_n bbar_n e^{t dt A_n}``, with the complex
-    exponential as ``polar(exp(t dt Re A), t dt Im A)`` (several times faster than complex ``exp``).
+    Kernel by the Vandermonde product ``K_t = 2 Re sum_n C_n bbar_n e^{t dt A_n}``
+    (:func:`ddesys.transfer.vandermonde_kernel`: fused Numba loop with its own backward on the CPU, the
+    official ``polar``/``exp`` product elsewhere).
     Args as :class:`nn.DS4D` (``init``, ``dt_min``, ``dt_max``, ``bidirectional``, ``transposed``,
     ``dt_lr``). Shapes: ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
     """
@@ -67,10 +69,8 @@ class S4D(nn.Module):
 
     def kernel(self, L, dtype=torch.float32):
         """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``)."""
-        _, bbar, c, dtA = self.discrete(dtype)
-        t = torch.arange(L, dtype=dtype, device=dtA.device)         # (L,)
-        V = torch.polar(torch.exp(dtA.real[..., None] * t), dtA.imag[..., None] * t)   # (C, N2, L)
-        K = 2 * torch.einsum("cn,cnl->cl", c * bbar, V).real        # (C, L)
+        lam, bbar, c, _ = self.discrete(dtype)
+        K = vandermonde_kernel(lam, c * bbar, L)                    # (C, L)
         return K.view(2, self.H, L) if self.bidirectional else K
 
     def forward(self, x, mode="fft"):

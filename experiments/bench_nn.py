@@ -1,0 +1,105 @@
+"""Benchmark: DS4D against S4D on this machine, measured in one run.
+
+    python -m experiments.bench_nn [--quick] [--threads T]
+
+1. Train step (forward + backward + SGD step of one layer, float32 input, H=256, N=64, batch 8) at
+   L in {1024, 2048, 4096, 8192}: seconds per step and the ratio DS4D / S4D (goal <= 1.3).
+2. Decode: seconds per token of ``step`` after prefilling 1024 and 8192 tokens (batch 1, l_max 8192,
+   delays on the default grid up to 8191), the ratio at 8192 / at 1024 (goal <= 1.1), S4D's step for
+   reference.
+3. Decode cache size in bytes: DS4D's ring buffer (``H x N/2 x (k_max + 1)`` complex64) next to the
+   paper's ``H x N x l_max`` float32 sizing, and S4D's state.
+
+Times are medians of repeated runs; the machine may be shared, so read ratios, not absolutes.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import nn as dnn
+
+
+def _median_time(fn, reps, warmup=1):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def train_step_time(layer, x, reps):
+    opt = torch.optim.SGD(layer.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        layer(x).square().mean().backward()
+        opt.step()
+    return _median_time(step, reps)
+
+
+@torch.no_grad()
+def decode_time(layer, H, prompt_len, n_tokens):
+    cache = layer.allocate_inference_cache(1)
+    layer.prefill(torch.randn(1, prompt_len, H), cache)
+    xs = torch.randn(n_tokens, 1, H)
+    for i in range(8):                                   # warm-up
+        layer.step(xs[i], cache)
+    t0 = time.perf_counter()
+    for i in range(n_tokens):
+        layer.step(xs[i], cache)
+    return (time.perf_counter() - t0) / n_tokens, cache
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="H=64, L in {1024, 2048}, fewer repeats")
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    H, N, B = (64, 64, 8) if args.quick else (256, 64, 8)
+    Ls = [1024, 2048] if args.quick else [1024, 2048, 4096, 8192]
+    reps = 3 if args.quick else 5
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; H={H}, N={N}, batch {B}")
+    print("\n1. train step (fwd + bwd + SGD), one layer")
+    print(f"{'L':>6s} {'S4D (s)':>10s} {'DS4D (s)':>10s} {'DS4D/S4D':>9s}")
+    ratios = []
+    for L in Ls:
+        x = torch.randn(B, L, H)
+        ts = train_step_time(dnn.S4D(H, N), x, reps)
+        td = train_step_time(dnn.DS4D(H, N, l_max=L), x, reps)
+        ratios.append(td / ts)
+        print(f"{L:6d} {ts:10.4f} {td:10.4f} {td / ts:9.2f}")
+    print(f"   worst ratio {max(ratios):.2f} (goal <= 1.3)")
+
+    print("\n2. decode, batch 1, seconds per token after a prompt")
+    l_max = 2048 if args.quick else 8192
+    positions = [1024, l_max]
+    n_tok = 64 if args.quick else 256
+    ds = dnn.DS4D(H, N, l_max=l_max)
+    s4 = dnn.S4D(H, N)
+    per = {}
+    for p in positions:
+        per[p], cache = decode_time(ds, H, p, n_tok)
+        s4t, s4cache = decode_time(s4, H, p, n_tok)
+        print(f"   position {p:5d}: DS4D {per[p] * 1e3:8.3f} ms/token   S4D {s4t * 1e3:8.3f} ms/token")
+    print(f"   DS4D at {positions[1]} / at {positions[0]}: {per[positions[1]] / per[positions[0]]:.2f} (goal <= 1.1)")
+
+    print("\n3. decode cache size")
+    R = cache.buf.shape[-1]
+    paper = H * N * l_max * 4
+    print(f"   DS4D ring buffer: {cache.nbytes:,} bytes (H x N/2 x (k_max+1) = {H} x {N // 2} x {R} complex64)")
+    print(f"   paper sizing H x N x l_max float32: {paper:,} bytes (ratio {cache.nbytes / paper:.3f})")
+    print(f"   S4D state: {s4cache.nbytes:,} bytes")
+
+
+if __name__ == "__main__":
+    main()
