@@ -17,16 +17,35 @@ AVAILABLE = _nb is not None
 
 if AVAILABLE:
 
+    @_nb.njit(cache=True)
+    def _points(w, kb):  # pragma: no cover - jitted
+        """Real and imaginary parts of ``w^-m``, ``w^-mk``, ``w^-m(k+1)`` from the table ``w`` by the
+        integer index ``(m k) mod M`` (kept incrementally)."""
+        M = w.shape[0]
+        z1r, z1i = w.real.copy(), w.imag.copy()
+        zkr, zki = np.empty_like(z1r), np.empty_like(z1r)
+        zlr, zli = np.empty_like(z1r), np.empty_like(z1r)
+        s1, s2 = kb % M, (kb + 1) % M
+        i1 = i2 = 0
+        for m in range(M):
+            zkr[m], zki[m] = z1r[i1], z1i[i1]
+            zlr[m], zli[m] = z1r[i2], z1i[i2]
+            i1 += s1
+            i2 += s2
+            if i1 >= M:
+                i1 -= M
+            if i2 >= M:
+                i2 -= M
+        return z1r, z1i, zkr, zki, zlr, zli
+
     @_nb.njit(parallel=True, cache=True, fastmath=True)
-    def _forward_nb(A, cb, Z, S):  # pragma: no cover - jitted
+    def _forward_nb(A, cb, k, w, S):  # pragma: no cover - jitted
         B, N2 = cb.shape
-        M = Z.shape[2]
+        M = w.shape[0]
         for b in _nb.prange(B):
             sr = np.zeros(M, dtype=S.real.dtype)
             si = np.zeros(M, dtype=S.real.dtype)
-            z1r, z1i = Z[b, 0].real.copy(), Z[b, 0].imag.copy()
-            zkr, zki = Z[b, 1].real.copy(), Z[b, 1].imag.copy()
-            zlr, zli = Z[b, 2].real.copy(), Z[b, 2].imag.copy()
+            z1r, z1i, zkr, zki, zlr, zli = _points(w, k[b])
             for n in range(N2):
                 a1r, a1i = A[b, n, 0].real, A[b, n, 0].imag
                 a2r, a2i = A[b, n, 1].real, A[b, n, 1].imag
@@ -45,13 +64,11 @@ if AVAILABLE:
                 S[b, m] = sr[m] + 1j * si[m]
 
     @_nb.njit(parallel=True, cache=True, fastmath=True)
-    def _backward_nb(A, cb, Z, G, gA, gcb):  # pragma: no cover - jitted
+    def _backward_nb(A, cb, k, w, G, gA, gcb):  # pragma: no cover - jitted
         B, N2 = cb.shape
-        M = Z.shape[2]
+        M = w.shape[0]
         for b in _nb.prange(B):
-            z1r, z1i = Z[b, 0].real.copy(), Z[b, 0].imag.copy()
-            zkr, zki = Z[b, 1].real.copy(), Z[b, 1].imag.copy()
-            zlr, zli = Z[b, 2].real.copy(), Z[b, 2].imag.copy()
+            z1r, z1i, zkr, zki, zlr, zli = _points(w, k[b])
             gr, gi = G[b].real.copy(), G[b].imag.copy()
             for n in range(N2):
                 a1r, a1i = A[b, n, 0].real, A[b, n, 0].imag
@@ -88,31 +105,36 @@ if AVAILABLE:
                 gA[b, n, 2] = g3r + 1j * g3i
 
 
-def _prep(A, cb, Z):
+def _table(M, dtype):
+    """``w^-j = exp(-2 pi i j / M)``, ``j = 0 .. M-1``, in the complex dtype of the data."""
+    return np.exp(-2j * np.pi * np.arange(M) / M).astype(dtype)
+
+
+def _prep(A, cb, k):
     B = int(np.prod(A.shape[:-2], dtype=np.int64))
-    n2, M = A.shape[-2], Z.shape[-1]
-    ct = np.result_type(A.dtype, cb.dtype, Z.dtype)
+    n2 = A.shape[-2]
+    ct = np.result_type(A.dtype, cb.dtype)
     A = np.ascontiguousarray(np.broadcast_to(A, A.shape).reshape(B, n2, 3), ct)
     cb = np.ascontiguousarray(np.broadcast_to(cb, cb.shape).reshape(B, n2), ct)
-    Z = np.ascontiguousarray(np.broadcast_to(Z, Z.shape).reshape(B, 3, M), ct)
-    return A, cb, Z
+    k = np.ascontiguousarray(np.broadcast_to(k, A.shape[:1]).reshape(B), np.int64)
+    return A, cb, k
 
 
-def sample_forward(A, cb, Z):
-    """NumPy ``(..., N2, 3), (..., N2), (..., 3, M) -> (..., M)`` (see module docstring)."""
-    batch, M = A.shape[:-2], Z.shape[-1]
-    A2, cb2, Z2 = _prep(A, cb, Z)
+def sample_forward(A, cb, k, M):
+    """NumPy ``A (..., N2, 3), cb (..., N2), k (...)`` -> ``S (..., M)`` (see module docstring)."""
+    batch = A.shape[:-2]
+    A2, cb2, k2 = _prep(A, cb, k)
     S = np.empty((A2.shape[0], M), A2.dtype)
-    _forward_nb(A2, cb2, Z2, S)
+    _forward_nb(A2, cb2, k2, _table(M, A2.dtype), S)
     return S.reshape(batch + (M,))
 
 
-def sample_backward(A, cb, Z, G):
+def sample_backward(A, cb, k, M, G):
     """Gradients ``(grad_A, grad_cb)`` for upstream ``G`` ``(..., M)`` (torch's complex convention)."""
-    A2, cb2, Z2 = _prep(A, cb, Z)
-    G2 = np.ascontiguousarray(G.reshape(A2.shape[0], -1), A2.dtype)
+    A2, cb2, k2 = _prep(A, cb, k)
+    G2 = np.ascontiguousarray(G.reshape(A2.shape[0], M), A2.dtype)
     gA, gcb = np.empty_like(A2), np.empty_like(cb2)
-    _backward_nb(A2, cb2, Z2, G2, gA, gcb)
+    _backward_nb(A2, cb2, k2, _table(M, A2.dtype), G2, gA, gcb)
     return gA.reshape(A.shape), gcb.reshape(cb.shape)
 
 

@@ -42,6 +42,21 @@ def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
     return half(z) + xp.conj(half(xp.conj(z))) + xp.astype(d, z.dtype)[..., None]
 
 
+def contour_points(k, M, cdtype):
+    """``Z = (w^-m, w^-mk, w^-m(k+1))`` for ``m = 0 .. M-1``: complex ``(..., 3, M)`` for integer ``k``
+    ``(...)``, each power from the integer ``(m k) mod M``."""
+    xp = get_namespace(k)
+    dev = None if is_numpy(xp) else k.device
+    m = xp.arange(M, dtype=xp.int64)                                # (M,)
+    if dev is not None:
+        m = xp.asarray(m, device=dev)
+    kk = k[..., None]                                               # (..., 1)
+    zk = _unit_roots(xp, (m * kk) % M, M, cdtype, dev)              # (..., M)   w^{-mk}
+    zk1 = _unit_roots(xp, (m * (kk + 1)) % M, M, cdtype, dev)       # (..., M)   w^{-m(k+1)}
+    z1 = _unit_roots(xp, m, M, cdtype, dev)                         # (M,)       w^{-m}
+    return xp.stack([xp.broadcast_to(z1, zk.shape), zk, zk1], axis=-2)
+
+
 def _unit_roots(xp, idx, M, cdtype, device):
     """``w^{-j} = exp(-2 pi i j / M)`` for integer ``j`` (any shape), from the integer, not a power."""
     ang = xp.astype(idx, xp.float64) * (-2.0 * math.pi / M)
@@ -76,14 +91,6 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     rdtype = xp.float32 if cdtype == xp.complex64 else xp.float64
     dev = getattr(lam, "device", None)
     dev = None if "numpy" in type(lam).__module__ else dev
-    m = xp.arange(M, dtype=xp.int64)                                # (M,)
-    if dev is not None:
-        m = xp.asarray(m, device=dev)
-    kk = k[..., None]                                               # (..., 1)
-    zk = _unit_roots(xp, (m * kk) % M, M, cdtype, dev)              # (..., M)   w^{-mk}
-    zk1 = _unit_roots(xp, (m * (kk + 1)) % M, M, cdtype, dev)       # (..., M)   w^{-m(k+1)}
-    z1 = _unit_roots(xp, m, M, cdtype, dev)                         # (M,)       w^{-m}
-
     rho = xp.astype(rho, rdtype)
     logr = xp.log(rho)[..., None]                                   # (..., 1)
     rk = xp.exp(xp.astype(k, rdtype)[..., None] * logr)             # (..., 1)   rho^k
@@ -94,12 +101,11 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
 
     batch_shape = lam.shape[:-1]
     A = xp.stack([a1, a2, a3], axis=-1)                             # (..., N2, 3)
-    Z = xp.stack([xp.broadcast_to(z1, zk.shape), zk, zk1], axis=-2)  # (..., 3, M)
     if per_mode:
-        den = 1 - A @ Z                                             # (..., N2, M)
+        den = 1 - A @ contour_points(k, M, cdtype)                  # (..., N2, M)
         S = cb[..., None] / den                                     # (..., N2, M)
     else:
-        S = sample_transfer(A, cb, Z)                               # (..., M)
+        S = sample_transfer(A, cb, k, M)                            # (..., M)
     del batch_shape
     t = xp.astype(xp.arange(L), rdtype)                             # (L,)
     if dev is not None:
@@ -122,27 +128,28 @@ def _sample_block(A, cb, Z):
     return (cb[..., None, :] @ inv)[..., 0, :]                      # (b, M)
 
 
-def sample_transfer(A, cb, Z):
+def sample_transfer(A, cb, k, M):
     """Sampled contour-shifted transfer function ``S_m = sum_n cb_n / den_{n,m}`` (SPEC section 5).
 
     ``den_{n,m} = 1 - A_n1 Z_1m - A_n2 Z_2m - A_n3 Z_3m`` with ``A = (rho lam, rho^k (1-alpha) mu,
-    rho^(k+1) alpha mu)`` and ``Z = (w^-m, w^-mk, w^-m(k+1))``: a rank-3 product, formed by ``matmul``,
-    ``CHUNK_ELEMENTS`` at a time so memory stays ``O(batch M)`` plus one block.
+    rho^(k+1) alpha mu)`` and ``Z = (w^-m, w^-mk, w^-m(k+1))`` (:func:`contour_points`): a rank-3
+    product, formed by ``matmul``, ``CHUNK_ELEMENTS`` at a time so memory stays ``O(batch M)`` plus one
+    block.
 
     Paths: NumPy arrays and CPU torch tensors use the fused Numba loops of :mod:`ddesys.fused`; other
     arrays (CuPy, CUDA tensors) the blockwise reference below; ``DDESYS_REFERENCE=1`` forces the
     reference everywhere. On torch this runs as an autograd Function whose backward recomputes each
     block instead of storing ``(..., N2, M)`` intermediates.
 
-    Args: ``A`` complex ``(..., N2, 3)``, ``cb`` complex ``(..., N2)``, ``Z`` complex ``(..., 3, M)``.
+    Args: ``A`` complex ``(..., N2, 3)``, ``cb`` complex ``(..., N2)``, ``k`` integer ``(...)``, ``M``.
     Returns: complex ``(..., M)``.
     """
-    xp = get_namespace(A, cb, Z)
+    xp = get_namespace(A, cb, k)
     if is_torch(xp):
-        return _torch_sample_transfer()(A, cb, Z)
+        return _torch_sample_transfer()(A, cb, k, M)
     if is_numpy(xp) and fused.AVAILABLE and not FORCE_REFERENCE:
-        return fused.sample_forward(A, cb, Z)
-    return _sample_blocks(xp, A, cb, Z)
+        return fused.sample_forward(A, cb, k, M)
+    return _sample_blocks(xp, A, cb, contour_points(k, M, A.dtype))
 
 
 def _sample_blocks(xp, A, cb, Z):
@@ -177,19 +184,21 @@ def _torch_sample_transfer():
         convention gives ``grad_x = sum_m grad_S_m conj(dS_m/dx)``, i.e. two batched matmuls."""
 
         @staticmethod
-        def forward(ctx, A, cb, Z):
-            ctx.save_for_backward(A, cb, Z)
+        def forward(ctx, A, cb, k, M):
+            ctx.save_for_backward(A, cb, k)
+            ctx.M = M
             with torch.no_grad():
                 if _use_fused(A):
-                    return torch.from_numpy(fused.sample_forward(A.numpy(), cb.numpy(), Z.numpy()))
-                return _sample_blocks(get_namespace(A), A, cb, Z)
+                    return torch.from_numpy(fused.sample_forward(A.numpy(), cb.numpy(), k.numpy(), M))
+                return _sample_blocks(get_namespace(A), A, cb, contour_points(k, M, A.dtype))
 
         @staticmethod
         def backward(ctx, G):
-            A, cb, Z = ctx.saved_tensors
+            A, cb, k = ctx.saved_tensors
             if _use_fused(A):
-                gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), Z.numpy(), G.contiguous().numpy())
-                return torch.from_numpy(gA), torch.from_numpy(gcb), None
+                gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), ctx.M, G.contiguous().numpy())
+                return torch.from_numpy(gA), torch.from_numpy(gcb), None, None
+            Z = contour_points(k, ctx.M, A.dtype)
             batch = A.shape[:-2]
             n2, M = A.shape[-2], Z.shape[-1]
             B = math.prod(batch)
@@ -204,7 +213,7 @@ def _torch_sample_transfer():
                 gcb[sl] = (inv.conj() @ g)[..., 0]                       # (b, N2)
                 W = inv.mul_(inv).mul_(cb_[sl][..., None]).conj()        # (b, N2, M) conj(cb inv^2)
                 gA[sl] = W @ (g * Z_[sl].conj().transpose(-1, -2))      # (b, N2, 3)
-            return gA.reshape(A.shape), gcb.reshape(cb.shape), None
+            return gA.reshape(A.shape), gcb.reshape(cb.shape), None, None
 
     _FN = _SampleTransfer.apply
     return _FN
