@@ -111,12 +111,13 @@ def _table(M, dtype):
 
 
 def _prep(A, cb, k):
-    B = int(np.prod(A.shape[:-2], dtype=np.int64))
+    batch = A.shape[:-2]
+    B = int(np.prod(batch, dtype=np.int64))
     n2 = A.shape[-2]
     ct = np.result_type(A.dtype, cb.dtype)
-    A = np.ascontiguousarray(np.broadcast_to(A, A.shape).reshape(B, n2, 3), ct)
-    cb = np.ascontiguousarray(np.broadcast_to(cb, cb.shape).reshape(B, n2), ct)
-    k = np.ascontiguousarray(np.broadcast_to(k, A.shape[:1]).reshape(B), np.int64)
+    A = np.ascontiguousarray(A.reshape(B, n2, 3), ct)
+    cb = np.ascontiguousarray(np.broadcast_to(cb, batch + (n2,)).reshape(B, n2), ct)
+    k = np.ascontiguousarray(np.broadcast_to(k, batch).reshape(B), np.int64)
     return A, cb, k
 
 

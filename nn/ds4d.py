@@ -92,7 +92,8 @@ class DS4D(nn.Module):
         self.nu_re = nn.Parameter(torch.log(-a.real).clone())       # (C, N2)
         self.nu_im = nn.Parameter(a.imag.clone())                   # (C, N2)
         p = torch.full((C, self.N2), p0, dtype=torch.float64)
-        self.r = nn.Parameter(torch.logit(p.clamp_min(1e-12)).float() if p0 > 0 else torch.full((C, self.N2), -30.0))
+        # p0 = 0: r = -1e4 makes sigmoid(r) exactly 0 (and its gradient 0), i.e. exactly S4D
+        self.r = nn.Parameter(torch.logit(p).float() if p0 > 0 else torch.full((C, self.N2), -1e4))
         self.theta = nn.Parameter(theta0 + theta_jitter * torch.randn(C, self.N2, generator=g))
         if delay_init == "grid":
             grid = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1]

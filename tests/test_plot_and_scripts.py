@@ -32,3 +32,18 @@ def test_kernel_accuracy_script_quick(capsys):
     assert kernel_accuracy.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "PASS" in out and "paper" in out
+
+
+def test_verification_quick_run(tmp_path):
+    """`python -m verification --quick` (issue 4): every check passes and the report is written."""
+    import json
+
+    from verification.__main__ import main
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert len(res["checks"]) == 6 and all(c["passed"] for c in res["checks"])
+    report = (tmp_path / "report.md").read_text()
+    assert "torch" in res["machine"] and "PASS" in report
+    for c in res["checks"]:
+        for p in c["plots"]:
+            assert (tmp_path / p).stat().st_size > 5000

@@ -1,0 +1,183 @@
+"""Checks on the neural layer: FFT vs recurrent (Table 7), reductions, decoding (checks 1, 5, 6)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+import nn as dnn
+from ddesys._array import next_pow2
+from ddesys.init import s4d_modes
+
+
+def _model(H, seed, L):
+    torch.manual_seed(seed)
+    return dnn.SequenceModel(d_input=H, d_output=H, d_model=H, n_layers=4, layer="ds4d",
+                             layer_kw=dict(d_state=64, l_max=L, seed=seed), glu=True)
+
+
+def _set_contour(model, eps, kernel_dtype):
+    for blk in model.blocks:
+        blk.layer.eps, blk.layer.kernel_dtype = eps, kernel_dtype
+
+
+@torch.no_grad()
+def check_fft_vs_recurrent(cfg, plot_dir, progress):
+    """Check 1: the paper's Table 7 protocol on a 4-layer DS4D model (state 64, explicit B, pre-norm,
+    GLU), eps = 1e-3, M = nextpow2(2L), next to the automatic setting and float64."""
+    rows = []
+    settings = [("paper eps=1e-3 f32 synthesis", torch.float32, 1e-3, torch.float32),
+                ("auto (default)", torch.float32, "auto", torch.float64),
+                ("float64 auto", torch.float64, "auto", torch.float64)]
+    for L in cfg["Ls"]:
+        for name, dtype, eps, kdt in settings:
+            rr, ma = [], []
+            for seed in range(cfg["seeds"]):
+                model = _model(cfg["H"], seed, L).to(dtype)
+                _set_contour(model, eps, kdt)
+                x = torch.randn(1, L, cfg["H"], dtype=dtype, generator=torch.Generator().manual_seed(100 + seed))
+                y_fft = model(x)
+                y_rec = model(x, mode="recurrent")
+                rr.append(float((y_fft - y_rec).pow(2).mean().sqrt() / y_rec.pow(2).mean().sqrt()))
+                ma.append(float((y_fft - y_rec).abs().max()))
+                progress()
+            rows.append(dict(L=L, setting=name, M=next_pow2(2 * L), rel_rmse_mean=np.mean(rr),
+                             rel_rmse_std=np.std(rr), max_abs_mean=np.mean(ma), max_abs_std=np.std(ma)))
+    auto32 = [r for r in rows if r["setting"] == "auto (default)"]
+    f64 = [r for r in rows if r["setting"] == "float64 auto"]
+    ok = all(r["rel_rmse_mean"] + r["rel_rmse_std"] <= 1e-5 and r["max_abs_mean"] <= 1.2e-4 for r in auto32) \
+        and all(r["rel_rmse_mean"] <= 1e-9 for r in f64)
+    plot = _plot_table7(rows, plot_dir)
+    return dict(name="FFT vs recurrent (Table 7 protocol)", passed=ok, rows=rows, plots=[plot],
+                criterion="default float32: relative RMSE <= 1e-5 and max abs error <= 1.2e-4 (the paper's "
+                          "figures); float64: relative RMSE <= 1e-9",
+                setup=f"4 layers, H={cfg['H']}, state 64, explicit B, pre-norm, GLU, {cfg['seeds']} seeds, "
+                      f"batch 1, L in {cfg['Ls']}, M = nextpow2(2L)")
+
+
+def _plot_table7(rows, plot_dir):
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name in dict.fromkeys(r["setting"] for r in rows):
+        rs = [r for r in rows if r["setting"] == name]
+        ax.errorbar([r["L"] for r in rs], [r["rel_rmse_mean"] for r in rs], [r["rel_rmse_std"] for r in rs],
+                    marker="o", capsize=3, label=name)
+    ax.axhline(1e-5, color="k", ls=":", lw=1, label="paper's float32 level 1e-5")
+    ax.set(xscale="log", yscale="log", xlabel="sequence length L (tokens)", ylabel="relative RMSE (output)",
+           title="DS4D model: FFT path vs exact recurrence (mean +- std over seeds)")
+    Ls = sorted(set(r["L"] for r in rows))
+    ax.set_xticks(Ls, [str(v) for v in Ls])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    path = plot_dir / "fft_vs_recurrent.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+@torch.no_grad()
+def check_reductions(cfg, plot_dir, progress):
+    """Check 5: p = 0 gives S4D; mu = 0 gives the diagonal SSM; to_ddesys() round trip."""
+    H, N, L = 16, 64, 1024
+    out = []
+    ds = dnn.DS4D(H, N, l_max=L, p0=0.0, seed=1).double()
+    s4 = dnn.S4D(H, N, seed=1).double()
+    s4.load_state_dict({k: v for k, v in ds.state_dict().items() if k in s4.state_dict()})
+    K_ds = ds.kernel(L, M=8 * L).numpy()                          # M = 8L: contour error ~1e-14
+    # independent closed form: K_t = 2 Re sum_n C_n bbar_n exp(t dt a_n), numpy, no library code
+    dt = np.exp(ds.log_dt.numpy())[:, None]
+    a = -np.exp(ds.nu_re.numpy()) + 1j * ds.nu_im.numpy()
+    Bc = ds.B.numpy()[..., 0] + 1j * ds.B.numpy()[..., 1]
+    Cc = ds.C.numpy()[..., 0] + 1j * ds.C.numpy()[..., 1]
+    cb = Cc * Bc * (np.exp(a * dt) - 1) / a
+    K_ref = 2 * np.real(np.einsum("hn,hnl->hl", cb, np.exp(a[..., None] * dt[..., None] * np.arange(L))))
+    scale = np.abs(K_ref).max(-1)
+    e1 = float((np.abs(K_ds - K_ref).max(-1) / scale).max())
+    e2 = float((np.abs(s4.kernel(L, torch.float64).numpy() - K_ref).max(-1) / scale).max())
+    out.append(dict(case="p = 0: DS4D kernel vs closed-form S4D kernel", error=e1, bound=1e-12))
+    out.append(dict(case="S4D layer kernel vs closed form", error=e2, bound=1e-12))
+    progress()
+    # zero delayed branch of a ddesys system == pure diagonal SSM
+    sys_ = dnn.DS4D(H, N, l_max=L, seed=2).to_ddesys()
+    import ddesys
+    plain = ddesys.DiscreteDelaySystem(sys_.lam, np.zeros_like(sys_.mu), sys_.bbar, sys_.c, sys_.delay)
+    K0 = plain.kernel(L)
+    Kc = 2 * np.real(np.einsum("hn,hnl->hl", sys_.c * sys_.bbar, sys_.lam[..., None] ** np.arange(L)))
+    out.append(dict(case="ddesys: mu = 0 kernel vs lam^t closed form", bound=1e-12,
+                    error=float((np.abs(K0 - Kc).max(-1) / np.abs(Kc).max(-1)).max())))
+    progress()
+    # to_ddesys round trip: same contour, and recurrence vs the layer's recurrent path
+    layer = dnn.DS4D(H, N, l_max=L, seed=3).double()
+    sysd = layer.to_ddesys()
+    # same contour on both sides; M = 4L keeps the restoration's amplification of FFT rounding (which
+    # differs between torch's and NumPy's FFTs) near 1e3 instead of 1e5 at M = 2L
+    M, rho = layer.contour(L, M=4 * L)
+    K_l = layer.kernel(L, M=M).numpy()
+    K_s = sysd.kernel(L, eps=rho ** M, M=M)
+    out.append(dict(case="to_ddesys(): kernel (same contour)", bound=1e-12,
+                    error=float((np.abs(K_l - K_s).max(-1) / np.abs(K_s).max(-1)).max())))
+    x = torch.randn(2, L, H, dtype=torch.float64)
+    y_l = layer(x, mode="recurrent").numpy()
+    y_s = np.swapaxes(sysd.simulate(np.swapaxes(x.numpy(), 1, 2)), 1, 2)
+    out.append(dict(case="to_ddesys(): simulate vs layer recurrence", bound=1e-12,
+                    error=float(np.abs(y_l - y_s).max() / np.abs(y_s).max())))
+    progress()
+    ok = all(r["error"] <= r["bound"] for r in out)
+    return dict(name="Reductions and round trips", passed=ok, rows=out, plots=[],
+                criterion="each error <= its bound (relative to the kernel / output scale, float64)",
+                setup=f"H={H}, N={N}, L={L}, S4D-Inv init")
+
+
+@torch.no_grad()
+def check_decode(cfg, plot_dir, progress):
+    """Check 6: step-by-step decoding after prefill equals the FFT output; per-token time vs position."""
+    H, N, l_max = cfg["decode_H"], 64, cfg["decode_lmax"]
+    layer = dnn.DS4D(H, N, l_max=l_max, seed=0).double()
+    T = cfg["decode_len"]
+    x = torch.randn(1, T, H, dtype=torch.float64)
+    y = layer(x)
+    cache = layer.allocate_inference_cache(1, dtype=torch.float64)
+    p = T // 2
+    y_pre = layer.prefill(x[:, :p], cache)
+    y_steps = torch.stack([layer.step(x[:, t], cache) for t in range(p, T)], dim=1)
+    err = float(max((y_pre - y[:, :p]).abs().max(), (y_steps - y[:, p:]).abs().max()) / y.abs().max())
+    progress()
+    # per-token time against position (float32 cache, batch 1)
+    layer32 = dnn.DS4D(H, N, l_max=l_max, seed=0)
+    positions = cfg["decode_positions"]
+    times = []
+    for pos in positions:
+        c = layer32.allocate_inference_cache(1)
+        layer32.prefill(torch.randn(1, pos, H), c)
+        xs = torch.randn(64, 1, H)
+        for i in range(8):
+            layer32.step(xs[i], c)
+        t0 = time.perf_counter()
+        for i in range(64):
+            layer32.step(xs[i], c)
+        times.append((time.perf_counter() - t0) / 64)
+        progress()
+    ratio = times[-1] / times[0]
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(positions, np.array(times) * 1e3, "o-")
+    ax.set(xlabel="position after prefill (tokens)", ylabel="time per token (ms)", xscale="log",
+           title=f"DS4D decode step, H={H}, N={N}, l_max={l_max}, batch 1", ylim=(0, max(times) * 1.5e3))
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(plot_dir / "decode_time.png", dpi=110)
+    plt.close(fig)
+    rows = [dict(case="prefill + step vs FFT output (relative max error, float64)", value=err, bound=1e-9),
+            dict(case=f"per-token time at {positions[-1]} / at {positions[0]}", value=ratio, bound=1.5)]
+    rows += [dict(case=f"time per token at position {p_}", value=t, bound=None) for p_, t in zip(positions, times)]
+    return dict(name="Decoding after prefill", passed=err <= 1e-9 and ratio <= 1.5, rows=rows,
+                plots=["decode_time.png"],
+                criterion="decode equals the FFT path to 1e-9 (float64); per-token time flat in position "
+                          "(ratio <= 1.5, allowing for a shared machine)",
+                setup=f"H={H}, N={N}, l_max={l_max}, sequence {T}, prefill {p}")
+
+
+__all__ = ["check_fft_vs_recurrent", "check_reductions", "check_decode", "s4d_modes"]
