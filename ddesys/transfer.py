@@ -11,7 +11,7 @@ import math
 import os
 
 from . import fused
-from ._array import get_namespace, is_numpy, is_torch
+from ._array import get_namespace, is_cupy, is_numpy, is_torch
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
@@ -136,9 +136,9 @@ def sample_transfer(A, cb, k, M):
     product, formed by ``matmul``, ``CHUNK_ELEMENTS`` at a time so memory stays ``O(batch M)`` plus one
     block.
 
-    Paths: NumPy arrays and CPU torch tensors use the fused Numba loops of :mod:`ddesys.fused`; other
-    arrays (CuPy, CUDA tensors) the blockwise reference below; ``DDESYS_REFERENCE=1`` forces the
-    reference everywhere. On torch this runs as an autograd Function whose backward recomputes each
+    Paths: NumPy arrays and CPU torch tensors use the fused Numba loops of :mod:`ddesys.fused`; CUDA
+    tensors and CuPy arrays the fused Triton kernels of ``gpu/`` when Triton is installed; anything else
+    the blockwise reference below. ``DDESYS_REFERENCE=1`` forces the reference everywhere. On torch this runs as an autograd Function whose backward recomputes each
     block instead of storing ``(..., N2, M)`` intermediates.
 
     Args: ``A`` complex ``(..., N2, 3)``, ``cb`` complex ``(..., N2)``, ``k`` integer ``(...)``, ``M``.
@@ -149,7 +149,39 @@ def sample_transfer(A, cb, k, M):
         return _torch_sample_transfer()(A, cb, k, M)
     if is_numpy(xp) and fused.AVAILABLE and not FORCE_REFERENCE:
         return fused.sample_forward(A, cb, k, M)
+    if is_cupy(xp) and not FORCE_REFERENCE:
+        S = _cupy_via_gpu(A, cb, k, M)
+        if S is not None:
+            return S
     return _sample_blocks(xp, A, cb, contour_points(k, M, A.dtype))
+
+
+def _gpu_module(t):
+    """``gpu.transfer`` when the fused Triton kernels apply to torch tensor ``t``, else None."""
+    try:
+        import gpu
+    except ImportError:
+        return None
+    if not gpu.enabled(t):
+        return None
+    from gpu import transfer as gt
+    return gt
+
+
+def _cupy_via_gpu(A, cb, k, M):
+    """CuPy arrays through the same Triton kernel, zero-copy by DLPack (needs torch with CUDA)."""
+    try:
+        import cupy
+        import torch
+    except ImportError:
+        return None
+    At, cbt, kt = (torch.from_dlpack(v) for v in (A, cb, k))
+    gt = _gpu_module(At)
+    if gt is None:
+        return None
+    batch = A.shape[:-2]
+    S = gt.sample_forward(At.reshape(-1, A.shape[-2], 3), cbt.reshape(-1, A.shape[-2]), kt.reshape(-1), M)
+    return cupy.from_dlpack(S).reshape(batch + (M,))
 
 
 def _sample_blocks(xp, A, cb, Z):
@@ -188,6 +220,11 @@ def _torch_sample_transfer():
             ctx.save_for_backward(A, cb, k)
             ctx.M = M
             with torch.no_grad():
+                gt = _gpu_module(A)
+                if gt is not None:
+                    n2 = A.shape[-2]
+                    S = gt.sample_forward(A.reshape(-1, n2, 3), cb.reshape(-1, n2), k.reshape(-1), M)
+                    return S.reshape(A.shape[:-2] + (M,))
                 if _use_fused(A):
                     return torch.from_numpy(fused.sample_forward(A.numpy(), cb.numpy(), k.numpy(), M))
                 return _sample_blocks(get_namespace(A), A, cb, contour_points(k, M, A.dtype))
@@ -195,6 +232,12 @@ def _torch_sample_transfer():
         @staticmethod
         def backward(ctx, G):
             A, cb, k = ctx.saved_tensors
+            gt = _gpu_module(A)
+            if gt is not None:
+                n2 = A.shape[-2]
+                gA, gcb = gt.sample_backward(A.reshape(-1, n2, 3), cb.reshape(-1, n2), k.reshape(-1), ctx.M,
+                                             G.reshape(-1, ctx.M))
+                return gA.reshape(A.shape), gcb.reshape(cb.shape), None, None
             if _use_fused(A):
                 gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), ctx.M, G.contiguous().numpy())
                 return torch.from_numpy(gA), torch.from_numpy(gcb), None, None

@@ -1,0 +1,41 @@
+"""Fused kernels (Triton) for the DS4D hot paths: transfer construction (forward and backward) and the
+decode step. One source serves ``nn`` (torch CUDA tensors) and ``ddesys`` (CuPy arrays via DLPack).
+
+Dispatch is automatic on CUDA data when Triton imports; everything else takes the reference paths in
+``ddesys``. ``DDESYS_REFERENCE=1`` forces the reference path everywhere (one switch for the whole
+project). Importing this package never fails: without Triton or a GPU, :func:`enabled` is simply False.
+On a CPU, ``TRITON_INTERPRET=1`` runs the same kernels on CPU tensors (that is how CI tests them).
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+
+@functools.lru_cache(maxsize=None)
+def triton_available() -> bool:
+    """Triton imports (it is optional: ``pip install triton``)."""
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except Exception:  # noqa: BLE001 - any failure means: not available
+        return False
+    return True
+
+
+def forced_reference() -> bool:
+    return os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0")
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def enabled(tensor) -> bool:
+    """Use the fused kernels for this torch tensor: CUDA data (or any data under ``TRITON_INTERPRET=1``
+    when ``DDESYS_GPU_INTERPRET=1`` asks for it in tests), Triton present, reference not forced."""
+    if forced_reference() or not triton_available():
+        return False
+    if getattr(tensor, "is_cuda", False):
+        return True
+    return interpreting() and os.environ.get("DDESYS_GPU_INTERPRET", "0") not in ("", "0")

@@ -20,19 +20,27 @@ from ddesys.interpolation import split_delay
 from ddesys.recurrence import delay_update, readout, run_recurrence
 from ddesys.transfer import synthesize_kernel
 
+import gpu
+from gpu import decode as gpu_decode
+
 from .common import check_input, fft_conv, init_dt, s4d_modes
 
 
 @dataclass
 class DS4DCache:
-    """Decode state of one DS4D layer: ring buffer ``buf`` ``(B, C, N2, R)`` of the last ``R = k_max + 1``
-    states per mode and the number ``t`` of tokens consumed."""
+    """Decode state of one DS4D layer: ring buffer ``buf`` ``(B, R, H, N2)`` of the last ``R = k_max + 1``
+    states of every mode (slot-major: a token's states are contiguous) and the number ``t`` of tokens
+    consumed."""
     buf: torch.Tensor
     t: int = 0
 
     @property
     def batch_size(self):
         return self.buf.shape[0]
+
+    @property
+    def n_slots(self):
+        return self.buf.shape[1]
 
     @property
     def nbytes(self):
@@ -183,7 +191,7 @@ class DS4D(nn.Module):
         k = self.discrete(torch.float64)[4]
         R = int(k.max()) + 1
         cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
-        return DS4DCache(torch.zeros(batch_size, self.H, self.N2, R, dtype=cdt, device=self.D.device))
+        return DS4DCache(torch.zeros(batch_size, R, self.H, self.N2, dtype=cdt, device=self.D.device))
 
     def step(self, x_t, cache):
         """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place. Constants are
@@ -192,21 +200,26 @@ class DS4D(nn.Module):
             raise ValueError(f"step expects x_t of shape (B, {self.H}), got {tuple(x_t.shape)}")
         if x_t.shape[0] != cache.batch_size:
             raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")
-        buf, t, R = cache.buf, cache.t, cache.buf.shape[-1]
+        buf, t, R = cache.buf, cache.t, cache.n_slots
         rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
         lam, mu, bbar, c, k, alpha, _ = self.discrete(rdt)
         if int(k.max()) >= R:
             raise RuntimeError(f"the layer's delays now reach {int(k.max())} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
-        Bsz, H, N2 = buf.shape[:3]
         al = alpha.to(rdt)[:, None]                                 # (H, 1)
-        idx = lambda j: (j % R).view(1, H, 1, 1).expand(Bsz, H, N2, 1)  # noqa: E731
-        hk = buf.gather(-1, idx(t - k)).squeeze(-1) * (t - k >= 0)[:, None]          # (B, H, N2)
-        hk1 = buf.gather(-1, idx(t - k - 1)).squeeze(-1) * (t - k - 1 >= 0)[:, None]  # (B, H, N2)
-        prev = buf[..., (t - 1) % R] if t > 0 else torch.zeros_like(hk)              # (B, H, N2)
+        m1, m2 = mu * (1 - al), mu * al                             # (H, N2)
+        if gpu.enabled(buf):
+            y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
+            cache.t = t + 1
+            return y.to(x_t.dtype)
+        H = self.H
+        ar = torch.arange(H, device=buf.device)
+        hk = buf[:, (t - k) % R, ar] * (t - k >= 0)[:, None]        # (B, H, N2)
+        hk1 = buf[:, (t - k - 1) % R, ar] * (t - k - 1 >= 0)[:, None]  # (B, H, N2)
+        prev = buf[:, (t - 1) % R] if t > 0 else torch.zeros_like(hk)  # (B, H, N2)
         xt = x_t.to(rdt)[..., None]                                 # (B, H, 1)
-        h = delay_update(prev, hk, hk1, xt, lam, mu * (1 - al), mu * al, bbar)       # (B, H, N2)
-        buf[..., t % R] = h
+        h = delay_update(prev, hk, hk1, xt, lam, m1, m2, bbar)      # (B, H, N2)
+        buf[:, t % R] = h
         cache.t = t + 1
         return readout(h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)              # (B, H)
 
@@ -219,7 +232,7 @@ class DS4D(nn.Module):
         y = self.forward(x)
         xb = check_input(self, x)                                   # (B, H, L)
         Bsz, H, L = xb.shape
-        R = cache.buf.shape[-1]
+        R = cache.n_slots
         lam, mu, bbar, c, k, alpha, _ = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
         rho_t = torch.full(k.shape, rho, dtype=torch.float64)
@@ -230,7 +243,7 @@ class DS4D(nn.Module):
             Gf = torch.fft.fft(G[:, s:s + 8], n=M)                   # (H, n, M)
             hs = torch.fft.ifft(Xf * Gf, n=M)[..., L - n_keep:L]     # (B, H, n, n_keep)
             slots = torch.arange(L - n_keep, L) % R
-            cache.buf[:, :, s:s + 8, slots] = hs.to(cache.buf.dtype)
+            cache.buf[:, slots, :, s:s + 8] = hs.permute(0, 3, 1, 2).to(cache.buf.dtype)
         cache.t = L
         return y
 

@@ -1,0 +1,79 @@
+"""Fused DS4D decode step (Triton): one program per (batch, channel) does, for all its modes,
+
+locate the slots of ``t-1``, ``t-k``, ``t-k-1`` in the ring buffer; gather them with the validity mask
+of the cache position; interpolate; update ``h_t``; write it into slot ``t mod R``; read out ``y_t``.
+
+Ring buffer layout ``(B, R, H, N2)`` complex (slot-major: one token's states are contiguous).
+The reference is ``nn.DS4D.step``'s torch path (``ddesys.recurrence.delay_update`` / ``readout``).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import triton_available
+
+if triton_available():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _decode_kernel(BUF, X, LAM, M1, M2, BB, C, D, K, Y, t, R, H, N2, BLOCK_N: tl.constexpr):
+        b = tl.program_id(0)
+        h = tl.program_id(1)
+        n = tl.arange(0, BLOCK_N)
+        mask = n < N2
+        kh = tl.load(K + h).to(tl.int64)
+        x = tl.load(X + b * H + h)
+        pm = (h * N2 + n) * 2                                   # (H, N2, 2) parameter layout
+
+        def_slot = (t % R)
+        s_prev = (t - 1 + R) % R
+        s_k = ((t - kh) % R + R) % R
+        s_k1 = ((t - kh - 1) % R + R) % R
+        tv = n.to(tl.int64) * 0 + t                             # position as a vector (vector masks)
+        v_prev = tv >= 1
+        v_k = tv - kh >= 0
+        v_k1 = tv - kh - 1 >= 0
+
+        def_off = ((b * R + def_slot) * H + h) * N2
+        o_prev = ((b * R + s_prev) * H + h) * N2
+        o_k = ((b * R + s_k) * H + h) * N2
+        o_k1 = ((b * R + s_k1) * H + h) * N2
+        pr = tl.load(BUF + (o_prev + n) * 2, mask=mask & v_prev, other=0.0)
+        pi = tl.load(BUF + (o_prev + n) * 2 + 1, mask=mask & v_prev, other=0.0)
+        kr = tl.load(BUF + (o_k + n) * 2, mask=mask & v_k, other=0.0)
+        ki = tl.load(BUF + (o_k + n) * 2 + 1, mask=mask & v_k, other=0.0)
+        lr = tl.load(BUF + (o_k1 + n) * 2, mask=mask & v_k1, other=0.0)
+        li = tl.load(BUF + (o_k1 + n) * 2 + 1, mask=mask & v_k1, other=0.0)
+
+        a_r = tl.load(LAM + pm, mask=mask, other=0.0)
+        a_i = tl.load(LAM + pm + 1, mask=mask, other=0.0)
+        m1r = tl.load(M1 + pm, mask=mask, other=0.0)
+        m1i = tl.load(M1 + pm + 1, mask=mask, other=0.0)
+        m2r = tl.load(M2 + pm, mask=mask, other=0.0)
+        m2i = tl.load(M2 + pm + 1, mask=mask, other=0.0)
+        br = tl.load(BB + pm, mask=mask, other=0.0)
+        bi = tl.load(BB + pm + 1, mask=mask, other=0.0)
+        cr = tl.load(C + pm, mask=mask, other=0.0)
+        ci = tl.load(C + pm + 1, mask=mask, other=0.0)
+
+        hr = a_r * pr - a_i * pi + m1r * kr - m1i * ki + m2r * lr - m2i * li + br * x
+        hi = a_r * pi + a_i * pr + m1r * ki + m1i * kr + m2r * li + m2i * lr + bi * x
+        tl.store(BUF + (def_off + n) * 2, hr, mask=mask)
+        tl.store(BUF + (def_off + n) * 2 + 1, hi, mask=mask)
+        y = 2.0 * tl.sum(tl.where(mask, cr * hr - ci * hi, 0.0), axis=0) + tl.load(D + h) * x
+        tl.store(Y + b * H + h, y)
+
+
+def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
+    """One fused step. ``buf`` complex ``(B, R, H, N2)`` (updated in place), ``x_t`` real ``(B, H)``,
+    ``lam, m1, m2, bbar, c`` complex ``(H, N2)``, ``d`` ``(H,)``, ``k`` int ``(H,)``, ``t`` the position.
+    Returns ``y_t`` ``(B, H)`` in the buffer's real dtype."""
+    B, R, H, N2 = buf.shape
+    rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
+    r = lambda z: torch.view_as_real(z.to(buf.dtype).contiguous()).contiguous()  # noqa: E731
+    y = torch.empty(B, H, dtype=rdt, device=buf.device)
+    _decode_kernel[(B, H)](torch.view_as_real(buf), x_t.to(rdt).contiguous(), r(lam), r(m1), r(m2), r(bbar),
+                           r(c), d.to(rdt).contiguous(), k.contiguous(), y, int(t), R, H, N2,
+                           BLOCK_N=triton.next_power_of_2(N2))
+    return y

@@ -1,0 +1,55 @@
+"""Run under TRITON_INTERPRET=1 DDESYS_GPU_INTERPRET=1 (see test_gpu.py): the Triton kernels on CPU
+tensors against the reference paths. Prints one JSON line of measured errors."""
+import json
+import os
+import sys
+
+assert os.environ.get("TRITON_INTERPRET") == "1"
+import torch  # noqa: E402
+
+import gpu  # noqa: E402
+from ddesys.transfer import _sample_block, contour_points  # noqa: E402
+from gpu import transfer as gt  # noqa: E402
+
+out = {}
+g = torch.Generator().manual_seed(0)
+C, N2, M = 3, 5, 48
+k = torch.tensor([1, 7, 30])
+for name, rdt, cdt in (("f32", torch.float32, torch.complex64), ("f64", torch.float64, torch.complex128)):
+    A = (0.3 * torch.randn(C, N2, 3, dtype=cdt, generator=g))
+    cb = torch.randn(C, N2, dtype=cdt, generator=g)
+    A64, cb64 = A.to(torch.complex128).requires_grad_(), cb.to(torch.complex128).requires_grad_()
+    ref = _sample_block(A64, cb64, contour_points(k, M, torch.complex128))           # reference, float64
+    refd = ref.detach()
+    S = gt.sample_forward(A, cb, k, M)
+    out[f"fwd_{name}"] = float((S.to(torch.complex128) - refd).abs().max() / refd.abs().max())
+    G = torch.randn(C, M, dtype=torch.complex128, generator=g)
+    gA_ref, gcb_ref = torch.autograd.grad((ref * G.conj()).real.sum(), (A64, cb64))
+    gA, gcb = gt.sample_backward(A, cb, k, M, G.to(cdt))
+    out[f"bwd_A_{name}"] = float((gA.to(torch.complex128) - gA_ref).abs().max() / gA_ref.abs().max())
+    out[f"bwd_cb_{name}"] = float((gcb.to(torch.complex128) - gcb_ref).abs().max() / gcb_ref.abs().max())
+
+# the full layer: kernel through the Triton path (dispatch) vs the reference path
+import nn as dnn  # noqa: E402
+
+layer = dnn.DS4D(4, 8, l_max=64, seed=0).double()
+assert gpu.enabled(layer.D)
+K_gpu = layer.kernel(64, M=256).detach()   # M = 4L: restoration amplifies FFT rounding less
+os.environ["DDESYS_REFERENCE"] = "1"
+K_ref = layer.kernel(64, M=256).detach()
+out["layer_kernel"] = float((K_gpu - K_ref).abs().max() / K_ref.abs().max())
+
+# decode kernel over a sequence that wraps the ring buffer, against the reference step
+x = torch.randn(2, 150, 4, dtype=torch.float64, generator=g)
+outs = {}
+for mode in ("gpu", "ref"):
+    os.environ["DDESYS_REFERENCE"] = "1" if mode == "ref" else "0"
+    cache = layer.allocate_inference_cache(2, dtype=torch.float64)
+    ys = torch.stack([layer.step(x[:, t], cache) for t in range(150)], 1)
+    outs[mode] = (ys, cache.buf.clone(), cache.n_slots)
+assert outs["gpu"][2] < 150, "sequence must wrap the ring buffer"
+out["decode_y"] = float((outs["gpu"][0] - outs["ref"][0]).abs().max() / outs["ref"][0].abs().max())
+out["decode_cache"] = float((outs["gpu"][1] - outs["ref"][1]).abs().max() / outs["ref"][1].abs().max())
+out["fft_vs_decode"] = float((outs["gpu"][0] - layer(x).detach()).abs().max() / outs["ref"][0].abs().max())
+print(json.dumps(out))
+sys.exit(0)
