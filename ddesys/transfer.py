@@ -8,10 +8,9 @@ torch autograd flows through every parameter, the fractional delay ``alpha`` inc
 from __future__ import annotations
 
 import math
-import os
 
 from . import fused
-from ._array import get_namespace, is_cupy, is_numpy, is_torch
+from ._array import force_reference, get_namespace, is_cupy, is_numpy, is_torch
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
@@ -147,9 +146,9 @@ def sample_transfer(A, cb, k, M):
     xp = get_namespace(A, cb, k)
     if is_torch(xp):
         return _torch_sample_transfer()(A, cb, k, M)
-    if is_numpy(xp) and fused.AVAILABLE and not FORCE_REFERENCE:
+    if is_numpy(xp) and fused.AVAILABLE and not force_reference():
         return fused.sample_forward(A, cb, k, M)
-    if is_cupy(xp) and not FORCE_REFERENCE:
+    if is_cupy(xp) and not force_reference():
         S = _cupy_via_gpu(A, cb, k, M)
         if S is not None:
             return S
@@ -196,11 +195,10 @@ def _sample_blocks(xp, A, cb, Z):
 
 
 _FN = None
-FORCE_REFERENCE = os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0")
 
 
 def _use_fused(t):
-    return fused.AVAILABLE and not FORCE_REFERENCE and t.device.type == "cpu"
+    return fused.AVAILABLE and not force_reference() and t.device.type == "cpu"
 
 
 def _torch_sample_transfer():
@@ -274,7 +272,7 @@ def vandermonde_kernel(lam, cb, L):
     xp = get_namespace(lam, cb)
     if is_torch(xp) and _use_fused(lam):
         return _torch_vandermonde()(lam, cb, L)
-    if is_numpy(xp) and fused.AVAILABLE and not FORCE_REFERENCE:
+    if is_numpy(xp) and fused.AVAILABLE and not force_reference():
         return fused.vandermonde_forward(lam, cb, L)
     rdt = xp.float32 if lam.dtype == xp.complex64 else xp.float64
     t = xp.astype(xp.arange(L), rdt)

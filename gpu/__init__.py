@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import os
 
+from ddesys._array import force_reference
+
 
 @functools.lru_cache(maxsize=None)
 def triton_available() -> bool:
@@ -23,10 +25,6 @@ def triton_available() -> bool:
     return True
 
 
-def forced_reference() -> bool:
-    return os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0")
-
-
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -34,7 +32,7 @@ def interpreting() -> bool:
 def enabled(tensor) -> bool:
     """Use the fused kernels for this torch tensor: CUDA data (or any data under ``TRITON_INTERPRET=1``
     when ``DDESYS_GPU_INTERPRET=1`` asks for it in tests), Triton present, reference not forced."""
-    if forced_reference() or not triton_available():
+    if force_reference() or not triton_available():
         return False
     if getattr(tensor, "is_cuda", False):
         return True

@@ -31,6 +31,8 @@ def check_input(layer, x):
         raise ValueError(f"{type(layer).__name__} expects a 3-D input "
                          f"({'(B, H, L)' if layer.transposed else '(B, L, H)'}), got shape {tuple(x.shape)}")
     xt = x if layer.transposed else x.transpose(-1, -2)
+    if xt.shape[-1] == 0:
+        raise ValueError(f"{type(layer).__name__} got an empty sequence (L = 0) in input of shape {tuple(x.shape)}")
     if xt.shape[1] != layer.H:
         raise ValueError(f"{type(layer).__name__}(d_model={layer.H}) got {xt.shape[1]} channels in input of shape "
                          f"{tuple(x.shape)} (transposed={layer.transposed})")
@@ -44,3 +46,34 @@ def fft_conv(x, K):
     L = x.shape[-1]
     n = 2 * L
     return torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(K, n=n), n=n)[..., :L]
+
+
+LOG_DT_RANGE = (-20.0, 10.0)
+LOG_RATE_RANGE = (math.log(1e-6), math.log(100.0))
+
+
+def continuous_poles(log_dt, nu_re, nu_im, dtype):
+    """``dt`` ``(C, 1)`` and ``a = -exp(nu_re) + i nu_im`` ``(C, N2)`` (SPEC section 7), guarded.
+
+    ``log_dt`` is clamped to ``[-20, 10]`` and the decay per step ``dt exp(nu_re)`` to ``[1e-6, 100]``,
+    so ``|abar| = exp(-dt exp(nu_re))`` stays in ``[e^-100, 1 - 1e-6]``: strictly stable and finite for
+    any finite parameters (without the clamp ``nu_re << 0`` rounds ``|abar|`` to exactly 1 and ``nu_re >> 0``
+    overflows). Inside the range this is exactly the SPEC's parameterization.
+    """
+    ldt = log_dt.to(dtype).clamp(*LOG_DT_RANGE)[:, None]            # (C, 1)
+    dt = torch.exp(ldt)                                             # (C, 1)
+    rate = torch.exp((nu_re.to(dtype) + ldt).clamp(*LOG_RATE_RANGE))  # (C, N2)  dt |Re a|
+    return dt, torch.complex(-rate / dt, nu_im.to(dtype))           # (C, 1), (C, N2)
+
+
+def check_step_input(layer, x_t, cache):
+    """Validate a decode step's input against the layer and its cache."""
+    if layer.bidirectional:
+        raise ValueError(f"{type(layer).__name__}(bidirectional=True) sees the future; it cannot decode step by step")
+    if not torch.is_tensor(x_t) or not x_t.is_floating_point():
+        raise TypeError(f"step expects a real floating-point tensor x_t, got "
+                        f"{getattr(x_t, 'dtype', type(x_t).__name__)}")
+    if x_t.dim() != 2 or x_t.shape[1] != layer.H:
+        raise ValueError(f"step expects x_t of shape (B, {layer.H}), got {tuple(x_t.shape)}")
+    if x_t.shape[0] != cache.batch_size:
+        raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")

@@ -23,7 +23,8 @@ from ddesys.transfer import synthesize_kernel
 import gpu
 from gpu import decode as gpu_decode
 
-from .common import check_input, fft_conv, init_dt, s4d_modes
+from .common import check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
+from .optim import register_optim
 
 
 @dataclass
@@ -113,9 +114,9 @@ class DS4D(nn.Module):
         self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
         self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
         for name in ("log_dt", "nu_tau"):
-            getattr(self, name)._optim = {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})}
+            register_optim(self, name, {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
         for name in ("nu_re", "nu_im", "r", "theta", "B"):
-            getattr(self, name)._optim = {"weight_decay": 0.0}
+            register_optim(self, name, {"weight_decay": 0.0})
 
     # ------------------------------------------------------------------ discretization
     def discrete(self, dtype=None):
@@ -123,8 +124,7 @@ class DS4D(nn.Module):
         ``delay`` ``(C,)`` (``C = 2H`` when bidirectional). Differentiable; ``dtype`` real precision."""
         dtype = dtype or self.kernel_dtype
         f = lambda p: p.to(dtype)  # noqa: E731
-        dt = torch.exp(f(self.log_dt))[:, None]                     # (C, 1)
-        a = torch.complex(-torch.exp(f(self.nu_re)), f(self.nu_im))  # (C, N2)
+        dt, a = continuous_poles(self.log_dt, self.nu_re, self.nu_im, dtype)   # (C, 1), (C, N2)
         B = torch.view_as_complex(f(self.B).contiguous())           # (C, N2)
         abar, _, bbar = zoh(a, torch.zeros_like(a), B, dt)          # (C, N2) each
         p = torch.sigmoid(f(self.r))                                # (C, N2)
@@ -193,13 +193,12 @@ class DS4D(nn.Module):
         cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
         return DS4DCache(torch.zeros(batch_size, R, self.H, self.N2, dtype=cdt, device=self.D.device))
 
+    @torch.no_grad()
     def step(self, x_t, cache):
-        """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place. Constants are
-        recomputed from the parameters each call, so a weight update never leaves them stale."""
-        if x_t.dim() != 2 or x_t.shape[1] != self.H:
-            raise ValueError(f"step expects x_t of shape (B, {self.H}), got {tuple(x_t.shape)}")
-        if x_t.shape[0] != cache.batch_size:
-            raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")
+        """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place (inference: no
+        autograd). Constants are recomputed from the parameters each call, so a weight update never
+        leaves them stale."""
+        check_step_input(self, x_t, cache)
         buf, t, R = cache.buf, cache.t, cache.n_slots
         rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
         lam, mu, bbar, c, k, alpha, _ = self.discrete(rdt)
@@ -229,6 +228,8 @@ class DS4D(nn.Module):
         output and fills ``cache`` with the last ``R`` states, from per-mode state kernels."""
         if cache.t != 0:
             raise ValueError("prefill expects a fresh cache (t = 0); allocate a new one")
+        if x.shape[0] != cache.batch_size:
+            raise ValueError(f"prompt has batch {x.shape[0]} but the cache was allocated for {cache.batch_size}")
         y = self.forward(x)
         xb = check_input(self, x)                                   # (B, H, L)
         Bsz, H, L = xb.shape

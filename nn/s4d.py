@@ -10,7 +10,8 @@ from ddesys.discretize import zoh
 from ddesys.recurrence import readout
 from ddesys.transfer import vandermonde_kernel
 
-from .common import check_input, fft_conv, init_dt, s4d_modes
+from .common import check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
+from .optim import register_optim
 
 
 @dataclass
@@ -54,15 +55,14 @@ class S4D(nn.Module):
         self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())
         self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
         self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
-        self.log_dt._optim = {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})}
+        register_optim(self, "log_dt", {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
         for name in ("nu_re", "nu_im", "B"):
-            getattr(self, name)._optim = {"weight_decay": 0.0}
+            register_optim(self, name, {"weight_decay": 0.0})
 
     def discrete(self, dtype=torch.float32):
         """``lam, bbar, c`` complex ``(C, N2)`` and ``dtA`` ``(C, N2)``."""
         f = lambda p: p.to(dtype)  # noqa: E731
-        dt = torch.exp(f(self.log_dt))[:, None]                     # (C, 1)
-        a = torch.complex(-torch.exp(f(self.nu_re)), f(self.nu_im))  # (C, N2)
+        dt, a = continuous_poles(self.log_dt, self.nu_re, self.nu_im, dtype)   # (C, 1), (C, N2)
         B = torch.view_as_complex(f(self.B).contiguous())           # (C, N2)
         lam, _, bbar = zoh(a, torch.zeros_like(a), B, dt)           # (C, N2)
         return lam, bbar, torch.view_as_complex(f(self.C).contiguous()), a * dt
@@ -99,12 +99,10 @@ class S4D(nn.Module):
         cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
         return S4DCache(torch.zeros(batch_size, self.H, self.N2, dtype=cdt, device=self.D.device))
 
+    @torch.no_grad()
     def step(self, x_t, cache):
-        """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place."""
-        if x_t.dim() != 2 or x_t.shape[1] != self.H:
-            raise ValueError(f"step expects x_t of shape (B, {self.H}), got {tuple(x_t.shape)}")
-        if x_t.shape[0] != cache.batch_size:
-            raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")
+        """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place (inference: no autograd)."""
+        check_step_input(self, x_t, cache)
         rdt = torch.float64 if cache.h.dtype == torch.complex128 else torch.float32
         lam, bbar, c, _ = self.discrete(rdt)
         cache.h.mul_(lam).add_(bbar * x_t.to(rdt)[..., None])       # (B, H, N2)
@@ -116,6 +114,8 @@ class S4D(nn.Module):
         """Consume a prompt ``(B, L, H)``; returns the FFT output and sets the cache state."""
         if cache.t != 0:
             raise ValueError("prefill expects a fresh cache (t = 0)")
+        if x.shape[0] != cache.batch_size:
+            raise ValueError(f"prompt has batch {x.shape[0]} but the cache was allocated for {cache.batch_size}")
         y = self.forward(x)
         xb = check_input(self, x).double()                           # (B, H, L)
         L = xb.shape[-1]
