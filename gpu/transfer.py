@@ -120,12 +120,13 @@ def _dt(x):
     return tl.float64 if x.dtype == torch.float64 else tl.float32
 
 
-def sample_forward(A, cb, k, M):
-    """Triton forward: ``A`` complex ``(C, N2, 3)``, ``cb`` ``(C, N2)``, ``k`` int ``(C,)`` -> ``(C, M)``."""
+def sample_forward(A, cb, k, M, out=None):
+    """Triton forward: ``A`` complex ``(C, N2, 3)``, ``cb`` ``(C, N2)``, ``k`` int ``(C,)`` -> ``(C, M)``
+    (written into ``out`` when given, e.g. a poisoned buffer in the checks)."""
     C, N2 = cb.shape
     A_r = torch.view_as_real(A.contiguous()).contiguous()
     cb_r = torch.view_as_real(cb.contiguous()).contiguous()
-    S = torch.empty(C, M, 2, dtype=A_r.dtype, device=A.device)
+    S = torch.view_as_real(out) if out is not None else torch.empty(C, M, 2, dtype=A_r.dtype, device=A.device)
     _fwd_kernel[(C, triton.cdiv(M, BLOCK_M))](A_r, cb_r, k.contiguous(), S, N2, M, 2 * math.pi / M,
                                               BLOCK_M=BLOCK_M, DT=_dt(A_r))
     return torch.view_as_complex(S)

@@ -213,9 +213,10 @@ class DS4D(nn.Module):
             return y.to(x_t.dtype)
         H = self.H
         ar = torch.arange(H, device=buf.device)
-        hk = buf[:, (t - k) % R, ar] * (t - k >= 0)[:, None]        # (B, H, N2)
-        hk1 = buf[:, (t - k - 1) % R, ar] * (t - k - 1 >= 0)[:, None]  # (B, H, N2)
-        prev = buf[:, (t - 1) % R] if t > 0 else torch.zeros_like(hk)  # (B, H, N2)
+        zero = torch.zeros((), dtype=buf.dtype, device=buf.device)
+        hk = torch.where((t - k >= 0)[:, None], buf[:, (t - k) % R, ar], zero)          # (B, H, N2)
+        hk1 = torch.where((t - k - 1 >= 0)[:, None], buf[:, (t - k - 1) % R, ar], zero)  # (B, H, N2)
+        prev = buf[:, (t - 1) % R] if t > 0 else torch.zeros_like(hk)                     # (B, H, N2)
         xt = x_t.to(rdt)[..., None]                                 # (B, H, 1)
         h = delay_update(prev, hk, hk1, xt, lam, m1, m2, bbar)      # (B, H, N2)
         buf[:, t % R] = h

@@ -29,3 +29,12 @@ def test_kernels_match_reference_under_interpreter():
     assert err["layer_kernel"] <= 1e-12, err
     assert err["decode_y"] <= 1e-12 and err["decode_cache"] <= 1e-12, err
     assert err["fft_vs_decode"] <= 1e-9, err
+
+
+def test_gpu_verification_script_smoke_run():
+    """The prepared GPU script (`python -m verification.gpu`) runs its correctness part under the
+    interpreter, so it cannot crash for a silly reason on the GPU machine."""
+    res = subprocess.run([sys.executable, "-m", "verification.gpu", "--interpret"], capture_output=True, text=True,
+                         timeout=600, cwd=Path(__file__).parents[1], env=dict(os.environ, DDESYS_REFERENCE="0"))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert res.stdout.count("PASS") == 8
