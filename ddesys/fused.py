@@ -38,6 +38,14 @@ if AVAILABLE:
                 i2 -= M
         return z1r, z1i, zkr, zki, zlr, zli
 
+    @_nb.njit(cache=True, fastmath=True, inline="always")
+    def _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli):  # pragma: no cover - jitted
+        """``1 / den`` with ``den = 1 - a1 z1 - a2 zk - a3 zl`` in real arithmetic (the SPEC's formula)."""
+        dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
+        di = -(a1r * z1i + a1i * z1r) - (a2r * zki + a2i * zkr) - (a3r * zli + a3i * zlr)
+        q = 1.0 / (dr * dr + di * di)
+        return dr * q, -di * q
+
     @_nb.njit(parallel=True, cache=True, fastmath=True)
     def _forward_nb(A, cb, k, w, S):  # pragma: no cover - jitted
         B, N2 = cb.shape
@@ -47,17 +55,12 @@ if AVAILABLE:
             si = np.zeros(M, dtype=S.real.dtype)
             z1r, z1i, zkr, zki, zlr, zli = _points(w, k[b])
             for n in range(N2):
-                a1r, a1i = A[b, n, 0].real, A[b, n, 0].imag
-                a2r, a2i = A[b, n, 1].real, A[b, n, 1].imag
-                a3r, a3i = A[b, n, 2].real, A[b, n, 2].imag
+                a1r, a1i, a2r, a2i, a3r, a3i = A[b, n, 0].real, A[b, n, 0].imag, A[b, n, 1].real, \
+                    A[b, n, 1].imag, A[b, n, 2].real, A[b, n, 2].imag
                 cr, ci = cb[b, n].real, cb[b, n].imag
                 for m in range(M):
-                    dr = 1.0 - (a1r * z1r[m] - a1i * z1i[m]) - (a2r * zkr[m] - a2i * zki[m]) \
-                        - (a3r * zlr[m] - a3i * zli[m])
-                    di = -(a1r * z1i[m] + a1i * z1r[m]) - (a2r * zki[m] + a2i * zkr[m]) \
-                        - (a3r * zli[m] + a3i * zlr[m])
-                    q = 1.0 / (dr * dr + di * di)
-                    ir, ii = dr * q, -di * q                               # 1 / den
+                    ir, ii = _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r[m], z1i[m], zkr[m], zki[m],
+                                      zlr[m], zli[m])                               # 1 / den
                     sr[m] += cr * ir - ci * ii
                     si[m] += cr * ii + ci * ir
             for m in range(M):
@@ -71,18 +74,13 @@ if AVAILABLE:
             z1r, z1i, zkr, zki, zlr, zli = _points(w, k[b])
             gr, gi = G[b].real.copy(), G[b].imag.copy()
             for n in range(N2):
-                a1r, a1i = A[b, n, 0].real, A[b, n, 0].imag
-                a2r, a2i = A[b, n, 1].real, A[b, n, 1].imag
-                a3r, a3i = A[b, n, 2].real, A[b, n, 2].imag
+                a1r, a1i, a2r, a2i, a3r, a3i = A[b, n, 0].real, A[b, n, 0].imag, A[b, n, 1].real, \
+                    A[b, n, 1].imag, A[b, n, 2].real, A[b, n, 2].imag
                 cr, ci = cb[b, n].real, cb[b, n].imag
                 c0r = c0i = g1r = g1i = g2r = g2i = g3r = g3i = 0.0
                 for m in range(M):
-                    dr = 1.0 - (a1r * z1r[m] - a1i * z1i[m]) - (a2r * zkr[m] - a2i * zki[m]) \
-                        - (a3r * zlr[m] - a3i * zli[m])
-                    di = -(a1r * z1i[m] + a1i * z1r[m]) - (a2r * zki[m] + a2i * zkr[m]) \
-                        - (a3r * zli[m] + a3i * zlr[m])
-                    q = 1.0 / (dr * dr + di * di)
-                    ir, ii = dr * q, -di * q                               # inv = 1/den
+                    ir, ii = _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r[m], z1i[m], zkr[m], zki[m],
+                                      zlr[m], zli[m])                               # inv = 1/den
                     # grad_cb += G conj(inv)
                     c0r += gr[m] * ir + gi[m] * ii
                     c0i += gi[m] * ir - gr[m] * ii

@@ -36,6 +36,21 @@ if triton_available():
                 tl.cos(al).to(DT), tl.sin(al).to(DT))
 
     @triton.jit
+    def _load_mode(A, CB, base, cbase, DT: tl.constexpr):
+        """The three contour-shifted coefficients of one (channel, mode) and its ``c bbar``."""
+        return (tl.load(A + base + 0).to(DT), tl.load(A + base + 1).to(DT), tl.load(A + base + 2).to(DT),
+                tl.load(A + base + 3).to(DT), tl.load(A + base + 4).to(DT), tl.load(A + base + 5).to(DT),
+                tl.load(CB + cbase).to(DT), tl.load(CB + cbase + 1).to(DT))
+
+    @triton.jit
+    def _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli):
+        """``1 / den``, ``den = 1 - a1 z1 - a2 zk - a3 zl`` (real arithmetic)."""
+        dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
+        di = -(a1r * z1i + a1i * z1r) - (a2r * zki + a2i * zkr) - (a3r * zli + a3i * zlr)
+        q = 1.0 / (dr * dr + di * di)
+        return dr * q, -di * q
+
+    @triton.jit
     def _fwd_kernel(A, CB, K, S, N2, M, TWO_PI_OVER_M, BLOCK_M: tl.constexpr, DT: tl.constexpr):
         c = tl.program_id(0)
         m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -46,19 +61,8 @@ if triton_available():
         si = tl.zeros([BLOCK_M], dtype=DT)
         for n in range(N2):
             base = (c * N2 + n) * 6                       # A: (C, N2, 3, 2)
-            a1r = tl.load(A + base + 0).to(DT)
-            a1i = tl.load(A + base + 1).to(DT)
-            a2r = tl.load(A + base + 2).to(DT)
-            a2i = tl.load(A + base + 3).to(DT)
-            a3r = tl.load(A + base + 4).to(DT)
-            a3i = tl.load(A + base + 5).to(DT)
-            cr = tl.load(CB + (c * N2 + n) * 2).to(DT)
-            ci = tl.load(CB + (c * N2 + n) * 2 + 1).to(DT)
-            dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
-            di = -(a1r * z1i + a1i * z1r) - (a2r * zki + a2i * zkr) - (a3r * zli + a3i * zlr)
-            q = 1.0 / (dr * dr + di * di)
-            ir = dr * q
-            ii = -di * q
+            a1r, a1i, a2r, a2i, a3r, a3i, cr, ci = _load_mode(A, CB, base, (c * N2 + n) * 2, DT)
+            ir, ii = _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli)
             sr += cr * ir - ci * ii
             si += cr * ii + ci * ir
         out = S + (c * M + m) * 2
@@ -70,14 +74,7 @@ if triton_available():
         c = tl.program_id(0)
         n = tl.program_id(1)
         base = (c * N2 + n) * 6
-        a1r = tl.load(A + base + 0).to(DT)
-        a1i = tl.load(A + base + 1).to(DT)
-        a2r = tl.load(A + base + 2).to(DT)
-        a2i = tl.load(A + base + 3).to(DT)
-        a3r = tl.load(A + base + 4).to(DT)
-        a3i = tl.load(A + base + 5).to(DT)
-        cr = tl.load(CB + (c * N2 + n) * 2).to(DT)
-        ci = tl.load(CB + (c * N2 + n) * 2 + 1).to(DT)
+        a1r, a1i, a2r, a2i, a3r, a3i, cr, ci = _load_mode(A, CB, base, (c * N2 + n) * 2, DT)
         kc = tl.load(K + c).to(tl.int64)
         acc = tl.zeros([8, BLOCK_M], dtype=DT)      # rows: gcb r/i, gA1 r/i, gA2 r/i, gA3 r/i
         rows = tl.arange(0, 8)[:, None]
@@ -87,11 +84,7 @@ if triton_available():
             z1r, z1i, zkr, zki, zlr, zli = _points(m.to(tl.int64), kc, M, TWO_PI_OVER_M, DT)
             gr = tl.load(G + (c * M + m) * 2, mask=mask, other=0.0).to(DT)
             gi = tl.load(G + (c * M + m) * 2 + 1, mask=mask, other=0.0).to(DT)
-            dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
-            di = -(a1r * z1i + a1i * z1r) - (a2r * zki + a2i * zkr) - (a3r * zli + a3i * zlr)
-            q = 1.0 / (dr * dr + di * di)
-            ir = dr * q
-            ii = -di * q
+            ir, ii = _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli)
             wr = ir * ir - ii * ii
             wi = 2.0 * ir * ii
             vr = cr * wr - ci * wi                         # cb inv^2
