@@ -17,7 +17,6 @@ Characteristic polynomial of one mode (degree ``k + 1``)::
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 

@@ -15,12 +15,11 @@ Times are medians of runs interleaved between the compared variants (a shared ma
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 import nn as dnn
+from verification.timing import decoder, interleaved
 
 
 
@@ -32,34 +31,6 @@ def _train_fn(layer, x):
         layer(x).square().mean().backward()
         opt.step()
     return step
-
-
-def interleaved(fns, reps):
-    """Median seconds of each callable, timed in alternation (A B A B ...) so that a shared machine's
-    drifting load hits all of them alike."""
-    for f in fns:
-        f()                                              # warm-up (JIT, caches, allocator)
-    times = [[] for _ in fns]
-    for _ in range(reps):
-        for f, ts in zip(fns, times):
-            t0 = time.perf_counter()
-            f()
-            ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) for ts in times]
-
-
-def decoder(layer, H, prompt_len, n_tokens):
-    """A callable that decodes ``n_tokens`` after a prefilled prompt (cache state carried across calls;
-    the ring buffer wraps, the per-token work does not change)."""
-    cache = layer.allocate_inference_cache(1)
-    with torch.no_grad():
-        layer.prefill(torch.randn(1, prompt_len, H), cache)
-    xs = torch.randn(n_tokens, 1, H)
-
-    def run():
-        for i in range(n_tokens):
-            layer.step(xs[i], cache)
-    return run, cache
 
 
 def main(argv=None):

@@ -1,7 +1,6 @@
 """Blocks and sequence models around DS4D / S4D layers."""
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from .ds4d import DS4D

@@ -89,7 +89,6 @@ def test_delay_gradient_nonzero_and_matches_oracle(tiny_layer):
 @pytest.mark.parametrize("path", ["fused", "reference"])
 @pytest.mark.parametrize("name", S4D_KEYS)
 def test_s4d_gradcheck_every_parameter(monkeypatch, path, name):
-    import ddesys.transfer as transfer
     if path != "fused":
         monkeypatch.setenv("DDESYS_REFERENCE", "1")
     layer = S4D(2, d_state=4, seed=0).double()

@@ -242,7 +242,6 @@ def test_s4d_model_fft_vs_recurrent():
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", ["fused", "reference"])
 def test_s4d_kernel_matches_vandermonde(monkeypatch, path):
-    import ddesys.transfer as transfer
     if path != "fused":
         monkeypatch.setenv("DDESYS_REFERENCE", "1")
     L, H, N = 300, 4, 16

@@ -1,12 +1,11 @@
 """Checks on the neural layer: FFT vs recurrent (Table 7), reductions, decoding (checks 1, 5, 6)."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 
 import nn as dnn
+from verification.timing import decoder, interleaved
 from ddesys._array import next_pow2
 from ddesys.init import s4d_modes
 
@@ -145,21 +144,12 @@ def check_decode(cfg, plot_dir, progress):
     y_steps = torch.stack([layer.step(x[:, t], cache) for t in range(p, T)], dim=1)
     err = float(max((y_pre - y[:, :p]).abs().max(), (y_steps - y[:, p:]).abs().max()) / y.abs().max())
     progress()
-    # per-token time against position (float32 cache, batch 1)
+    # per-token time against position (float32 cache, batch 1), positions timed in alternation
     layer32 = dnn.DS4D(H, N, l_max=l_max, seed=0)
     positions = cfg["decode_positions"]
-    times = []
-    for pos in positions:
-        c = layer32.allocate_inference_cache(1)
-        layer32.prefill(torch.randn(1, pos, H), c)
-        xs = torch.randn(64, 1, H)
-        for i in range(8):
-            layer32.step(xs[i], c)
-        t0 = time.perf_counter()
-        for i in range(64):
-            layer32.step(xs[i], c)
-        times.append((time.perf_counter() - t0) / 64)
-        progress()
+    runs = [decoder(layer32, H, pos, 32)[0] for pos in positions]
+    times = [t / 32 for t in interleaved(runs, 5)]
+    progress(len(positions))
     ratio = times[-1] / times[0]
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.5))
