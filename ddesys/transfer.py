@@ -98,14 +98,12 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     a2 = mu * xp.astype(rk * (1 - al), cdtype)                      # (..., N2)
     a3 = mu * xp.astype(rk * xp.exp(logr) * al, cdtype)             # (..., N2)
 
-    batch_shape = lam.shape[:-1]
     A = xp.stack([a1, a2, a3], axis=-1)                             # (..., N2, 3)
     if per_mode:
         den = 1 - A @ contour_points(k, M, cdtype)                  # (..., N2, M)
         S = cb[..., None] / den                                     # (..., N2, M)
     else:
         S = sample_transfer(A, cb, k, M)                            # (..., M)
-    del batch_shape
     t = xp.astype(xp.arange(L), rdtype)                             # (L,)
     if dev is not None:
         t = xp.asarray(t, device=dev)
