@@ -84,12 +84,11 @@ if AVAILABLE:
                     # grad_cb += G conj(inv)
                     c0r += gr[m] * ir + gi[m] * ii
                     c0i += gi[m] * ir - gr[m] * ii
-                    # u = G conj(cb inv^2)
+                    # u = G conj(inv^2); conj(cb) is factored out of the sum over m
                     wr = ir * ir - ii * ii
                     wi = 2.0 * ir * ii
-                    vr, vi = cr * wr - ci * wi, cr * wi + ci * wr          # cb inv^2
-                    ur = gr[m] * vr + gi[m] * vi
-                    ui = gi[m] * vr - gr[m] * vi
+                    ur = gr[m] * wr + gi[m] * wi
+                    ui = gi[m] * wr - gr[m] * wi
                     # grad_A_j += u conj(Z_j)
                     g1r += ur * z1r[m] + ui * z1i[m]
                     g1i += ui * z1r[m] - ur * z1i[m]
@@ -98,9 +97,10 @@ if AVAILABLE:
                     g3r += ur * zlr[m] + ui * zli[m]
                     g3i += ui * zlr[m] - ur * zli[m]
                 gcb[b, n] = c0r + 1j * c0i
-                gA[b, n, 0] = g1r + 1j * g1i
-                gA[b, n, 1] = g2r + 1j * g2i
-                gA[b, n, 2] = g3r + 1j * g3i
+                ccb = cr - 1j * ci                                         # conj(cb)
+                gA[b, n, 0] = ccb * (g1r + 1j * g1i)
+                gA[b, n, 1] = ccb * (g2r + 1j * g2i)
+                gA[b, n, 2] = ccb * (g3r + 1j * g3i)
 
 
 def _table(M, dtype):

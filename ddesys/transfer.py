@@ -111,11 +111,8 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     if per_mode:
         G = xp.fft.ifft(S, axis=-1)[..., :L]                        # (..., N2, L)
         return G * xp.astype(restore[..., None, :], cdtype)         # (..., N2, L)
-    # Re(IFFT(S)) = IRFFT of the Hermitian part H_m = (S_m + conj(S_-m)) / 2: half the FFT work
-    h = M // 2 + 1
-    S_neg = xp.concat([S[..., :1], xp.flip(S[..., 1:], axis=-1)], axis=-1)[..., :h]   # (..., h)  S_{-m}
-    Kr = xp.fft.irfft(S[..., :h] + xp.conj(S_neg), n=M, axis=-1)[..., :L]             # (..., L) = 2 Re(IFFT S)
-    return Kr * restore                                             # (..., L)
+    Kc = xp.fft.ifft(S, axis=-1)[..., :L]                           # (..., L) complex
+    return 2 * xp.real(Kc) * restore                                # (..., L)
 
 
 CHUNK_ELEMENTS = 2**22      # complex elements of one (channels, N2, M) block in sample_transfer
