@@ -5,7 +5,7 @@ loops compute the same ``S_m = sum_n cb_n / (1 - A_n1 Z_1m - A_n2 Z_2m - A_n3 Z_
 ``(channel, mode, frequency)`` with nothing materialized but the output: memory ``O(batch M)``, work
 ``O(batch N2 M)``, SIMD over the frequency axis, threads over channels. The tests check them against the
 reference path. They serve NumPy arrays and CPU torch tensors (zero-copy views); GPU arrays take the
-array-API path (and later the CUDA kernels of ``gpu/``).
+array-API path or the Triton kernels of ``gpu/``.
 """
 from __future__ import annotations
 

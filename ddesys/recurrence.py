@@ -3,7 +3,7 @@
     h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
 
-Three paths, one formula:
+Two paths, one formula:
 
 * NumPy input with Numba available: a compiled loop, parallel over channels (``numba.prange``),
   complex128 states. Set ``DDESYS_DISABLE_NUMBA=1`` (or lack Numba) to take the next path instead.
