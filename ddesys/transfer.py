@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import fused
 from ._array import force_reference, get_namespace, is_cupy, is_numpy, is_torch
 
@@ -102,8 +104,11 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     if per_mode:
         den = 1 - A @ contour_points(k, M, cdtype)                  # (..., N2, M)
         S = cb[..., None] / den                                     # (..., N2, M)
+    elif is_torch(xp) and _use_fused(lam):                          # CPU torch: one fused Function
+        K2 = _torch_fused_kernel()(A, cb, k, M, L)                  # (..., L) = 2 Re(IFFT S)[:L]
     else:
         S = sample_transfer(A, cb, k, M)                            # (..., M)
+        K2 = 2 * xp.real(xp.fft.ifft(S, axis=-1)[..., :L])          # (..., L)
     t = xp.astype(xp.arange(L), rdtype)                             # (L,)
     if dev is not None:
         t = xp.asarray(t, device=dev)
@@ -111,8 +116,7 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     if per_mode:
         G = xp.fft.ifft(S, axis=-1)[..., :L]                        # (..., N2, L)
         return G * xp.astype(restore[..., None, :], cdtype)         # (..., N2, L)
-    Kc = xp.fft.ifft(S, axis=-1)[..., :L]                           # (..., L) complex
-    return 2 * xp.real(Kc) * restore                                # (..., L)
+    return K2 * restore                                             # (..., L)
 
 
 CHUNK_ELEMENTS = 2**22      # complex elements of one (channels, N2, M) block in sample_transfer
@@ -307,3 +311,38 @@ def _torch_vandermonde():
 
     _VF = _Vandermonde.apply
     return _VF
+
+
+_KF = None
+
+
+def _torch_fused_kernel():
+    """Torch Function ``(A, cb, k, M, L) -> 2 Re(IFFT_M S)[:L]`` on the CPU: the fused Numba sampling and a
+    SciPy FFT in one node, no ``(..., M)`` autograd intermediates. Backward: with ``G`` the gradient of
+    the output, the gradient of ``S`` is ``V = (2/M) FFT_M(G)`` (``dL = Re sum_m conj(V_m) dS_m``), then
+    the fused sampling backward."""
+    global _KF
+    if _KF is not None:
+        return _KF
+    import scipy.fft as sfft
+    import torch
+
+    class _FusedKernel(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, A, cb, k, M, L):
+            ctx.save_for_backward(A, cb, k)
+            ctx.M = M
+            S = fused.sample_forward(A.detach().numpy(), cb.detach().numpy(), k.numpy(), M)
+            K = 2 * sfft.ifft(S, axis=-1, workers=-1)[..., :L].real
+            return torch.from_numpy(np.ascontiguousarray(K))
+
+        @staticmethod
+        def backward(ctx, G):
+            A, cb, k = ctx.saved_tensors
+            M = ctx.M
+            V = (2.0 / M) * sfft.fft(G.detach().numpy(), n=M, axis=-1, workers=-1)
+            gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), M, V)
+            return torch.from_numpy(gA), torch.from_numpy(gcb), None, None, None
+
+    _KF = _FusedKernel.apply
+    return _KF
