@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ddesys.discretize import zoh
-from ddesys.recurrence import readout
+from ddesys.recurrence import delay_update, readout
 from ddesys.transfer import vandermonde_kernel
 
 from .common import check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
@@ -105,7 +105,7 @@ class S4D(nn.Module):
         check_step_input(self, x_t, cache)
         rdt = torch.float64 if cache.h.dtype == torch.complex128 else torch.float32
         lam, bbar, c, _ = self.discrete(rdt)
-        cache.h.mul_(lam).add_(bbar * x_t.to(rdt)[..., None])       # (B, H, N2)
+        cache.h.copy_(delay_update(cache.h, 0, 0, x_t.to(rdt)[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
         cache.t += 1
         return readout(cache.h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)
 

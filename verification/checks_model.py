@@ -7,7 +7,6 @@ import torch
 import nn as dnn
 from verification.timing import decoder, interleaved
 from ddesys._array import next_pow2
-from ddesys.init import s4d_modes
 
 
 def _model(H, seed, L):
@@ -170,4 +169,4 @@ def check_decode(cfg, plot_dir, progress):
                 setup=f"H={H}, N={N}, l_max={l_max}, sequence {T}, prefill {p}")
 
 
-__all__ = ["check_fft_vs_recurrent", "check_reductions", "check_decode", "s4d_modes"]
+__all__ = ["check_fft_vs_recurrent", "check_reductions", "check_decode"]

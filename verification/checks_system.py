@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 import ddesys
-from ddesys.contour import choose_contour
 from verification.systems import random_delay_system
 
 
@@ -21,7 +20,6 @@ def check_contour(cfg, plot_dir, progress):
         scale = np.abs(ref).max(-1)
         for Mf in (2, 4):
             for prec, dtp in (("float32", np.float32), ("float64", np.float64)):
-                u = ddesys._array.unit_roundoff(dtp)
                 errs = []
                 for eps in eps_grid:
                     try:
@@ -39,7 +37,6 @@ def check_contour(cfg, plot_dir, progress):
                 line, = ax.plot(eps_grid, errs, "-", lw=1.2, label=f"M={Mf}L {prec}")
                 ax.plot([np.min(ct.eps)], [auto], "*", ms=11, color=line.get_color())
                 progress()
-                del u
         ax.set(xscale="log", yscale="log", xlabel="eps = rho^M (aliasing suppression)", title=label)
         ax.invert_xaxis()
         ax.grid(alpha=0.3, which="both")
@@ -157,4 +154,4 @@ def check_discretization(cfg, plot_dir, progress):
                 setup="3 complex modes, tau = 1.3, input sin^2(t) e^{-t/10}, horizon 10")
 
 
-__all__ = ["check_contour", "check_stability", "check_discretization", "choose_contour"]
+__all__ = ["check_contour", "check_stability", "check_discretization"]
