@@ -139,8 +139,9 @@ def sample_transfer(A, cb, k, M):
 
     Paths: NumPy arrays and CPU torch tensors use the fused Numba loops of :mod:`ddesys.fused`; CUDA
     tensors and CuPy arrays the fused Triton kernels of ``gpu/`` when Triton is installed; anything else
-    the blockwise reference below. ``DDESYS_REFERENCE=1`` forces the reference everywhere. On torch this runs as an autograd Function whose backward recomputes each
-    block instead of storing ``(..., N2, M)`` intermediates.
+    the blockwise reference below. ``DDESYS_REFERENCE=1`` forces the reference everywhere. On torch this
+    runs as an autograd Function whose backward recomputes each block instead of storing
+    ``(..., N2, M)`` intermediates.
 
     Args: ``A`` complex ``(..., N2, 3)``, ``cb`` complex ``(..., N2)``, ``k`` integer ``(...)``, ``M``.
     Returns: complex ``(..., M)``.

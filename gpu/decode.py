@@ -16,17 +16,18 @@ if triton_available():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["t"])                 # one compiled variant for every position
     def _decode_kernel(BUF, X, LAM, M1, M2, BB, C, D, K, Y, t, R, H, N2, BLOCK_N: tl.constexpr):
-        b = tl.program_id(0)
-        h = tl.program_id(1)
+        b = tl.program_id(0).to(tl.int64)             # int64 offsets: B R H N2 can pass 2^31
+        h = tl.program_id(1).to(tl.int64)
         n = tl.arange(0, BLOCK_N)
         mask = n < N2
         kh = tl.load(K + h).to(tl.int64)
         x = tl.load(X + b * H + h)
         pm = (h * N2 + n) * 2                                   # (H, N2, 2) parameter layout
 
-        def_slot = (t % R)
+        t = t.to(tl.int64)
+        s_t = t % R
         s_prev = (t - 1 + R) % R
         s_k = ((t - kh) % R + R) % R
         s_k1 = ((t - kh - 1) % R + R) % R
@@ -35,7 +36,7 @@ if triton_available():
         v_k = tv - kh >= 0
         v_k1 = tv - kh - 1 >= 0
 
-        def_off = ((b * R + def_slot) * H + h) * N2
+        o_t = ((b * R + s_t) * H + h) * N2
         o_prev = ((b * R + s_prev) * H + h) * N2
         o_k = ((b * R + s_k) * H + h) * N2
         o_k1 = ((b * R + s_k1) * H + h) * N2
@@ -59,21 +60,32 @@ if triton_available():
 
         hr = a_r * pr - a_i * pi + m1r * kr - m1i * ki + m2r * lr - m2i * li + br * x
         hi = a_r * pi + a_i * pr + m1r * ki + m1i * kr + m2r * li + m2i * lr + bi * x
-        tl.store(BUF + (def_off + n) * 2, hr, mask=mask)
-        tl.store(BUF + (def_off + n) * 2 + 1, hi, mask=mask)
+        tl.store(BUF + (o_t + n) * 2, hr, mask=mask)
+        tl.store(BUF + (o_t + n) * 2 + 1, hi, mask=mask)
         y = 2.0 * tl.sum(tl.where(mask, cr * hr - ci * hi, 0.0), axis=0) + tl.load(D + h) * x
         tl.store(Y + b * H + h, y)
+
+
+def decode_launch(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
+    """``(kernel, grid, args, meta, y)`` of one step: the one place its arguments are formed, shared by
+    :func:`decode_step` and the ahead-of-time compile check (:mod:`gpu.aot`)."""
+    B, R, H, N2 = buf.shape
+    rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
+    r = lambda z: torch.view_as_real(z.to(buf.dtype).contiguous()).contiguous()  # noqa: E731
+    y = torch.empty(B, H, dtype=rdt, device=buf.device)
+    block = triton.next_power_of_2(N2)
+    args = (torch.view_as_real(buf), x_t.to(rdt).contiguous(), r(lam), r(m1), r(m2), r(bbar), r(c),
+            d.to(rdt).contiguous(), k.contiguous(), y, int(t), R, H, N2)
+    # one warp per (batch, channel) program for N2 <= 32 modes: the work is a few loads per mode
+    return _decode_kernel, (B, H), args, dict(BLOCK_N=block, num_warps=max(1, min(4, block // 32))), y
 
 
 def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
     """One fused step. ``buf`` complex ``(B, R, H, N2)`` (updated in place), ``x_t`` real ``(B, H)``,
     ``lam, m1, m2, bbar, c`` complex ``(H, N2)``, ``d`` ``(H,)``, ``k`` int ``(H,)``, ``t`` the position.
     Returns ``y_t`` ``(B, H)`` in the buffer's real dtype."""
-    B, R, H, N2 = buf.shape
-    rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
-    r = lambda z: torch.view_as_real(z.to(buf.dtype).contiguous()).contiguous()  # noqa: E731
-    y = torch.empty(B, H, dtype=rdt, device=buf.device)
-    _decode_kernel[(B, H)](torch.view_as_real(buf), x_t.to(rdt).contiguous(), r(lam), r(m1), r(m2), r(bbar),
-                           r(c), d.to(rdt).contiguous(), k.contiguous(), y, int(t), R, H, N2,
-                           BLOCK_N=triton.next_power_of_2(N2))
+    if not buf.is_contiguous():
+        raise ValueError("decode_step: the ring buffer must be contiguous (it is updated in place)")
+    kernel, grid, args, meta, y = decode_launch(buf, x_t, lam, m1, m2, bbar, c, d, k, t)
+    kernel[grid](*args, **meta)
     return y

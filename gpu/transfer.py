@@ -13,7 +13,6 @@ Complex numbers travel as trailing real pairs (``torch.view_as_real``).
 """
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -24,14 +23,16 @@ if triton_available():
     import triton.language as tl
 
     @triton.jit
-    def _points(m, k, M, TWO_PI_OVER_M, DT: tl.constexpr):
-        """cos/sin of the angles of w^-m, w^-mk, w^-m(k+1) from integer indices (exact reduction)."""
-        i1 = m
-        ik = (m * k) % M
-        ik1 = (m * (k + 1)) % M
-        a1 = -TWO_PI_OVER_M * i1.to(tl.float64)
-        ak = -TWO_PI_OVER_M * ik.to(tl.float64)
-        al = -TWO_PI_OVER_M * ik1.to(tl.float64)
+    def _points(m, k, M, DT: tl.constexpr):
+        """cos/sin of the angles of w^-m, w^-mk, w^-m(k+1) from integer indices (exact reduction mod M).
+
+        The angle is ``-2 pi i / M`` in float64 with ``2 pi`` an in-kernel literal: a Python float
+        *argument* would reach compiled code as float32 (Triton's launch convention; the interpreter
+        keeps float64), an angle error of ~1e-7 rad."""
+        Mf = M.to(tl.float64)
+        a1 = (-6.283185307179586 * m.to(tl.float64)) / Mf
+        ak = (-6.283185307179586 * ((m * k) % M).to(tl.float64)) / Mf
+        al = (-6.283185307179586 * ((m * (k + 1)) % M).to(tl.float64)) / Mf
         return (tl.cos(a1).to(DT), tl.sin(a1).to(DT), tl.cos(ak).to(DT), tl.sin(ak).to(DT),
                 tl.cos(al).to(DT), tl.sin(al).to(DT))
 
@@ -51,12 +52,12 @@ if triton_available():
         return dr * q, -di * q
 
     @triton.jit
-    def _fwd_kernel(A, CB, K, S, N2, M, TWO_PI_OVER_M, BLOCK_M: tl.constexpr, DT: tl.constexpr):
-        c = tl.program_id(0)
-        m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    def _fwd_kernel(A, CB, K, S, N2, M, BLOCK_M: tl.constexpr, DT: tl.constexpr):
+        c = tl.program_id(0).to(tl.int64)              # int64 offsets: C M can pass 2^31
+        m = tl.program_id(1).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
         mask = m < M
         kc = tl.load(K + c).to(tl.int64)
-        z1r, z1i, zkr, zki, zlr, zli = _points(m.to(tl.int64), kc, M, TWO_PI_OVER_M, DT)
+        z1r, z1i, zkr, zki, zlr, zli = _points(m, kc, M.to(tl.int64), DT)
         sr = tl.zeros([BLOCK_M], dtype=DT)
         si = tl.zeros([BLOCK_M], dtype=DT)
         for n in range(N2):
@@ -70,18 +71,18 @@ if triton_available():
         tl.store(out + 1, si.to(S.dtype.element_ty), mask=mask)
 
     @triton.jit
-    def _bwd_kernel(A, CB, K, G, GA, GCB, N2, M, TWO_PI_OVER_M, BLOCK_M: tl.constexpr, DT: tl.constexpr):
-        c = tl.program_id(0)
-        n = tl.program_id(1)
+    def _bwd_kernel(A, CB, K, G, GA, GCB, N2, M, BLOCK_M: tl.constexpr, DT: tl.constexpr):
+        c = tl.program_id(0).to(tl.int64)
+        n = tl.program_id(1).to(tl.int64)
         base = (c * N2 + n) * 6
         a1r, a1i, a2r, a2i, a3r, a3i, cr, ci = _load_mode(A, CB, base, (c * N2 + n) * 2, DT)
         kc = tl.load(K + c).to(tl.int64)
         acc = tl.zeros([8, BLOCK_M], dtype=DT)      # rows: gcb r/i, gA1 r/i, gA2 r/i, gA3 r/i
         rows = tl.arange(0, 8)[:, None]
         for m0 in range(0, M, BLOCK_M):
-            m = m0 + tl.arange(0, BLOCK_M)
+            m = m0 + tl.arange(0, BLOCK_M).to(tl.int64)
             mask = m < M
-            z1r, z1i, zkr, zki, zlr, zli = _points(m.to(tl.int64), kc, M, TWO_PI_OVER_M, DT)
+            z1r, z1i, zkr, zki, zlr, zli = _points(m, kc, M.to(tl.int64), DT)
             gr = tl.load(G + (c * M + m) * 2, mask=mask, other=0.0).to(DT)
             gi = tl.load(G + (c * M + m) * 2 + 1, mask=mask, other=0.0).to(DT)
             ir, ii = _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli)
@@ -113,26 +114,39 @@ def _dt(x):
     return tl.float64 if x.dtype == torch.float64 else tl.float32
 
 
-def sample_forward(A, cb, k, M, out=None):
-    """Triton forward: ``A`` complex ``(C, N2, 3)``, ``cb`` ``(C, N2)``, ``k`` int ``(C,)`` -> ``(C, M)``
-    (written into ``out`` when given, e.g. a poisoned buffer in the checks)."""
+def forward_launch(A, cb, k, M, out=None):
+    """``(kernel, grid, args, meta, S)`` of the forward: the one place its arguments are formed, shared
+    by :func:`sample_forward` and the ahead-of-time compile check (:mod:`gpu.aot`)."""
     C, N2 = cb.shape
     A_r = torch.view_as_real(A.contiguous()).contiguous()
     cb_r = torch.view_as_real(cb.contiguous()).contiguous()
     S = torch.view_as_real(out) if out is not None else torch.empty(C, M, 2, dtype=A_r.dtype, device=A.device)
-    _fwd_kernel[(C, triton.cdiv(M, BLOCK_M))](A_r, cb_r, k.contiguous(), S, N2, M, 2 * math.pi / M,
-                                              BLOCK_M=BLOCK_M, DT=_dt(A_r))
-    return torch.view_as_complex(S)
+    args = (A_r, cb_r, k.contiguous(), S, N2, M)
+    return _fwd_kernel, (C, triton.cdiv(M, BLOCK_M)), args, dict(BLOCK_M=BLOCK_M, DT=_dt(A_r)), S
 
 
-def sample_backward(A, cb, k, M, G):
-    """Triton backward: gradients ``(grad_A, grad_cb)`` for upstream ``G`` ``(C, M)`` (torch convention)."""
+def backward_launch(A, cb, k, M, G):
+    """``(kernel, grid, args, meta, (gA, gcb))`` of the backward (see :func:`forward_launch`)."""
     C, N2 = cb.shape
     A_r = torch.view_as_real(A.contiguous()).contiguous()
     cb_r = torch.view_as_real(cb.contiguous()).contiguous()
     G_r = torch.view_as_real(G.contiguous().to(A.dtype)).contiguous()
     gA = torch.empty_like(A_r)
     gcb = torch.empty_like(cb_r)
-    _bwd_kernel[(C, N2)](A_r, cb_r, k.contiguous(), G_r, gA, gcb, N2, M, 2 * math.pi / M, BLOCK_M=BLOCK_M,
-                         DT=_dt(A_r))
+    args = (A_r, cb_r, k.contiguous(), G_r, gA, gcb, N2, M)
+    return _bwd_kernel, (C, N2), args, dict(BLOCK_M=BLOCK_M, DT=_dt(A_r)), (gA, gcb)
+
+
+def sample_forward(A, cb, k, M, out=None):
+    """Triton forward: ``A`` complex ``(C, N2, 3)``, ``cb`` ``(C, N2)``, ``k`` int ``(C,)`` -> ``(C, M)``
+    (written into ``out`` when given, e.g. a poisoned buffer in the checks)."""
+    kernel, grid, args, meta, S = forward_launch(A, cb, k, M, out)
+    kernel[grid](*args, **meta)
+    return torch.view_as_complex(S)
+
+
+def sample_backward(A, cb, k, M, G):
+    """Triton backward: gradients ``(grad_A, grad_cb)`` for upstream ``G`` ``(C, M)`` (torch convention)."""
+    kernel, grid, args, meta, (gA, gcb) = backward_launch(A, cb, k, M, G)
+    kernel[grid](*args, **meta)
     return torch.view_as_complex(gA), torch.view_as_complex(gcb)

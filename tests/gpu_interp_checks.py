@@ -29,6 +29,26 @@ for name, rdt, cdt in (("f32", torch.float32, torch.complex64), ("f64", torch.fl
     out[f"bwd_A_{name}"] = float((gA.to(torch.complex128) - gA_ref).abs().max() / gA_ref.abs().max())
     out[f"bwd_cb_{name}"] = float((gcb.to(torch.complex128) - gcb_ref).abs().max() / gcb_ref.abs().max())
 
+# the CuPy route (ddesys on CuPy arrays -> DLPack -> the same Triton kernel -> DLPack back), with NumPy
+# standing in for CuPy: CuPy cannot allocate without a GPU, and both speak DLPack
+import types  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ddesys import transfer as dtr  # noqa: E402
+
+sys.modules["cupy"] = types.SimpleNamespace(from_dlpack=np.from_dlpack)
+rng = np.random.default_rng(1)
+A_np = 0.3 * (rng.standard_normal((2, 3, N2, 3)) + 1j * rng.standard_normal((2, 3, N2, 3)))
+cb_np = rng.standard_normal((2, 3, N2)) + 1j * rng.standard_normal((2, 3, N2))
+k_np = rng.integers(1, M // 2, (2, 3))
+S_np = dtr._cupy_via_gpu(A_np, cb_np, k_np, M)
+assert isinstance(S_np, np.ndarray) and S_np.shape == (2, 3, M), (type(S_np), getattr(S_np, "shape", None))
+ref = _sample_block(torch.from_numpy(A_np.reshape(6, N2, 3)), torch.from_numpy(cb_np.reshape(6, N2)),
+                    contour_points(torch.from_numpy(k_np.reshape(6)), M, torch.complex128)).numpy().reshape(2, 3, M)
+out["cupy_route"] = float(np.abs(S_np - ref).max() / np.abs(ref).max())
+del sys.modules["cupy"]
+
 # the full layer: kernel through the Triton path (dispatch) vs the reference path
 import nn as dnn  # noqa: E402
 

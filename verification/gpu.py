@@ -66,7 +66,29 @@ def correctness(device, dtypes):
         eb = float((outs["fused"][1] - outs["reference"][1]).abs().max() / outs["reference"][1].abs().max())
         rows.append(("decode step output (wraps buffer)", str(rdt), ey, tol))
         rows.append(("decode ring buffer", str(rdt), eb, tol))
+    rows += _cupy_rows(device, g)
     return rows
+
+
+def _cupy_rows(device, g):
+    """``ddesys`` on CuPy arrays (DLPack -> the same Triton kernel) vs the NumPy path, when CuPy is here."""
+    if device != "cuda":
+        return []
+    try:
+        import cupy
+    except ImportError:
+        print("(CuPy not installed: the CuPy route is not checked; pip install cupy-cuda12x)")
+        return []
+    import numpy as np
+
+    from ddesys.transfer import sample_transfer
+    rng = np.random.default_rng(int(g.initial_seed()))
+    A = 0.2 * (rng.standard_normal((6, 16, 3)) + 1j * rng.standard_normal((6, 16, 3)))
+    cb = rng.standard_normal((6, 16)) + 1j * rng.standard_normal((6, 16))
+    k = rng.integers(1, 256, 6)
+    ref = sample_transfer(A, cb, k, 512)
+    S = cupy.asnumpy(sample_transfer(cupy.asarray(A), cupy.asarray(cb), cupy.asarray(k), 512))
+    return [("CuPy route (DLPack, transfer fwd)", "torch.float64", float(abs(S - ref).max() / abs(ref).max()), 1e-12)]
 
 
 def timings(device, batch):
