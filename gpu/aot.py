@@ -73,7 +73,8 @@ def _resources(cubin: bytes):
 
 def compile_all(archs=(80, 90), dtypes=(torch.float32, torch.float64)):
     """Compile every kernel for every ``sm_<arch>`` and dtype. Returns a list of dicts with ``kernel``,
-    ``dtype``, ``arch``, ``regs``, ``spill_bytes``, ``stack_bytes``, ``shared_bytes``, ``signature``.
+    ``dtype``, ``arch``, ``regs``, ``spill_bytes``, ``stack_bytes``, ``shared_bytes``,
+    ``global_scratch_bytes`` (device memory the kernel allocates beyond its arguments), ``signature``.
     Raises whatever the compiler raises on a kernel it rejects."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -89,7 +90,8 @@ def compile_all(archs=(80, 90), dtypes=(torch.float32, torch.float64)):
                 compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
                 regs, spill, stack, shared = _resources(compiled.asm["cubin"])
                 rows.append(dict(kernel=name, dtype=str(dtype).replace("torch.", ""), arch=arch, regs=regs,
-                                 spill_bytes=spill, stack_bytes=stack, shared_bytes=shared, signature=sig))
+                                 spill_bytes=spill, stack_bytes=stack, shared_bytes=shared, signature=sig,
+                                 global_scratch_bytes=int(getattr(compiled.metadata, "global_scratch_size", 0))))
     return rows
 
 
