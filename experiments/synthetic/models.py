@@ -1,0 +1,111 @@
+"""Token models for the synthetic tasks: DS4D and the paper's baselines (S4D, LSTM, Mamba, GPT-2 and
+Llama recipes), all ``tokens (B, L) -> logits (B, L, V)``, with widths matched to a parameter budget.
+
+DS4D / S4D: :class:`nn.SequenceModel` (pre-norm blocks, GLU output, S4D-Lin poles; intermediate size
+= hidden size). LSTM: ``torch.nn.LSTM``. GPT-2 (feed-forward 4H, learned absolute positions), Llama
+(RMSNorm, RoPE, SwiGLU feed-forward ~8H/3 rounded to 8) and Mamba (intermediate 2H, convolution 3)
+come from Hugging Face ``transformers`` (``pip install -e ".[experiments]"``); without it those
+families raise a clear error and the others run.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+import nn as dnn
+
+FAMILIES = ("ds4d", "s4d", "lstm", "mamba", "gpt2", "llama")
+HF_FAMILIES = ("mamba", "gpt2", "llama")
+N_HEADS = 4                     # attention heads of the Transformer recipes
+
+
+class TokenLSTM(nn.Module):
+    """Embedding -> ``n_layers`` LSTM (hidden = intermediate = ``H``) -> LayerNorm -> vocabulary head."""
+
+    def __init__(self, vocab, d_model, n_layers):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.lstm = nn.LSTM(d_model, d_model, n_layers, batch_first=True)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, tokens):
+        h, _ = self.lstm(self.embed(tokens))                         # (B, L, H)
+        return self.head(self.norm(h))                               # (B, L, V)
+
+
+class HFCausalLM(nn.Module):
+    """A ``transformers`` causal LM seen as ``tokens -> logits``."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens):
+        return self.model(input_ids=tokens, use_cache=False).logits  # (B, L, V)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError as exc:
+        raise ImportError("the mamba / gpt2 / llama baselines need Hugging Face transformers: "
+                          "pip install -e \".[experiments]\" (or drop them from --models)") from exc
+    return transformers
+
+
+def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None):
+    """A fresh token model. ``length``: context length (DS4D's delay horizon, GPT-2's positions);
+    ``d_state``: state size ``N`` of DS4D / S4D (Mamba keeps its default 16); ``dt_lr``: DS4D's and
+    S4D's learning rate for ``dt`` and the delay (1e-4 in the paper's synthetic runs)."""
+    if family in ("ds4d", "s4d"):
+        kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
+        if family == "ds4d":
+            kw["l_max"] = length
+        return dnn.SequenceModel(vocab, vocab, d_model=d_model, n_layers=n_layers, layer=family, layer_kw=kw,
+                                 embedding=True)
+    if family == "lstm":
+        return TokenLSTM(vocab, d_model, n_layers)
+    if family not in HF_FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    tf = _transformers()
+    ids = {"bos_token_id": vocab - 1, "eos_token_id": vocab - 1, "pad_token_id": 0}
+    if family == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=vocab, n_positions=length, n_embd=d_model, n_layer=n_layers,
+                            n_head=N_HEADS, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids)
+        return HFCausalLM(tf.GPT2LMHeadModel(cfg))
+    if family == "llama":
+        ffn = max(8, int(round(8 * d_model / 3 / 8)) * 8)
+        cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=d_model, intermediate_size=ffn,
+                             num_hidden_layers=n_layers, num_attention_heads=N_HEADS, num_key_value_heads=N_HEADS,
+                             max_position_embeddings=length, **ids)
+        return HFCausalLM(tf.LlamaForCausalLM(cfg))
+    cfg = tf.MambaConfig(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers, expand=2,
+                         conv_kernel=3, **ids)
+    return HFCausalLM(tf.MambaForCausalLM(cfg))
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def width_step(family):
+    """Widths a family accepts: Transformer recipes need ``H`` divisible by the heads with an even head
+    size (RoPE); the rest any even ``H``."""
+    return 2 * N_HEADS if family in ("gpt2", "llama") else 2
+
+
+def match_width(family, budget, vocab, n_layers, length, d_state=64, lo=8, hi=1024):
+    """The width whose parameter count is closest to ``budget`` (binary search; counts grow with H)."""
+    step = width_step(family)
+    count = lambda h: n_params(build(family, vocab, h, n_layers, length, d_state))   # noqa: E731
+    a, b = max(step, lo // step * step), hi // step * step
+    while b - a > step:
+        mid = (a + b) // 2 // step * step
+        if count(mid) < budget:
+            a = mid
+        else:
+            b = mid
+    return min((a, b), key=lambda h: abs(count(h) - budget))
+
+
+__all__ = ["FAMILIES", "HF_FAMILIES", "build", "match_width", "n_params"]

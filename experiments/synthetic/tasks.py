@@ -1,0 +1,141 @@
+"""The paper's six synthetic delay tasks (appendix C.2, SPEC section 8) as teacher-forced token prediction.
+
+Vocabulary of ``V`` tokens: ``0`` = padding, ``1..m`` = data, ``V-1`` = go. One sequence is
+
+    data (T) | padding (P) | go | target[:-1] | padding (P_max - P)
+
+and the model predicts ``target[i]`` at the position of go (``i = 0``) or of ``target[i-1]``: the label
+of position ``T + P + i`` is ``target[i]``, every other label is ``IGNORE``. Reading ``data[i]`` from
+there is a look-back of exactly ``T + P`` steps: a fixed delay in the fixed protocol (one ``P`` for
+every sequence), a per-sequence delay in the variable protocol (``P`` uniform in ``[P_min, P_max]``).
+
+Targets (``d`` = data, ``i`` = 0..T-1, windows truncated at the start of the data):
+
+* copy: ``target_i = d_i``;
+* sum: ``target_i = sum_{j=0}^{w-1} d_{i-j}`` (sliding window of width ``w``);
+* weighted sum: ``target_i = round(sum_{j=0}^{w-1} g_j d_{i-j})``, ``g_j = exp(-j^2 / (2 sigma^2))``
+  (Gaussian in the lag, weight 1 on the newest token, so every target is >= 1), rounded half up.
+
+``m`` is the largest data value that keeps every target inside ``1..V-2``; a configuration with no
+such ``m`` >= 2 is rejected. The paper's tables of T, P, w and V were lost with its text: the presets
+below are ours, sized from its context lengths (1088 = 2 T + P with T = 32, P = 1024; 576 with
+P <= 512) and marked as such.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+IGNORE = -100          # label of unsupervised positions (torch cross_entropy's ignore_index)
+KINDS = ("copy", "sum", "wsum")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One synthetic task. ``kind`` in ``copy | sum | wsum``; ``T`` data length; lag ``P`` in
+    ``[P_min, P_max]`` (equal: fixed protocol); ``vocab`` ``V``; ``window`` ``w`` and ``sigma`` for
+    sum / weighted sum."""
+    kind: str
+    T: int
+    P_min: int
+    P_max: int
+    vocab: int
+    window: int = 1
+    sigma: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.T < 1 or self.P_min < 0 or self.P_max < self.P_min:
+            raise ValueError(f"need T >= 1 and 0 <= P_min <= P_max, got T={self.T}, P=[{self.P_min}, {self.P_max}]")
+        if self.kind != "copy" and not 1 <= self.window <= self.T:
+            raise ValueError(f"window must lie in [1, T={self.T}], got {self.window}")
+        if self.kind == "wsum" and not self.sigma > 0:
+            raise ValueError(f"sigma must be positive, got {self.sigma}")
+        self.data_max                                     # raises on a vocabulary too small
+
+    @property
+    def protocol(self):
+        return "fixed" if self.P_min == self.P_max else "variable"
+
+    @property
+    def name(self):
+        return f"{self.kind}-{self.protocol}"
+
+    @property
+    def length(self):
+        """Context length ``2 T + P_max`` of every sequence."""
+        return 2 * self.T + self.P_max
+
+    @property
+    def go(self):
+        return self.vocab - 1
+
+    def weights(self):
+        """Window weights over the lags ``0..w-1`` (newest first): ones for sum, Gaussian for wsum."""
+        j = np.arange(self.window if self.kind != "copy" else 1, dtype=np.float64)
+        return np.exp(-j ** 2 / (2 * self.sigma ** 2)) if self.kind == "wsum" else np.ones_like(j)
+
+    @property
+    def data_max(self):
+        """``m``: the largest data token with every target inside ``1..V-2``."""
+        top = self.vocab - 2
+        if self.kind == "copy":
+            m = top
+        else:
+            total = float(self.weights().sum())
+            m = int(top // total)
+            while m >= 1 and math.floor(m * total + 0.5) > top:   # rounding can push past the top
+                m -= 1
+        if m < 2:
+            raise ValueError(f"{self.kind} with window {self.window} needs a larger vocabulary than {self.vocab}: "
+                             f"targets up to {self.vocab - 2} leave fewer than 2 data values")
+        return m
+
+    def targets(self, data):
+        """``data`` int ``(B, T)`` -> targets int ``(B, T)`` (vectorized; windows truncated at the start)."""
+        if self.kind == "copy":
+            return data.copy()
+        g = self.weights()
+        acc = np.zeros(data.shape, dtype=np.float64)
+        for j, gj in enumerate(g):                        # lag j: d_{i-j}, zero before the start
+            acc[:, j:] += gj * data[:, :data.shape[1] - j]
+        return np.floor(acc + 0.5).astype(np.int64)
+
+    def sample(self, batch, rng):
+        """``(tokens, labels, lags)``: int64 ``(B, 2T + P_max)`` inputs and labels (``IGNORE`` off the target
+        segment), and the lag ``P`` of each sequence ``(B,)``. ``rng``: a ``numpy.random.Generator``."""
+        T, L = self.T, self.length
+        data = rng.integers(1, self.data_max + 1, size=(batch, T))          # (B, T)
+        tgt = self.targets(data)                                            # (B, T)
+        P = rng.integers(self.P_min, self.P_max + 1, size=batch)            # (B,)
+        tokens = np.zeros((batch, L), dtype=np.int64)
+        labels = np.full((batch, L), IGNORE, dtype=np.int64)
+        tokens[:, :T] = data
+        rows = np.arange(batch)[:, None]
+        go_at = T + P                                                       # (B,)
+        tokens[np.arange(batch), go_at] = self.go
+        cols = go_at[:, None] + 1 + np.arange(T - 1)                        # (B, T-1)
+        tokens[rows, cols] = tgt[:, :-1]
+        labels[rows, go_at[:, None] + np.arange(T)] = tgt
+        return tokens, labels, P
+
+    def to_dict(self):
+        return {**asdict(self), "name": self.name, "data_max": self.data_max, "length": self.length}
+
+
+def preset(kind, protocol, scale="cpu"):
+    """Task settings of ours (the paper's tables were lost): ``scale="paper"`` matches its context
+    lengths (T = 32; fixed P = 1024; variable P in [128, 512]), ``"cpu"`` a version that trains in about
+    half a minute per model on two CPU cores (T = 16; fixed P = 256; variable P in [64, 256]), ``"smoke"``
+    a seconds-long one for tests."""
+    if protocol not in ("fixed", "variable"):
+        raise ValueError(f"protocol must be 'fixed' or 'variable', got {protocol!r}")
+    T, P_fixed, P_var = {"paper": (32, 1024, (128, 512)), "cpu": (16, 256, (64, 256)),
+                         "smoke": (4, 12, (6, 12))}[scale]
+    P_min, P_max = (P_fixed, P_fixed) if protocol == "fixed" else P_var
+    extra = {"copy": {"vocab": 16}, "sum": {"vocab": 32, "window": 4},
+             "wsum": {"vocab": 32, "window": 4, "sigma": 1.5}}[kind]
+    return Task(kind, T, P_min, P_max, **extra)
