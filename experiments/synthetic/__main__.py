@@ -49,7 +49,7 @@ def _parse(argv):
     for name in ("width", "steps", "batch", "eval-every", "val-size"):
         ap.add_argument(f"--{name}", type=int)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--out", type=Path, help="default: experiments/results/synthetic-<scale>")
+    ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
     ap.add_argument("--no-resume", action="store_true", help="rerun runs already in results.json")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     return ap.parse_args(argv)
@@ -89,7 +89,7 @@ def _save(out, meta, runs):
 def main(argv=None):
     args = _parse(argv)
     s = _settings(args)
-    out = args.out or Path(__file__).resolve().parents[1] / "results" / f"synthetic-{args.scale}"
+    out = args.out or Path("synthetic_out") / args.scale
     out.mkdir(parents=True, exist_ok=True)
     models = _available(s["models"])
     tasks = [preset(k, p, args.scale) for k in args.tasks for p in args.protocols]
