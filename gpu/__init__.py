@@ -13,6 +13,10 @@ import os
 
 from ddesys._array import force_reference
 
+# compile options of every launch, stated rather than left to Triton's changing defaults: fused
+# multiply-add on (Triton 3.9's default, slated to flip in 3.10; it only tightens these kernels' rounding)
+OPTIONS = {"enable_fp_fusion": True}
+
 
 @functools.lru_cache(maxsize=None)
 def triton_available() -> bool:

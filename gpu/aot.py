@@ -103,7 +103,6 @@ def main(argv=None):
     if not triton_available():
         print("triton is not installed: pip install triton")
         return 1
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")       # the default; silences Triton 3.9's notice
     rows = compile_all(tuple(args.arch))
     print(f"{'kernel':20s} {'dtype':8s} {'arch':>5s} {'regs':>5s} {'spill B':>8s} {'stack B':>8s} {'shared B':>9s}")
     for r in rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import triton_available
+from . import OPTIONS, triton_available
 
 if triton_available():
     import triton
@@ -77,7 +77,8 @@ def decode_launch(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
     args = (torch.view_as_real(buf), x_t.to(rdt).contiguous(), r(lam), r(m1), r(m2), r(bbar), r(c),
             d.to(rdt).contiguous(), k.contiguous(), y, int(t), R, H, N2)
     # one warp per (batch, channel) program for N2 <= 32 modes: the work is a few loads per mode
-    return _decode_kernel, (B, H), args, dict(BLOCK_N=block, num_warps=max(1, min(4, block // 32))), y
+    meta = dict(BLOCK_N=block, num_warps=max(1, min(4, block // 32)), **OPTIONS)
+    return _decode_kernel, (B, H), args, meta, y
 
 
 def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from . import triton_available
+from . import OPTIONS, triton_available
 
 if triton_available():
     import triton
@@ -122,7 +122,7 @@ def forward_launch(A, cb, k, M, out=None):
     cb_r = torch.view_as_real(cb.contiguous()).contiguous()
     S = torch.view_as_real(out) if out is not None else torch.empty(C, M, 2, dtype=A_r.dtype, device=A.device)
     args = (A_r, cb_r, k.contiguous(), S, N2, M)
-    return _fwd_kernel, (C, triton.cdiv(M, BLOCK_M)), args, dict(BLOCK_M=BLOCK_M, DT=_dt(A_r)), S
+    return _fwd_kernel, (C, triton.cdiv(M, BLOCK_M)), args, dict(BLOCK_M=BLOCK_M, DT=_dt(A_r), **OPTIONS), S
 
 
 def backward_launch(A, cb, k, M, G):
@@ -134,7 +134,7 @@ def backward_launch(A, cb, k, M, G):
     gA = torch.empty_like(A_r)
     gcb = torch.empty_like(cb_r)
     args = (A_r, cb_r, k.contiguous(), G_r, gA, gcb, N2, M)
-    return _bwd_kernel, (C, N2), args, dict(BLOCK_M=BLOCK_M, DT=_dt(A_r)), (gA, gcb)
+    return _bwd_kernel, (C, N2), args, dict(BLOCK_M=BLOCK_M, DT=_dt(A_r), **OPTIONS), (gA, gcb)
 
 
 def sample_forward(A, cb, k, M, out=None):
