@@ -130,8 +130,11 @@ class DS4D(nn.Module):
         p = torch.sigmoid(f(self.r))                                # (C, N2)
         lam = (1 - p) * abar                                        # (C, N2)
         mu = p * torch.abs(abar) * torch.exp(1j * f(self.theta))    # (C, N2)
-        s = self.s_min + (self.s_max - self.s_min) * torch.sigmoid(f(self.nu_tau))   # (C,)
-        k, alpha = split_delay(s)                                   # (C,) int64, (C,)
+        # the delay is split in float64 whatever ``dtype``: every path (FFT kernel, decode step, cache
+        # sizing) then agrees on k, which float32 rounding could otherwise move by one step
+        s = self.s_min + (self.s_max - self.s_min) * torch.sigmoid(self.nu_tau.double())   # (C,)
+        k, alpha = split_delay(s)                                   # (C,) int64, (C,) float64
+        s, alpha = s.to(dtype), alpha.to(dtype)
         c = torch.view_as_complex(f(self.C).contiguous())           # (C, N2)
         return lam, mu, bbar, c, k, alpha, s
 

@@ -89,6 +89,36 @@ def test_ds4d_decode_float32_cache():
         assert rrmse(bhl(y_dec), layer_oracle(layer, bhl(x))) <= 1e-5
 
 
+def _nu_tau_straddling_an_integer(layer, target):
+    """A float32 ``nu_tau`` whose delay is just below ``target`` in float64 but rounds to it in float32."""
+    span = layer.s_max - layer.s_min
+    v = np.float32(np.log((target - layer.s_min) / (layer.s_max - target)))
+    for _ in range(4000):
+        s64 = layer.s_min + span / (1 + np.exp(-np.float64(v)))
+        t = torch.tensor([v])
+        s32 = float(layer.s_min + span * torch.sigmoid(t))       # float32 arithmetic, as a float32 path would
+        if s64 < target <= s32:
+            return v
+        v = np.nextafter(v, np.float32(-np.inf) if s64 >= target else np.float32(np.inf))
+    raise AssertionError("no straddling value found")
+
+
+def test_ds4d_float32_step_agrees_with_cache_sizing_at_an_integer_delay():
+    """Regression: the delay was split in the step's float32 while the cache was sized in float64; a delay
+    of 118 - 1e-6 steps read k = 118 in float32 and overflowed its 118-slot buffer (found by the
+    efficiency benchmark). The split is float64 everywhere now; decoding matches the oracle."""
+    L, H = 150, 1
+    layer = DS4D(H, d_state=4, l_max=128, seed=0)
+    with torch.no_grad():
+        layer.nu_tau.fill_(float(_nu_tau_straddling_an_integer(layer, 118.0)))
+    x = torch.randn(1, L, H, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        cache = layer.allocate_inference_cache(1)
+        assert cache.n_slots == 118                                  # k = 117 in float64
+        y_dec = _decode(layer, x, 0, cache)
+    assert rrmse(bhl(y_dec), layer_oracle(layer, bhl(x))) <= 1e-5
+
+
 def test_ds4d_ring_buffer_wraps():
     """Constant delay 5.5 steps: a 6-slot buffer, a 200-step sequence wraps it 33 times."""
     L, H = 200, 2

@@ -1,0 +1,209 @@
+"""The paper's efficiency benchmark (section 5.2, Figure 3; appendix C.3) on this machine.
+
+    python -m experiments.efficiency                      # CPU scale (batch 2, few steps), ~5 min
+    python -m experiments.efficiency --scale paper        # the paper's protocol (CUDA: batch 32, ...)
+    python -m experiments.efficiency --scale quick        # seconds
+
+Models: 4-layer backbones (state size 64, explicit B, pre-norm, GLU output, float32): S4D at H = 256,
+DS4D hidden-matched (H = 256) and DS4D parameter-matched (the width whose blocks' parameter count is
+closest to S4D's: 243 here, 241 in the paper, whose per-channel parameter count differs slightly). For L in {1024, ..., 8192}:
+
+* training throughput, tokens/s (forward + backward + AdamW step; the models are timed interleaved, so a
+  shared machine's drifting load hits all alike) and, on CUDA, peak allocated memory;
+* decoding throughput, tokens/s at batch 1 after prefilling L tokens, retained history fixed at 8192
+  (``l_max``) so the trend shows per-token compute, not cache growth;
+* decoding memory with the retained history equal to L: resident cache bytes (and, on CUDA, the peak).
+
+Writes ``efficiency.json`` and ``efficiency.png`` (Figure 3's four panels) to ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import nn as dnn
+from verification.timing import interleaved
+
+SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
+    "smoke": dict(H=16, batch=1, Ls=(64, 128), train_reps=1, dec_warm=1, dec_tokens=2, history=128),
+    "quick": dict(H=32, batch=1, Ls=(256, 512), train_reps=2, dec_warm=4, dec_tokens=8, history=512),
+    "cpu": dict(H=256, batch=2, Ls=(1024, 2048, 4096, 8192), train_reps=3, dec_warm=8, dec_tokens=32,
+                history=8192),
+    "paper": dict(H=256, batch=32, Ls=(1024, 2048, 4096, 8192), train_reps=50, dec_warm=32, dec_tokens=256,
+                  history=8192),
+}
+N_LAYERS, D_STATE = 4, 64
+
+
+def backbone(layer, H, l_max=None):
+    """The benchmark's 4-layer model ``(B, L, H) -> (B, L, H)``."""
+    kw = {"d_state": D_STATE}
+    if layer == "ds4d":
+        kw["l_max"] = l_max
+    return dnn.SequenceModel(H, H, d_model=H, n_layers=N_LAYERS, layer=layer, layer_kw=kw)
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def matched_width(H):
+    """DS4D width whose 4 blocks (the backbone, without the input and output projections) have the
+    parameter count closest to S4D's at ``H``."""
+    budget = n_params(backbone("s4d", H).blocks)
+    return min(range(H // 2, H + 1), key=lambda w: abs(n_params(backbone("ds4d", w, 1024).blocks) - budget))
+
+
+def _sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _train_step(model, x, device):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(x).square().mean().backward()
+        opt.step()
+        _sync(device)
+    return step
+
+
+def _peak_memory(fn, device, reps=20):
+    if not device.startswith("cuda"):
+        return None
+    torch.cuda.reset_peak_memory_stats()
+    for _ in range(reps):
+        fn()
+    return int(torch.cuda.max_memory_allocated())
+
+
+@torch.no_grad()
+def _decoder(model, H, L, n_tokens, device):
+    caches = model.allocate_inference_cache(1)
+    model.prefill(torch.randn(1, L, H, device=device), caches)
+    xs = torch.randn(n_tokens, 1, H, device=device)
+
+    def run():
+        for i in range(n_tokens):
+            model.step(xs[i], caches)
+        _sync(device)
+    return run, caches
+
+
+def cache_bytes(caches):
+    return sum(c.nbytes if hasattr(c, "nbytes") else c.h.numel() * c.h.element_size() for c in caches)
+
+
+def run(scale="cpu", device="cpu", progress=True):
+    """Measure everything; returns a JSON-ready dict (``rows``: one per model and length)."""
+    from tqdm.auto import tqdm
+    s = SCALES[scale]
+    H, B = s["H"], s["batch"]
+    Hm = matched_width(H)
+    specs = [("S4D", "s4d", H), ("DS4D hidden-matched", "ds4d", H), ("DS4D param-matched", "ds4d", Hm)]
+    rows = []
+    for L in tqdm(s["Ls"], desc="lengths", disable=not progress):
+        torch.manual_seed(0)
+        models = [backbone(kind, w, L).to(device) for _, kind, w in specs]
+        xs = [torch.randn(B, L, w, device=device) for _, _, w in specs]
+        steps = [_train_step(m, x, device) for m, x in zip(models, xs)]
+        for st in steps:                                        # burn-in run (JIT, FFT plans, allocator)
+            st()
+        t_train = interleaved(steps, s["train_reps"])
+        mem_train = [_peak_memory(st, device) for st in steps]
+        # decoding: retained history fixed (l_max = history) for throughput, = L for memory
+        dec = [backbone(kind, w, s["history"]).to(device).eval() for _, kind, w in specs]
+        runs = [_decoder(m, w, L, s["dec_tokens"], device)[0] for m, (_, _, w) in zip(dec, specs)]
+        for r in runs:
+            for _ in range(max(1, s["dec_warm"] // s["dec_tokens"])):
+                r()
+        t_dec = interleaved(runs, 3)
+        mem_dec = []
+        for (_, kind, w) in specs:
+            m = backbone(kind, w, L).to(device).eval()
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+            r, caches = _decoder(m, w, L, 4, device)
+            r()
+            mem_dec.append((cache_bytes(caches), int(torch.cuda.max_memory_allocated())
+                            if device.startswith("cuda") else None))
+        for i, (name, kind, w) in enumerate(specs):
+            rows.append({"model": name, "H": w, "params": n_params(models[i]), "L": L,
+                         "train_tokens_per_s": B * L / t_train[i], "train_peak_bytes": mem_train[i],
+                         "decode_tokens_per_s": s["dec_tokens"] / t_dec[i], "decode_cache_bytes": mem_dec[i][0],
+                         "decode_peak_bytes": mem_dec[i][1]})
+        del models, steps, dec, runs
+    return {"scale": scale, "device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
+            "threads": torch.get_num_threads(), "settings": {k: list(v) if isinstance(v, tuple) else v
+                                                            for k, v in s.items()},
+            "n_layers": N_LAYERS, "d_state": D_STATE, "rows": rows}
+
+
+def plot(res, path):
+    """Figure 3: training / decoding throughput and memory against L, one line per model."""
+    from ddesys.plot import _plt
+    plt = _plt()
+    panels = [("train_tokens_per_s", "training throughput (tokens/s)"),
+              ("decode_tokens_per_s", "decoding throughput (tokens/s)"),
+              ("train_peak_bytes", "training memory, peak (MiB)"), ("decode_cache_bytes", "decoding cache (MiB)")]
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.4))
+    models = list(dict.fromkeys(r["model"] for r in res["rows"]))
+    for ax, (key, title) in zip(axes, panels):
+        for m in models:
+            rs = [r for r in res["rows"] if r["model"] == m and r[key] is not None]
+            if rs:
+                scale = 2.0 ** -20 if "bytes" in key else 1.0
+                ax.plot([r["L"] for r in rs], [r[key] * scale for r in rs], "o-", label=m)
+        if key == "train_peak_bytes" and not res["device"].startswith("cuda"):
+            ax.text(0.5, 0.5, "peak memory is measured\non CUDA only", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length L")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{res['n_layers']}-layer backbones, N = {res['d_state']}, {res['device']}, "
+                 f"batch {res['settings']['batch']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(res):
+    lines = [f"{'model':22s} {'H':>4s} {'params':>10s} {'L':>6s} {'train tok/s':>12s} {'decode tok/s':>13s} "
+             f"{'cache MiB':>10s} {'train peak MiB':>15s}"]
+    for r in res["rows"]:
+        peak = f"{r['train_peak_bytes'] / 2**20:15.1f}" if r["train_peak_bytes"] is not None else f"{'-':>15s}"
+        lines.append(f"{r['model']:22s} {r['H']:4d} {r['params']:10,d} {r['L']:6d} {r['train_tokens_per_s']:12.0f} "
+                     f"{r['decode_tokens_per_s']:13.1f} {r['decode_cache_bytes'] / 2**20:10.2f} {peak}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", type=Path, default=Path("efficiency_out"))
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    res = run(args.scale, args.device, progress=not args.quiet)
+    res["seconds"] = time.perf_counter() - t0
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "efficiency.json").write_text(json.dumps(res, indent=1))
+    plot(res, args.out / "efficiency.png")
+    print(table(res))
+    print(f"\nwrote {args.out / 'efficiency.json'} and {args.out / 'efficiency.png'} ({res['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
