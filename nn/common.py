@@ -77,3 +77,30 @@ def check_step_input(layer, x_t, cache):
         raise ValueError(f"step expects x_t of shape (B, {layer.H}), got {tuple(x_t.shape)}")
     if x_t.shape[0] != cache.batch_size:
         raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")
+
+
+class StepConstants:
+    """Memo of a layer's decode constants (discretized coefficients, interpolation weights), so ``step``
+    does not rediscretize every token (complex ``exp`` over ``(H, N/2)`` is most of a token's work).
+
+    Recomputed when any of the layer's own parameters changed since the last call (an optimizer step
+    or ``load_state_dict`` writes in place and bumps torch's per-tensor version counter), when the
+    dtype, device or a parameter object changed, or when ``discrete`` was overridden on the instance.
+    Writes through ``param.data`` bypass torch's version counter (as they bypass autograd's checks):
+    after such a write call :meth:`clear` (``layer._step_memo.clear()``) or use ``with torch.no_grad():
+    param.copy_(...)``, which is tracked."""
+
+    def __init__(self):
+        self._key, self._value = None, None
+
+    def clear(self):
+        self._key, self._value = None, None
+
+    def get(self, layer, dtype, compute):
+        """``compute()``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
+        fn = layer.discrete
+        key = (dtype, getattr(fn, "__func__", fn),
+               tuple((id(p), p._version, p.device, p.dtype) for p in layer.parameters(recurse=False)))
+        if key != self._key:
+            self._value, self._key = compute(), key
+        return self._value

@@ -23,7 +23,8 @@ from ddesys.transfer import synthesize_kernel
 import gpu
 from gpu import decode as gpu_decode
 
-from .common import check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
+from .common import (StepConstants, check_input, check_step_input, continuous_poles, fft_conv, init_dt,
+                     s4d_modes)
 from .optim import register_optim
 
 
@@ -113,6 +114,7 @@ class DS4D(nn.Module):
         self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())  # (C, N2, 2)
         self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
         self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
+        self._step_memo = StepConstants()
         for name in ("log_dt", "nu_tau"):
             register_optim(self, name, {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
         for name in ("nu_re", "nu_im", "r", "theta", "B"):
@@ -196,20 +198,24 @@ class DS4D(nn.Module):
         cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
         return DS4DCache(torch.zeros(batch_size, R, self.H, self.N2, dtype=cdt, device=self.D.device))
 
+    def _step_constants(self, rdt):
+        """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)`` and ``k_max``."""
+        lam, mu, bbar, c, k, alpha, _ = self.discrete(rdt)
+        al = alpha[:, None]                                         # (H, 1)
+        return lam, mu * (1 - al), mu * al, bbar, c, k, int(k.max())
+
     @torch.no_grad()
     def step(self, x_t, cache):
         """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place (inference: no
-        autograd). Constants are recomputed from the parameters each call, so a weight update never
-        leaves them stale."""
+        autograd). The discretized constants are memoized and recomputed whenever a parameter changes
+        (:class:`nn.common.StepConstants`), so a weight update never leaves them stale."""
         check_step_input(self, x_t, cache)
         buf, t, R = cache.buf, cache.t, cache.n_slots
         rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
-        lam, mu, bbar, c, k, alpha, _ = self.discrete(rdt)
-        if int(k.max()) >= R:
-            raise RuntimeError(f"the layer's delays now reach {int(k.max())} steps, past the cache's {R - 1}: "
+        lam, m1, m2, bbar, c, k, k_max = self._step_memo.get(self, rdt, lambda: self._step_constants(rdt))
+        if k_max >= R:
+            raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
-        al = alpha.to(rdt)[:, None]                                 # (H, 1)
-        m1, m2 = mu * (1 - al), mu * al                             # (H, N2)
         if gpu.enabled(buf):
             y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
             cache.t = t + 1

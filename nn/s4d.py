@@ -10,7 +10,7 @@ from ddesys.discretize import zoh
 from ddesys.recurrence import delay_update, readout
 from ddesys.transfer import vandermonde_kernel
 
-from .common import check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
+from .common import StepConstants, check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
 from .optim import register_optim
 
 
@@ -55,6 +55,7 @@ class S4D(nn.Module):
         self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())
         self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
         self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
+        self._step_memo = StepConstants()
         register_optim(self, "log_dt", {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
         for name in ("nu_re", "nu_im", "B"):
             register_optim(self, name, {"weight_decay": 0.0})
@@ -104,7 +105,7 @@ class S4D(nn.Module):
         """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place (inference: no autograd)."""
         check_step_input(self, x_t, cache)
         rdt = torch.float64 if cache.h.dtype == torch.complex128 else torch.float32
-        lam, bbar, c, _ = self.discrete(rdt)
+        lam, bbar, c, _ = self._step_memo.get(self, rdt, lambda: self.discrete(rdt))
         cache.h.copy_(delay_update(cache.h, 0, 0, x_t.to(rdt)[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
         cache.t += 1
         return readout(cache.h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)
