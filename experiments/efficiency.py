@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 import nn as dnn
-from verification.timing import interleaved
+from verification.timing import decoder, interleaved
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
     "smoke": dict(H=16, batch=1, Ls=(64, 128), train_reps=1, dec_warm=1, dec_tokens=2, history=128),
@@ -85,19 +85,6 @@ def _peak_memory(fn, device, reps=20):
     return int(torch.cuda.max_memory_allocated())
 
 
-@torch.no_grad()
-def _decoder(model, H, L, n_tokens, device):
-    caches = model.allocate_inference_cache(1)
-    model.prefill(torch.randn(1, L, H, device=device), caches)
-    xs = torch.randn(n_tokens, 1, H, device=device)
-
-    def run():
-        for i in range(n_tokens):
-            model.step(xs[i], caches)
-        _sync(device)
-    return run, caches
-
-
 def cache_bytes(caches):
     return sum(c.nbytes if hasattr(c, "nbytes") else c.h.numel() * c.h.element_size() for c in caches)
 
@@ -121,7 +108,7 @@ def run(scale="cpu", device="cpu", progress=True):
         mem_train = [_peak_memory(st, device) for st in steps]
         # decoding: retained history fixed (l_max = history) for throughput, = L for memory
         dec = [backbone(kind, w, s["history"]).to(device).eval() for _, kind, w in specs]
-        runs = [_decoder(m, w, L, s["dec_tokens"], device)[0] for m, (_, _, w) in zip(dec, specs)]
+        runs = [decoder(m, w, L, s["dec_tokens"], device)[0] for m, (_, _, w) in zip(dec, specs)]
         for r in runs:
             for _ in range(max(1, s["dec_warm"] // s["dec_tokens"])):
                 r()
@@ -131,7 +118,7 @@ def run(scale="cpu", device="cpu", progress=True):
             m = backbone(kind, w, L).to(device).eval()
             if device.startswith("cuda"):
                 torch.cuda.reset_peak_memory_stats()
-            r, caches = _decoder(m, w, L, 4, device)
+            r, caches = decoder(m, w, L, 4, device)
             r()
             mem_dec.append((cache_bytes(caches), int(torch.cuda.max_memory_allocated())
                             if device.startswith("cuda") else None))

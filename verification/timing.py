@@ -21,15 +21,20 @@ def interleaved(fns, reps):
     return [statistics.median(ts) for ts in times]
 
 
-def decoder(layer, H, prompt_len, n_tokens):
+def decoder(layer, H, prompt_len, n_tokens, device="cpu"):
     """A callable that decodes ``n_tokens`` after a prefilled prompt (cache state carried across calls;
-    the ring buffer wraps, the per-token work does not change)."""
+    the ring buffer wraps, the per-token work does not change), and the cache. ``layer``: any module
+    with ``allocate_inference_cache`` / ``prefill`` / ``step`` (a layer or an ``nn.SequenceModel``).
+    On CUDA the callable synchronizes before returning, so wall-clock timing is honest."""
     cache = layer.allocate_inference_cache(1)
     with torch.no_grad():
-        layer.prefill(torch.randn(1, prompt_len, H), cache)
-    xs = torch.randn(n_tokens, 1, H)
+        layer.prefill(torch.randn(1, prompt_len, H, device=device), cache)
+    xs = torch.randn(n_tokens, 1, H, device=device)
 
     def run():
-        for i in range(n_tokens):
-            layer.step(xs[i], cache)
+        with torch.no_grad():
+            for i in range(n_tokens):
+                layer.step(xs[i], cache)
+        if str(device).startswith("cuda"):
+            torch.cuda.synchronize()
     return run, cache
