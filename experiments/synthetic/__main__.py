@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import time
 from pathlib import Path
 
 import torch
 
+from .._runs import load_runs, save_runs
 from . import report
 from .models import FAMILIES, HF_FAMILIES, build, match_width, n_params
 from .tasks import KINDS, preset
@@ -79,9 +79,7 @@ def _available(models):
 
 
 def _save(out, meta, runs):
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    tmp.replace(out / "results.json")                                # atomic: never a half-written file
+    save_runs(out / "results.json", meta, runs)
     (out / "report.md").write_text(report.markdown(runs, meta))
     report.plot_curves(runs, out / "curves.png")
 
@@ -93,8 +91,7 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     models = _available(s["models"])
     tasks = [preset(k, p, args.scale) for k in args.tasks for p in args.protocols]
-    old = {} if args.no_resume or not (out / "results.json").exists() else \
-        {r["key"]: r for r in report.load(out / "results.json")}
+    old = {} if args.no_resume else load_runs(out / "results.json")
     configs = []
     for task in tasks:
         n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])

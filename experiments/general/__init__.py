@@ -1,0 +1,1 @@
+"""General sequence benchmarks (paper section 5.3): ``python -m experiments.general``."""
