@@ -53,6 +53,7 @@ def test_gpu_verification_script_smoke_run():
                          timeout=600, cwd=Path(__file__).parents[1], env=dict(os.environ, DDESYS_REFERENCE="0"))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert res.stdout.count("PASS") == 8
+    assert "train step L=32" in res.stdout and "decode tokens/s at 32" in res.stdout   # the timing path ran
 
 
 def test_transfer_kernel_memory_is_o_cm_plus_cn():
