@@ -135,6 +135,14 @@ def test_ablations_give_the_brute_force_kernels():
         assert np.abs(K - ref).max() <= 1e-9 * np.abs(ref).max(), kind
     assert np.abs(layer.kernel(L, M=8 * L).detach().numpy() - impulse_response(lam, mu, bbar, c, delay, L)).max() \
         <= 1e-9 * np.abs(K0).max()
+    with ablate(model, "mu_zero"):                                   # nested: both, then the outer one again
+        with ablate(model, "tau_min"):
+            K_both = layer.kernel(L, M=8 * L).detach().numpy()
+        K_outer = layer.kernel(L, M=8 * L).detach().numpy()
+    ref = impulse_response(lam, 0 * mu, bbar, c, np.ones_like(delay), L)
+    assert np.abs(K_both - ref).max() <= 1e-9 * np.abs(ref).max()
+    ref = impulse_response(lam, 0 * mu, bbar, c, delay, L)
+    assert np.abs(K_outer - ref).max() <= 1e-9 * np.abs(ref).max()
     assert "discrete" not in layer.__dict__
 
 

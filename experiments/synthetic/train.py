@@ -103,13 +103,17 @@ def ablate(model, kind):
             return lam, mu, bbar, c, torch.ones_like(k), torch.zeros_like(alpha), torch.ones_like(s)
         return discrete
 
+    saved = [layer.__dict__.get("discrete") for layer in layers]     # an outer ablation, if nested
     for layer in layers:
         layer.discrete = patched(layer.discrete)                     # instance attribute shadows the method
     try:
         yield model
     finally:
-        for layer in layers:
-            del layer.discrete
+        for layer, prev in zip(layers, saved):
+            if prev is None:
+                del layer.discrete
+            else:
+                layer.discrete = prev
 
 
 def mechanism(model, init_state, family, tokens, labels):
