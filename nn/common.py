@@ -100,7 +100,7 @@ class StepConstants:
         """``compute()``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
         fn = layer.discrete
         key = (dtype, getattr(fn, "__func__", fn),
-               tuple((id(p), p._version, p.device, p.dtype) for p in layer.parameters(recurse=False)))
+               tuple((id(p), p._version, p.device, p.dtype) for p in layer._parameters.values()))
         if key != self._key:
             self._value, self._key = compute(), key
         return self._value

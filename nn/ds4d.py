@@ -199,10 +199,12 @@ class DS4D(nn.Module):
         return DS4DCache(torch.zeros(batch_size, R, self.H, self.N2, dtype=cdt, device=self.D.device))
 
     def _step_constants(self, rdt):
-        """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)`` and ``k_max``."""
+        """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)``, ``k_max`` and
+        ``arange(H)``."""
         lam, mu, bbar, c, k, alpha, _ = self.discrete(rdt)
         al = alpha[:, None]                                         # (H, 1)
-        return lam, mu * (1 - al), mu * al, bbar, c, k, int(k.max())
+        ar = torch.arange(self.H, device=lam.device)                 # channel index for the gathers
+        return lam, mu * (1 - al), mu * al, bbar, c, k, int(k.max()), ar
 
     @torch.no_grad()
     def step(self, x_t, cache):
@@ -212,7 +214,7 @@ class DS4D(nn.Module):
         check_step_input(self, x_t, cache)
         buf, t, R = cache.buf, cache.t, cache.n_slots
         rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
-        lam, m1, m2, bbar, c, k, k_max = self._step_memo.get(self, rdt, lambda: self._step_constants(rdt))
+        lam, m1, m2, bbar, c, k, k_max, ar = self._step_memo.get(self, rdt, lambda: self._step_constants(rdt))
         if k_max >= R:
             raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
@@ -220,11 +222,12 @@ class DS4D(nn.Module):
             y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
             cache.t = t + 1
             return y.to(x_t.dtype)
-        H = self.H
-        ar = torch.arange(H, device=buf.device)
-        zero = torch.zeros((), dtype=buf.dtype, device=buf.device)
-        hk = torch.where((t - k >= 0)[:, None], buf[:, (t - k) % R, ar], zero)          # (B, H, N2)
-        hk1 = torch.where((t - k - 1 >= 0)[:, None], buf[:, (t - k - 1) % R, ar], zero)  # (B, H, N2)
+        hk = buf[:, (t - k) % R, ar]                                # (B, H, N2)
+        hk1 = buf[:, (t - k - 1) % R, ar]                           # (B, H, N2)
+        if t <= k_max:                                              # reads before the start are zero
+            zero = torch.zeros((), dtype=buf.dtype, device=buf.device)
+            hk = torch.where((t - k >= 0)[:, None], hk, zero)
+            hk1 = torch.where((t - k - 1 >= 0)[:, None], hk1, zero)
         prev = buf[:, (t - 1) % R] if t > 0 else torch.zeros_like(hk)                     # (B, H, N2)
         xt = x_t.to(rdt)[..., None]                                 # (B, H, 1)
         h = delay_update(prev, hk, hk1, xt, lam, m1, m2, bbar)      # (B, H, N2)
