@@ -10,7 +10,8 @@
 3. Decode cache size in bytes: DS4D's ring buffer (``H x N/2 x (k_max + 1)`` complex64) next to the
    paper's ``H x N x l_max`` float32 sizing, and S4D's state.
 
-Times are medians of runs interleaved between the compared variants (a shared machine's load then\nhits both alike); read ratios, not absolutes.
+Times are medians of runs interleaved between the compared variants (a shared machine's load then
+hits both alike); read ratios, not absolutes.
 """
 from __future__ import annotations
 
@@ -19,18 +20,7 @@ import argparse
 import torch
 
 import nn as dnn
-from verification.timing import decoder, interleaved
-
-
-
-def _train_fn(layer, x):
-    opt = torch.optim.SGD(layer.parameters(), lr=1e-4)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        layer(x).square().mean().backward()
-        opt.step()
-    return step
+from verification.timing import decoder, interleaved, trainer
 
 
 def main(argv=None):
@@ -50,7 +40,7 @@ def main(argv=None):
     ratios = []
     for L in Ls:
         x = torch.randn(B, L, H)
-        ts, td = interleaved([_train_fn(dnn.S4D(H, N), x), _train_fn(dnn.DS4D(H, N, l_max=L), x)], reps)
+        ts, td = interleaved([trainer(dnn.S4D(H, N), x), trainer(dnn.DS4D(H, N, l_max=L), x)], reps)
         ratios.append(td / ts)
         print(f"{L:6d} {ts:10.4f} {td:10.4f} {td / ts:9.2f}")
     print(f"   worst ratio {max(ratios):.2f} (goal <= 1.3)")

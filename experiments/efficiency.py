@@ -6,7 +6,8 @@
 
 Models: 4-layer backbones (state size 64, explicit B, pre-norm, GLU output, float32): S4D at H = 256,
 DS4D hidden-matched (H = 256) and DS4D parameter-matched (the width whose blocks' parameter count is
-closest to S4D's: 243 here, 241 in the paper, whose per-channel parameter count differs slightly). For L in {1024, ..., 8192}:
+closest to S4D's: 243 here, 241 in the paper, whose per-channel parameter count differs slightly).
+For L in {1024, ..., 8192}:
 
 * training throughput, tokens/s (forward + backward + AdamW step; the models are timed interleaved, so a
   shared machine's drifting load hits all alike) and, on CUDA, peak allocated memory;
@@ -28,7 +29,7 @@ from pathlib import Path
 import torch
 
 import nn as dnn
-from verification.timing import decoder, interleaved
+from verification.timing import decoder, interleaved, trainer
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
     "smoke": dict(H=16, batch=1, Ls=(64, 128), train_reps=1, dec_warm=1, dec_tokens=2, history=128),
@@ -60,22 +61,6 @@ def matched_width(H):
     return min(range(H // 2, H + 1), key=lambda w: abs(n_params(backbone("ds4d", w, 1024).blocks) - budget))
 
 
-def _sync(device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def _train_step(model, x, device):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        model(x).square().mean().backward()
-        opt.step()
-        _sync(device)
-    return step
-
-
 def _peak_memory(fn, device, reps=20):
     if not device.startswith("cuda"):
         return None
@@ -101,7 +86,7 @@ def run(scale="cpu", device="cpu", progress=True):
         torch.manual_seed(0)
         models = [backbone(kind, w, L).to(device) for _, kind, w in specs]
         xs = [torch.randn(B, L, w, device=device) for _, _, w in specs]
-        steps = [_train_step(m, x, device) for m, x in zip(models, xs)]
+        steps = [trainer(m, x, torch.optim.AdamW, device=device) for m, x in zip(models, xs)]
         for st in steps:                                        # burn-in run (JIT, FFT plans, allocator)
             st()
         t_train = interleaved(steps, s["train_reps"])

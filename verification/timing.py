@@ -21,6 +21,24 @@ def interleaved(fns, reps):
     return [statistics.median(ts) for ts in times]
 
 
+def sync(device):
+    """Wait for queued CUDA work (no-op elsewhere), so wall-clock timing is honest."""
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def trainer(module, x, optimizer=torch.optim.SGD, lr=1e-4, device="cpu"):
+    """A callable doing one training step of ``module`` on ``x`` (loss ``mean(y^2)``, then ``optimizer``)."""
+    opt = optimizer(module.parameters(), lr=lr)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        module(x).square().mean().backward()
+        opt.step()
+        sync(device)
+    return step
+
+
 def decoder(layer, H, prompt_len, n_tokens, device="cpu"):
     """A callable that decodes ``n_tokens`` after a prefilled prompt (cache state carried across calls;
     the ring buffer wraps, the per-token work does not change), and the cache. ``layer``: any module
@@ -35,6 +53,5 @@ def decoder(layer, H, prompt_len, n_tokens, device="cpu"):
         with torch.no_grad():
             for i in range(n_tokens):
                 layer.step(xs[i], cache)
-        if str(device).startswith("cuda"):
-            torch.cuda.synchronize()
+        sync(device)
     return run, cache

@@ -9,6 +9,7 @@ families raise a clear error and the others run.
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 import nn as dnn
@@ -34,14 +35,16 @@ class TokenLSTM(nn.Module):
 
 
 class HFCausalLM(nn.Module):
-    """A ``transformers`` causal LM seen as ``tokens -> logits``."""
+    """A ``transformers`` causal LM seen as ``tokens -> logits``; attention models get an all-ones mask
+    (padding sits after the supervised segment, and causality already hides it)."""
 
-    def __init__(self, model):
+    def __init__(self, model, attention=False):
         super().__init__()
-        self.model = model
+        self.model, self.attention = model, attention
 
     def forward(self, tokens):
-        return self.model(input_ids=tokens, use_cache=False).logits  # (B, L, V)
+        mask = {"attention_mask": torch.ones_like(tokens)} if self.attention else {}
+        return self.model(input_ids=tokens, use_cache=False, **mask).logits   # (B, L, V)
 
 
 def _transformers():
@@ -72,13 +75,13 @@ def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed
     if family == "gpt2":
         cfg = tf.GPT2Config(vocab_size=vocab, n_positions=length, n_embd=d_model, n_layer=n_layers,
                             n_head=N_HEADS, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids)
-        return HFCausalLM(tf.GPT2LMHeadModel(cfg))
+        return HFCausalLM(tf.GPT2LMHeadModel(cfg), attention=True)
     if family == "llama":
         ffn = max(8, int(round(8 * d_model / 3 / 8)) * 8)
         cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=d_model, intermediate_size=ffn,
                              num_hidden_layers=n_layers, num_attention_heads=N_HEADS, num_key_value_heads=N_HEADS,
                              max_position_embeddings=length, **ids)
-        return HFCausalLM(tf.LlamaForCausalLM(cfg))
+        return HFCausalLM(tf.LlamaForCausalLM(cfg), attention=True)
     cfg = tf.MambaConfig(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers, expand=2,
                          conv_kernel=3, **ids)
     return HFCausalLM(tf.MambaForCausalLM(cfg))

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import nn as dnn
 
-from .models import HF_FAMILIES, build, n_params
+from .models import build, n_params
 from .tasks import IGNORE, Task
 
 VAL_SEED = 12345                # the validation set is the same for every model, seed and learning rate
@@ -50,21 +50,15 @@ class RunConfig:
         return d
 
 
-def _logits(model, family, tokens):
-    if family in ("gpt2", "llama"):
-        return model.model(input_ids=tokens, attention_mask=torch.ones_like(tokens), use_cache=False).logits
-    return model(tokens)                                             # (B, L, V)
-
-
 @torch.no_grad()
-def accuracy(model, family, tokens, labels, chunk=128):
+def accuracy(model, tokens, labels, chunk=128):
     """Teacher-forced token accuracy on the supervised positions (labels != IGNORE)."""
     was = model.training
     model.eval()
     hit = tot = 0
     for s in range(0, tokens.shape[0], chunk):
         x, y = tokens[s:s + chunk], labels[s:s + chunk]
-        pred = _logits(model, family, x).argmax(-1)                  # (b, L)
+        pred = model(x).argmax(-1)                  # (b, L)
         sup = y != IGNORE
         hit += int((pred[sup] == y[sup]).sum())
         tot += int(sup.sum())
@@ -116,7 +110,7 @@ def ablate(model, kind):
                 layer.discrete = prev
 
 
-def mechanism(model, init_state, family, tokens, labels):
+def mechanism(model, init_state, tokens, labels):
     """The paper's Table 1 for one DS4D checkpoint: mean channel delay, mean ``|delta tau|`` and
     ``|delta mu|`` from initialization, and validation accuracy under each ablation."""
     now = delay_state(model)
@@ -124,10 +118,10 @@ def mechanism(model, init_state, family, tokens, labels):
     dtau = torch.cat([(a - b).abs() for (a, _), (b, _) in zip(now, init_state)])
     dmu = torch.cat([(a - b).abs().flatten() for (_, a), (_, b) in zip(now, init_state)])
     out = {"mean_delay": float(s.mean()), "mean_abs_dtau": float(dtau.mean()), "mean_abs_dmu": float(dmu.mean()),
-           "acc": accuracy(model, family, tokens, labels)}
+           "acc": accuracy(model, tokens, labels)}
     for kind in ("tau_min", "mu_zero"):
         with ablate(model, kind):
-            out[f"acc_{kind}"] = accuracy(model, family, tokens, labels)
+            out[f"acc_{kind}"] = accuracy(model, tokens, labels)
     return out
 
 
@@ -149,7 +143,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None):
     for step in range(1, cfg.steps + 1):
         x, y, _ = task.sample(cfg.batch, rng)
         x, y = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
-        logits = _logits(model, cfg.family, x)                       # (B, L, V)
+        logits = model(x)                       # (B, L, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE)
         lv = loss.detach().item()
         if not math.isfinite(lv):
@@ -159,7 +153,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None):
         opt.step()
         losses.append(lv)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            acc = accuracy(model, cfg.family, vt, vl)
+            acc = accuracy(model, vt, vl)
             curve.append({"step": step, "loss": float(np.mean(losses)), "val_acc": acc})
             losses = []
             if acc > best[0]:
@@ -172,8 +166,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None):
            "best_acc": best[0], "best_step": best[1], "seconds": time.perf_counter() - t0}
     if init_state:
         model.load_state_dict(best_state)
-        out["mechanism"] = mechanism(model, init_state, cfg.family, vt, vl)
+        out["mechanism"] = mechanism(model, init_state, vt, vl)
     return out
 
 
-__all__ = ["HF_FAMILIES", "RunConfig", "ablate", "accuracy", "mechanism", "train_run"]
+__all__ = ["RunConfig", "ablate", "accuracy", "mechanism", "train_run"]
