@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .recurrence import _nb
+from .threads import numba_threads
 
 AVAILABLE = _nb is not None
 
@@ -124,7 +125,8 @@ def sample_forward(A, cb, k, M):
     batch = A.shape[:-2]
     A2, cb2, k2 = _prep(A, cb, k)
     S = np.empty((A2.shape[0], M), A2.dtype)
-    _forward_nb(A2, cb2, k2, _table(M, A2.dtype), S)
+    with numba_threads():
+        _forward_nb(A2, cb2, k2, _table(M, A2.dtype), S)
     return S.reshape(batch + (M,))
 
 
@@ -133,7 +135,8 @@ def sample_backward(A, cb, k, M, G):
     A2, cb2, k2 = _prep(A, cb, k)
     G2 = np.ascontiguousarray(G.reshape(A2.shape[0], M), A2.dtype)
     gA, gcb = np.empty_like(A2), np.empty_like(cb2)
-    _backward_nb(A2, cb2, k2, _table(M, A2.dtype), G2, gA, gcb)
+    with numba_threads():
+        _backward_nb(A2, cb2, k2, _table(M, A2.dtype), G2, gA, gcb)
     return gA.reshape(A.shape), gcb.reshape(cb.shape)
 
 
@@ -178,7 +181,8 @@ def vandermonde_forward(lam, cb, L):
     cb2 = np.ascontiguousarray(cb.reshape(B, -1), lam2.dtype)
     K = np.zeros((B, L), lam2.real.dtype)
     dummy = np.zeros((1, 1), lam2.dtype)
-    _vander_nb(lam2, cb2, L, K, K, dummy, dummy, False)
+    with numba_threads():
+        _vander_nb(lam2, cb2, L, K, K, dummy, dummy, False)
     return K.reshape(batch + (L,))
 
 
@@ -190,5 +194,6 @@ def vandermonde_backward(lam, cb, G):
     cb2 = np.ascontiguousarray(cb.reshape(B, -1), lam2.dtype)
     G2 = np.ascontiguousarray(G.reshape(B, -1), lam2.real.dtype)
     gl, gc = np.empty_like(lam2), np.empty_like(cb2)
-    _vander_nb(lam2, cb2, G2.shape[1], G2, G2, gl, gc, True)
+    with numba_threads():
+        _vander_nb(lam2, cb2, G2.shape[1], G2, G2, gl, gc, True)
     return gl.reshape(lam.shape), gc.reshape(cb.shape)

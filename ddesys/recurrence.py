@@ -15,7 +15,6 @@ Both are checked against a plain Python loop in the tests.
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
@@ -102,8 +101,8 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
         B, L = x.shape
         y = np.zeros((B, L), dtype=np.float64)
         states = np.zeros((B, lam.shape[1], L) if return_states else (1, 1, 1), dtype=np.complex128)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # numba's cache/parallel notes are not the user's business
+        from .threads import numba_threads
+        with numba_threads():
             _recurrence_nb(np.ascontiguousarray(lam, np.complex128), np.ascontiguousarray(mu, np.complex128),
                            np.ascontiguousarray(bbar, np.complex128), np.ascontiguousarray(c, np.complex128),
                            np.ascontiguousarray(k, np.int64), np.ascontiguousarray(alpha, np.float64),

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import fused
 from ._array import force_reference, get_namespace, is_cupy, is_numpy, is_torch
+from .threads import thread_budget
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
@@ -334,14 +335,14 @@ def _torch_fused_kernel():
             ctx.save_for_backward(A, cb, k)
             ctx.M = M
             S = fused.sample_forward(A.detach().numpy(), cb.detach().numpy(), k.numpy(), M)
-            K = 2 * sfft.ifft(S, axis=-1, workers=-1)[..., :L].real
+            K = 2 * sfft.ifft(S, axis=-1, workers=thread_budget())[..., :L].real
             return torch.from_numpy(np.ascontiguousarray(K))
 
         @staticmethod
         def backward(ctx, G):
             A, cb, k = ctx.saved_tensors
             M = ctx.M
-            V = (2.0 / M) * sfft.fft(G.detach().numpy(), n=M, axis=-1, workers=-1)
+            V = (2.0 / M) * sfft.fft(G.detach().numpy(), n=M, axis=-1, workers=thread_budget())
             gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), M, V)
             return torch.from_numpy(gA), torch.from_numpy(gcb), None, None, None
 

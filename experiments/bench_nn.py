@@ -1,7 +1,10 @@
 """Benchmark: DS4D against S4D on this machine, measured in one run.
 
-    python -m experiments.bench_nn [--quick] [--threads T]
+    python -m experiments.bench_nn [--quick] [--threads T] [--only threads|train|decode]
 
+0. Thread hygiene: a train step of S4D and DS4D after ``torch.set_num_threads(T)`` for T = 1 and 2
+   (the setting of a user's script), the ratio DS4D / S4D (goal <= 1.3 at 1 thread), and torch's
+   thread count after DS4D's steps (must still be T: the compiled loops stay inside torch's budget).
 1. Train step (forward + backward + SGD step of one layer, float32 input, H=256, N=64, batch 8) at
    L in {1024, 2048, 4096, 8192}: seconds per step and the ratio DS4D / S4D (goal <= 1.3).
 2. Decode: seconds per token of ``step`` after prefilling 1024 and 8192 tokens (batch 1, l_max 8192,
@@ -26,15 +29,44 @@ from verification.timing import decoder, interleaved, trainer
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="H=64, L in {1024, 2048}, fewer repeats")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads for sections 1-3")
+    ap.add_argument("--only", choices=["threads", "train", "decode"], default=None,
+                    help="run one section (decode includes the cache sizes)")
     args = ap.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads is not None and args.threads < 1:
+        ap.error(f"--threads must be >= 1, got {args.threads}")
     H, N, B = (64, 64, 8) if args.quick else (256, 64, 8)
     Ls = [1024, 2048] if args.quick else [1024, 2048, 4096, 8192]
     reps = 3 if args.quick else 7
     torch.manual_seed(0)
+    if args.only in (None, "threads"):
+        thread_section(H, N, B, 1024, reps)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; H={H}, N={N}, batch {B}")
+    if args.only in (None, "train"):
+        train_section(H, N, B, Ls, reps)
+    if args.only in (None, "decode"):
+        decode_section(H, N, args.quick, reps)
+
+
+def thread_section(H, N, B, L, reps):
+    """Section 0: train steps inside a caller's thread setting, and that setting afterwards."""
+    before = torch.get_num_threads()
+    print(f"0. thread hygiene: train step (fwd + bwd + SGD), one layer, H={H}, N={N}, batch {B}, L={L}")
+    print(f"{'threads':>8s} {'S4D (s)':>10s} {'DS4D (s)':>10s} {'DS4D/S4D':>9s} {'torch threads after':>20s}")
+    x = torch.randn(B, L, H)
+    try:
+        for T in (1, 2):
+            torch.set_num_threads(T)
+            ts, td = interleaved([trainer(dnn.S4D(H, N), x), trainer(dnn.DS4D(H, N, l_max=L), x)], reps)
+            print(f"{T:8d} {ts:10.4f} {td:10.4f} {td / ts:9.2f} {torch.get_num_threads():20d}")
+    finally:
+        torch.set_num_threads(before)
+    print("   goal: DS4D/S4D <= 1.3 at 1 thread; 'torch threads after' equal to 'threads'\n")
+
+
+def train_section(H, N, B, Ls, reps):
     print("\n1. train step (fwd + bwd + SGD), one layer")
     print(f"{'L':>6s} {'S4D (s)':>10s} {'DS4D (s)':>10s} {'DS4D/S4D':>9s}")
     ratios = []
@@ -45,10 +77,12 @@ def main(argv=None):
         print(f"{L:6d} {ts:10.4f} {td:10.4f} {td / ts:9.2f}")
     print(f"   worst ratio {max(ratios):.2f} (goal <= 1.3)")
 
+
+def decode_section(H, N, quick, reps):
     print("\n2. decode, batch 1, seconds per token after a prompt")
-    l_max = 2048 if args.quick else 8192
+    l_max = 2048 if quick else 8192
     positions = [1024, l_max]
-    n_tok = 32 if args.quick else 128
+    n_tok = 32 if quick else 128
     ds = dnn.DS4D(H, N, l_max=l_max)
     s4 = dnn.S4D(H, N)
     runs, caches = [], []

@@ -1,0 +1,54 @@
+"""Thread hygiene: the compiled loops never change the caller's thread settings nor run beside them."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+numba = pytest.importorskip("numba")
+
+from ddesys.threads import numba_threads, thread_budget  # noqa: E402
+
+
+def test_fresh_process_keeps_one_thread():
+    """A user's 1-thread script: every compiled path (DS4D FFT kernel fwd/bwd, S4D Vandermonde, the
+    recurrence, ddesys simulate and kernel) leaves torch at 1 thread and Numba at its own setting."""
+    code = textwrap.dedent("""
+        import numpy as np, torch
+        torch.set_num_threads(1)
+        import numba, nn, ddesys
+        for layer in (nn.DS4D(8, 8, l_max=32), nn.S4D(8, 8)):
+            layer(torch.randn(2, 32, 8)).sum().backward()
+        nn.DS4D(4, 4, l_max=16)(torch.randn(1, 16, 4), mode="recurrent")
+        sys_ = nn.DS4D(4, 4, l_max=16).to_ddesys()
+        sys_.simulate(np.ones((4, 64))); sys_.kernel(64)
+        print(torch.get_num_threads(), numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["1", "True"]
+
+
+def test_budget_follows_torch_and_restores(monkeypatch):
+    monkeypatch.delenv("DDESYS_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    nb_before = numba.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with numba_threads() as n:
+            assert n == 1 and numba.get_num_threads() == 1      # Numba inside torch's budget
+        assert torch.get_num_threads() == 1 and numba.get_num_threads() == nb_before
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_env_override(monkeypatch):
+    monkeypatch.setenv("DDESYS_NUM_THREADS", "1")
+    assert thread_budget() == 1
+    monkeypatch.setenv("DDESYS_NUM_THREADS", "100000")
+    assert thread_budget() == numba.config.NUMBA_NUM_THREADS      # capped by Numba's pool
+    for bad in ("0", "two"):
+        monkeypatch.setenv("DDESYS_NUM_THREADS", bad)
+        with pytest.raises(ValueError, match="DDESYS_NUM_THREADS"):
+            thread_budget()
