@@ -1,6 +1,7 @@
 """Pieces shared by the DS4D and S4D layers: initialization, input checks, FFT convolution."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -19,6 +20,51 @@ def init_dt(C, dt_min, dt_max, generator=None):
         raise ValueError(f"need 0 < dt_min <= dt_max, got {dt_min}, {dt_max}")
     u = torch.rand(C, generator=generator)
     return u * (math.log(dt_max) - math.log(dt_min)) + math.log(dt_min)
+
+
+KERNEL_DTYPES = (torch.float32, torch.float64)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def check_sizes(layer, d_model, d_state):
+    name = type(layer).__name__
+    if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < 1:
+        raise ValueError(f"{name}: d_model must be a positive integer, got {d_model!r}")
+    if not isinstance(d_state, int) or isinstance(d_state, bool) or d_state < 2 or d_state % 2:
+        raise ValueError(f"{name}: d_state must be a positive even integer (conjugate pairs), got {d_state!r}")
+
+
+def check_kernel_dtype(layer, dtype):
+    if dtype not in KERNEL_DTYPES:
+        raise ValueError(f"{type(layer).__name__}: kernel_dtype must be one of "
+                         f"{', '.join(map(str, KERNEL_DTYPES))}, got {dtype} (half precision cannot hold the "
+                         "kernel synthesis; half inputs are supported, see the layer's docstring)")
+    return dtype
+
+
+def compute_dtype(x):
+    """The dtype the layer computes in for input ``x``: float32 for float16 / bfloat16, else ``x``'s."""
+    return torch.float32 if x.dtype in HALF_DTYPES else x.dtype
+
+
+def no_autocast(x):
+    """Autocast off for the layer's FFT path (it chooses its own precisions: half FFTs lose the kernel)."""
+    dev = x.device.type
+    if dev in ("cpu", "cuda") and torch.is_autocast_enabled(dev):
+        return torch.autocast(dev, enabled=False)
+    return contextlib.nullcontext()
+
+
+def check_finite_params(layer):
+    """Name the non-finite parameters (a diverged optimizer step) instead of returning NaN silently.
+    Checked where it costs no device synchronization (CPU parameters) and at decode/analysis entry points."""
+    if layer.D.device.type != "cpu":
+        return
+    bad = [n for n, p in layer.named_parameters(recurse=False) if not bool(torch.isfinite(p).all())]
+    if bad:
+        raise FloatingPointError(f"{type(layer).__name__}: parameter(s) {', '.join(bad)} contain NaN or inf "
+                                 "(the training step diverged: lower the learning rate, clip gradients, or "
+                                 "reload the last good checkpoint)")
 
 
 def check_input(layer, x):
@@ -66,6 +112,22 @@ def continuous_poles(log_dt, nu_re, nu_im, dtype):
     return dt, torch.complex(-rate / dt, nu_im.to(dtype))           # (C, 1), (C, N2)
 
 
+def check_cache(layer, cache, batch, what="step"):
+    """The cache belongs to a layer of this kind and size (from its ``allocate_inference_cache``)."""
+    name, want = type(layer).__name__, type(layer).cache_type
+    if not isinstance(cache, want):
+        raise TypeError(f"{name}.{what} needs the {want.__name__} from this layer's allocate_inference_cache(), "
+                        f"got {type(cache).__name__}")
+    state = cache.state
+    if state.shape[-2:] != (layer.H, layer.N2):
+        raise ValueError(f"{name}.{what}: the cache holds (H, N/2) = {tuple(state.shape[-2:])} states but this layer "
+                         f"has ({layer.H}, {layer.N2}); was it allocated by another layer?")
+    if batch != cache.batch_size:
+        raise ValueError(f"{name}.{what}: input has batch {batch} but the cache was allocated for {cache.batch_size}")
+    if state.device != layer.D.device:
+        raise ValueError(f"{name}.{what}: cache on {state.device} but the layer's parameters are on {layer.D.device}")
+
+
 def check_step_input(layer, x_t, cache):
     """Validate a decode step's input against the layer and its cache."""
     if layer.bidirectional:
@@ -75,8 +137,45 @@ def check_step_input(layer, x_t, cache):
                         f"{getattr(x_t, 'dtype', type(x_t).__name__)}")
     if x_t.dim() != 2 or x_t.shape[1] != layer.H:
         raise ValueError(f"step expects x_t of shape (B, {layer.H}), got {tuple(x_t.shape)}")
-    if x_t.shape[0] != cache.batch_size:
-        raise ValueError(f"x_t has batch {x_t.shape[0]} but the cache was allocated for {cache.batch_size}")
+    check_cache(layer, cache, x_t.shape[0])
+
+
+def encode_range(s_min, s_max):
+    """``(s_min, s_max)`` as an int64 tensor ``(2,)`` holding their float64 bit patterns (``s_max`` None ->
+    NaN): exact in a state dict and untouched by ``module.half()`` / ``.to(dtype)``."""
+    v = torch.tensor([s_min, math.nan if s_max is None else s_max], dtype=torch.float64)
+    return v.view(torch.int64).clone()
+
+
+def decode_range(t):
+    """Inverse of :func:`encode_range`: ``(s_min, s_max or None)``."""
+    s_min, s_max = t.detach().cpu().clone().view(torch.float64).tolist()
+    return s_min, (None if math.isnan(s_max) else s_max)
+
+
+def delay_range_mismatch(layer, saved):
+    """Why a checkpoint with delay range ``saved`` = ``(s_min, s_max)`` (None: saved before ranges were
+    stored) cannot load into ``layer``, or None. Equal ranges load; a layer whose range is not fixed yet
+    (``l_max=None``) adopts the checkpoint's."""
+    name = type(layer).__name__
+    if saved is None:
+        if layer.s_max is None:
+            return (f"{name}: this checkpoint does not record its delay range (saved by an older ddesys) and the "
+                    "layer has l_max=None: build the layer with the l_max it was trained with")
+        return None
+    s_min, s_max = saved
+    if s_max is None or layer.s_max is None:
+        return None if s_max is not None or layer.s_max is None else (
+            f"{name}: the checkpoint's delay range was not fixed yet (l_max=None, saved before any forward) but "
+            f"this layer's is (l_max={layer.l_max}); build the layer with l_max=None")
+    if (s_min, s_max) != (layer.s_min, layer.s_max):
+        l_ck = int(math.floor(s_max)) + 1
+        return (f"{name}: the checkpoint's delays are relative to s_min={s_min:g}, s_max={s_max:g} (l_max={l_ck}) "
+                f"but this layer has s_min={layer.s_min:g}, s_max={layer.s_max:g} (l_max={layer.l_max}): loading "
+                f"would move every delay. Build the layer with l_max={l_ck}"
+                f"{'' if s_min == layer.s_min else f', s_min={s_min:g}'}, or with l_max=None to adopt the "
+                "checkpoint's range")
+    return None
 
 
 class StepConstants:

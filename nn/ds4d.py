@@ -6,6 +6,7 @@ one-step update); this module holds the parameterization, the convolution and th
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +24,9 @@ from ddesys.transfer import synthesize_kernel
 import gpu
 from gpu import decode as gpu_decode
 
-from .common import (StepConstants, check_input, check_step_input, continuous_poles, fft_conv, init_dt,
-                     s4d_modes)
+from .common import (StepConstants, check_cache, check_finite_params, check_input, check_kernel_dtype, check_sizes,
+                     check_step_input, compute_dtype, continuous_poles, decode_range, delay_range_mismatch, encode_range, fft_conv, init_dt,
+                     no_autocast, s4d_modes)
 from .optim import register_optim
 
 
@@ -35,6 +37,10 @@ class DS4DCache:
     consumed."""
     buf: torch.Tensor
     t: int = 0
+
+    @property
+    def state(self):
+        return self.buf
 
     @property
     def batch_size(self):
@@ -54,14 +60,17 @@ class DS4D(nn.Module):
 
     Args:
         d_model: channels ``H``.  d_state: state size ``N`` (``N/2`` complex modes stored).
-        l_max: history horizon: delays live in ``[s_min, s_max]``, ``s_max = l_max - 1`` by default.
+        l_max: history horizon: delays live in ``[s_min, s_max]``, ``s_max = l_max - 1``. ``None``
+            (default): taken from the first sequence the layer sees (``l_max = L``), then fixed and saved
+            in the state dict. A given ``l_max`` more than twice the sequence length warns once (most
+            delays would never act). The decode cache holds ``k_max + 1 <= l_max`` states.
         init: ``"inv"`` (S4D-Inv) or ``"lin"`` (S4D-Lin) base dynamics.
         dt_min, dt_max: log-uniform range of the initial step.
         p0: initial branch allocation ``p_n`` (0 gives exactly S4D).
         theta0, theta_jitter: delayed-branch phase ``theta0 + theta_jitter N(0, 1)``.
         delay_init: ``"grid"`` (uniform grid over ``[s_min, s_max]`` in random channel order) or
             ``"constant"`` (every channel at ``tau0`` steps).
-        s_min, s_max: delay bounds in steps.
+        s_min, s_max: delay bounds in steps (``s_max`` overrides ``l_max - 1``).
         bidirectional: a second kernel per channel applied to the reversed sequence (no ``step``).
         transposed: inputs ``(B, H, L)`` instead of ``(B, L, H)``.
         dt_lr: learning rate of ``dt`` and the delay (``None``: the optimizer's); no weight decay on
@@ -69,32 +78,40 @@ class DS4D(nn.Module):
         eps, M: contour settings: ``M = nextpow2(2L)`` (the paper's) and ``eps="auto"`` for it, about
             3e-11 relative kernel error in float64 and 2e-5 in float32 (:mod:`ddesys.contour`); pass
             ``M=4L``-sized values for 1e-13.
-        kernel_dtype: precision of the kernel synthesis (float64: batch-independent cost, no float32
-            restoration floor); the convolution runs in the input's dtype.
+        kernel_dtype: precision of the kernel synthesis, ``torch.float64`` (default: batch-independent
+            cost, no float32 restoration floor) or ``torch.float32``; the convolution runs in the input's
+            dtype, or float32 for float16 / bfloat16 input (and under ``torch.autocast``), whose output
+            is cast back to the input's dtype.
     Shapes: ``forward`` ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
     """
 
-    def __init__(self, d_model, d_state=64, l_max=1024, *, init="inv", dt_min=1e-3, dt_max=1e-1,
+    cache_type = DS4DCache
+
+    def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
                  p0=0.1, theta0=math.pi, theta_jitter=0.1, delay_init="grid", tau0=None, s_min=1.0,
                  s_max=None, bidirectional=False, transposed=False, dt_lr=None, eps="auto", M=None,
                  kernel_dtype=torch.float64, seed=None):
         super().__init__()
-        s_max = float(l_max - 1) if s_max is None else float(s_max)
-        if not (1.0 <= s_min < s_max):
-            raise ValueError(f"need 1 <= s_min < s_max (= l_max - 1 by default), got s_min={s_min}, s_max={s_max}")
+        check_sizes(self, d_model, d_state)
         if not 0.0 <= p0 < 1.0:
             raise ValueError(f"p0 must lie in [0, 1), got {p0}")
         if delay_init not in ("grid", "constant"):
             raise ValueError(f"delay_init must be 'grid' or 'constant', got {delay_init!r}")
-        if delay_init == "constant" and (tau0 is None or not s_min < tau0 < s_max):
-            raise ValueError(f"delay_init='constant' needs tau0 strictly inside (s_min, s_max) = ({s_min}, "
-                             f"{s_max}), got tau0={tau0} (raise l_max or lower tau0)")
-        if d_state % 2:
-            raise ValueError(f"d_state must be even (conjugate pairs), got {d_state}")
-        self.H, self.N2, self.l_max = d_model, d_state // 2, l_max
-        self.s_min, self.s_max = float(s_min), s_max
+        if delay_init == "constant" and tau0 is None:
+            raise ValueError("delay_init='constant' needs tau0 strictly inside (s_min, s_max): the initial delay "
+                             "in steps")
+        if not (math.isfinite(s_min) and s_min >= 1.0):
+            raise ValueError(f"DS4D needs 1 <= s_min < s_max (delays of at least one step), got s_min={s_min}")
+        self.H, self.N2 = d_model, d_state // 2
+        self.s_min, self.s_max, self.l_max = float(s_min), None, None
+        self.delay_init, self.tau0 = delay_init, tau0
         self.bidirectional, self.transposed = bidirectional, transposed
-        self.eps, self.M, self.kernel_dtype = eps, M, kernel_dtype
+        self.eps, self.M, self.kernel_dtype = eps, M, check_kernel_dtype(self, kernel_dtype)
+        self._length_checked = False
+        self._step_memo = StepConstants()
+        # (s_min, s_max) as float64 bit patterns in an int64 buffer: saved in the state dict, never cast by
+        # .half() / .to(dtype); s_max NaN until the range is fixed (l_max=None, before the first sequence)
+        self.register_buffer("delay_range", encode_range(self.s_min, None))
         C = 2 * d_model if bidirectional else d_model               # kernels: (2H) when bidirectional
         g = torch.Generator().manual_seed(seed) if seed is not None else None
         a = s4d_modes(self.N2, init).expand(C, -1)                  # (C, N2) complex
@@ -105,25 +122,89 @@ class DS4D(nn.Module):
         # p0 = 0: r = -1e4 makes sigmoid(r) exactly 0 (and its gradient 0), i.e. exactly S4D
         self.r = nn.Parameter(torch.logit(p).float() if p0 > 0 else torch.full((C, self.N2), -1e4))
         self.theta = nn.Parameter(theta0 + theta_jitter * torch.randn(C, self.N2, generator=g))
-        if delay_init == "grid":
-            grid = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1]
-            s0 = grid[torch.randperm(C, generator=g)]
-        else:
-            s0 = torch.full((C,), float(tau0), dtype=torch.float64)
-        self.nu_tau = nn.Parameter(torch.logit((s0 - s_min) / (s_max - s_min)).float())   # (C,)
+        # delay s = s_min + (s_max - s_min) sigmoid(nu_tau): the grid is a fixed set of fractions of the
+        # range, so it is drawn now even when the range comes from the first sequence (l_max=None)
+        self._grid_order = torch.randperm(C, generator=g) if delay_init == "grid" else None   # (C,)
+        self.nu_tau = nn.Parameter(torch.zeros(C))                  # (C,) set by _set_range
+        if l_max is not None or s_max is not None:
+            self._set_range(l_max, s_max)
         self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())  # (C, N2, 2)
         self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
         self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
-        self._step_memo = StepConstants()
         for name in ("log_dt", "nu_tau"):
             register_optim(self, name, {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
         for name in ("nu_re", "nu_im", "r", "theta", "B"):
             register_optim(self, name, {"weight_decay": 0.0})
 
+    # ------------------------------------------------------------------ delay range
+    def _set_range(self, l_max, s_max=None):
+        """Fix the delay range ``[s_min, s_max]`` (``s_max = l_max - 1`` unless given) and place the
+        initial delays in it (grid or constant). Called once: at construction, or at the first
+        sequence when ``l_max=None``."""
+        s_max = float(l_max - 1) if s_max is None else float(s_max)
+        if not (1.0 <= self.s_min < s_max) or not math.isfinite(s_max):
+            src = "the first sequence's length - 1 (l_max=None)" if l_max is not None and s_max == l_max - 1 \
+                else "given"
+            raise ValueError(f"DS4D needs 1 <= s_min < s_max, got s_min={self.s_min}, s_max={s_max} ({src}); "
+                             "pass a larger l_max (or s_max)")
+        if self.delay_init == "constant" and not self.s_min < self.tau0 < s_max:
+            raise ValueError(f"delay_init='constant' needs tau0 strictly inside (s_min, s_max) = ({self.s_min}, "
+                             f"{s_max}), got tau0={self.tau0} (raise l_max or lower tau0)")
+        C, (s_min, ds) = self.nu_tau.shape[0], (self.s_min, s_max - self.s_min)
+        if self.delay_init == "grid":
+            grid = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1]   # (C,)
+            s0 = grid[self._grid_order]
+        else:
+            s0 = torch.full((C,), float(self.tau0), dtype=torch.float64)
+        with torch.no_grad():
+            self.nu_tau.copy_(torch.logit((s0 - s_min) / ds).to(self.nu_tau))       # (C,)
+        self._adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
+
+    def _adopt_range(self, s_max, l_max):
+        self.s_max, self.l_max = float(s_max), int(l_max)
+        self.delay_range.copy_(encode_range(self.s_min, self.s_max))
+        self._step_memo.clear()
+
+    def _ensure_range(self, L):
+        """At the first sequence: fix the range from its length (``l_max=None``), or warn once when the
+        given range is much longer than the sequences, so most delays would never act."""
+        if self.s_max is None:
+            self._set_range(L)
+        elif not self._length_checked and self.s_max > 2 * L:
+            warnings.warn(f"DS4D: delays are spread over [{self.s_min:g}, {self.s_max:g}] steps (l_max={self.l_max}) "
+                          f"but the sequence has {L} steps: channels with delays >= {L} never act. Pass "
+                          f"l_max={L} (or leave l_max=None: the range then comes from the first sequence).",
+                          UserWarning, stacklevel=3)
+        self._length_checked = True
+
+    def _require_range(self, what):
+        if self.s_max is None:
+            raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
+                               f"pass (or build the layer with l_max) before {what}")
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """The checkpoint's ``delay_range`` (what gives ``nu_tau`` its meaning) must equal the layer's; a layer
+        whose range is not fixed yet adopts it; checkpoints saved before the range was stored load as before."""
+        key = prefix + "delay_range"
+        saved = decode_range(state_dict[key]) if key in state_dict else None
+        err = delay_range_mismatch(self, saved)
+        if err:
+            error_msgs.append(err)
+            return
+        if saved is None:                            # checkpoint from before the range was saved
+            state_dict[key] = self.delay_range.clone()
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        if saved is not None and saved[1] is not None and self.s_max is None:
+            self.s_min = saved[0]
+            self._adopt_range(saved[1], int(math.floor(saved[1])) + 1)
+
     # ------------------------------------------------------------------ discretization
     def discrete(self, dtype=None):
         """Discrete parameters, complex ``(C, N2)``: ``lam, mu, bbar, c`` and ``k`` (int), ``alpha``,
         ``delay`` ``(C,)`` (``C = 2H`` when bidirectional). Differentiable; ``dtype`` real precision."""
+        self._require_range("discretizing")
         dtype = dtype or self.kernel_dtype
         f = lambda p: p.to(dtype)  # noqa: E731
         dt, a = continuous_poles(self.log_dt, self.nu_re, self.nu_im, dtype)   # (C, 1), (C, N2)
@@ -152,6 +233,8 @@ class DS4D(nn.Module):
     def kernel(self, L, eps=None, M=None):
         """Real kernels ``(H, L)`` (bidirectional: ``(2, H, L)``), in ``kernel_dtype``; ``eps``/``M``
         override the layer's contour settings for this call."""
+        if self.s_max is None:
+            self._set_range(L)
         lam, mu, bbar, c, k, alpha, _ = self.discrete()
         M, rho = self.contour(L, eps=eps, M=M)
         rho_t = torch.full(k.shape, rho, dtype=self.kernel_dtype, device=lam.device)
@@ -162,25 +245,36 @@ class DS4D(nn.Module):
     def forward(self, x, mode="fft"):
         """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape. ``mode``: ``"fft"`` or
         ``"recurrent"`` (exact recurrence, sequential, for verification; no autograd)."""
-        x = check_input(self, x)                                    # (B, H, L)
-        L = x.shape[-1]
+        if mode not in ("fft", "recurrent"):
+            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
+        xin = check_input(self, x)                                  # (B, H, L), any float dtype
+        self._ensure_range(xin.shape[-1])
+        check_finite_params(self)
         if mode == "fft":
-            K = self.kernel(L).to(x.dtype)                          # (H, L) or (2, H, L)
+            y = self._fft(xin)
+        elif self.bidirectional:
+            raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
+        else:
+            y = self._recurrent(xin)
+        return y if self.transposed else y.transpose(-1, -2)
+
+    def _fft(self, xin):
+        """FFT path on ``(B, H, L)`` input of any float dtype -> ``(B, H, L)`` in that dtype."""
+        if xin.shape[0] == 0:                                       # empty batch: empty output
+            return self.D[:, None] * xin
+        with no_autocast(xin):                                      # FFTs and the kernel in float32 or better
+            x = xin.to(compute_dtype(xin))                          # (B, H, L)
+            K = self.kernel(x.shape[-1]).to(x.dtype)                # (H, L) or (2, H, L)
             if self.bidirectional:
                 y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
             else:
                 y = fft_conv(x, K)                                  # (B, H, L)
-            y = y + self.D[:, None] * x
-        elif mode == "recurrent":
-            if self.bidirectional:
-                raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
-            y = self._recurrent(x)
-        else:
-            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
-        return y if self.transposed else y.transpose(-1, -2)
+            return (y + self.D[:, None] * x).to(xin.dtype)
 
     @torch.no_grad()
     def _recurrent(self, x):
+        if x.shape[0] == 0:
+            return self.D[:, None] * x
         lam, mu, bbar, c, k, alpha, _ = self.discrete(torch.float64)
         Bsz, H, L = x.shape
         rep = lambda z: z.unsqueeze(0).expand(Bsz, *z.shape).reshape(Bsz * H, *z.shape[1:])  # noqa: E731
@@ -193,6 +287,8 @@ class DS4D(nn.Module):
         """A fresh :class:`DS4DCache` sized by the layer's largest delay now (``R = k_max + 1`` slots)."""
         if self.bidirectional:
             raise ValueError("a bidirectional DS4D layer sees the future; it cannot decode step by step")
+        self._require_range("allocate_inference_cache")
+        check_finite_params(self)
         k = self.discrete(torch.float64)[4]
         R = int(k.max()) + 1
         cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
@@ -239,14 +335,18 @@ class DS4D(nn.Module):
     def prefill(self, x, cache):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns the FFT
         output and fills ``cache`` with the last ``R`` states, from per-mode state kernels."""
+        xb = check_input(self, x)                                   # (B, H, L)
+        check_cache(self, cache, xb.shape[0], what="prefill")
         if cache.t != 0:
             raise ValueError("prefill expects a fresh cache (t = 0); allocate a new one")
-        if x.shape[0] != cache.batch_size:
-            raise ValueError(f"prompt has batch {x.shape[0]} but the cache was allocated for {cache.batch_size}")
-        y = self.forward(x)
-        xb = check_input(self, x)                                   # (B, H, L)
+        check_finite_params(self)
+        y = self._fft(xb)                                           # a prompt may be shorter than l_max
+        y = y if self.transposed else y.transpose(-1, -2)
         Bsz, H, L = xb.shape
         R = cache.n_slots
+        if Bsz == 0:
+            cache.t = L
+            return y
         lam, mu, bbar, c, k, alpha, _ = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
         rho_t = torch.full(k.shape, rho, dtype=torch.float64)
@@ -266,6 +366,7 @@ class DS4D(nn.Module):
     def to_ddesys(self):
         """The layer's exact :class:`ddesys.DiscreteDelaySystem` (float64; batch ``(H,)``, or ``(2, H)``
         when bidirectional), for stability margins, roots, frequency responses."""
+        check_finite_params(self)
         lam, mu, bbar, c, k, alpha, s = (z.cpu().numpy() for z in self.discrete(torch.float64))
         d = self.D.double().cpu().numpy()
         if self.bidirectional:

@@ -22,6 +22,8 @@ class SequenceBlock(nn.Module):
     def __init__(self, d_model, layer="ds4d", layer_kw=None, activation="gelu", dropout=0.0, glu=True,
                  prenorm=True):
         super().__init__()
+        if layer not in LAYERS:
+            raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
         self.norm = nn.LayerNorm(d_model)
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()
@@ -88,15 +90,25 @@ class SequenceModel(nn.Module):
     def allocate_inference_cache(self, batch_size, dtype=None):
         return [blk.allocate_inference_cache(batch_size, dtype) for blk in self.blocks]
 
+    def _check_caches(self, caches, what):
+        if not isinstance(caches, (list, tuple)) or len(caches) != len(self.blocks):
+            got = f"{len(caches)} caches" if isinstance(caches, (list, tuple)) else type(caches).__name__
+            raise ValueError(f"SequenceModel.{what} needs one cache per layer ({len(self.blocks)}, from "
+                             f"allocate_inference_cache), got {got}")
+
     def step(self, x_t, caches):
         """One position: ``(B, d_input)`` (or ``(B,)`` ids) -> ``(B, d_output)`` (no pooling)."""
-        h = self.encoder(x_t)
+        self._check_caches(caches, "step")
+        h = self.encoder(x_t)                                        # (B, H)
         for blk, c in zip(self.blocks, caches):
             h = blk.step(h, c)
         return self.decoder(self.norm(h))
 
     def prefill(self, x, caches):
-        h = self.encoder(x)
+        """Consume a prompt ``(B, L, d_input)`` (or ``(B, L)`` ids): fills ``caches``, returns the outputs
+        at every position ``(B, L, d_output)``."""
+        self._check_caches(caches, "prefill")
+        h = self.encoder(x)                                          # (B, L, H)
         for blk, c in zip(self.blocks, caches):
             h = blk.prefill(h, c)
         return self.decoder(self.norm(h))

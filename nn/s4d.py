@@ -10,7 +10,8 @@ from ddesys.discretize import zoh
 from ddesys.recurrence import delay_update, readout
 from ddesys.transfer import vandermonde_kernel
 
-from .common import StepConstants, check_input, check_step_input, continuous_poles, fft_conv, init_dt, s4d_modes
+from .common import (StepConstants, check_cache, check_finite_params, check_input, check_sizes, check_step_input,
+                     compute_dtype, continuous_poles, fft_conv, init_dt, no_autocast, s4d_modes)
 from .optim import register_optim
 
 
@@ -19,6 +20,10 @@ class S4DCache:
     """Decode state: ``h`` ``(B, H, N2)`` complex."""
     h: torch.Tensor
     t: int = 0
+
+    @property
+    def state(self):
+        return self.h
 
     @property
     def batch_size(self):
@@ -39,11 +44,12 @@ class S4D(nn.Module):
     ``dt_lr``). Shapes: ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
     """
 
+    cache_type = S4DCache
+
     def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
                  bidirectional=False, transposed=False, dt_lr=None, seed=None):
         super().__init__()
-        if d_state % 2:
-            raise ValueError(f"d_state must be even (conjugate pairs), got {d_state}")
+        check_sizes(self, d_model, d_state)
         self.H, self.N2 = d_model, d_state // 2
         self.bidirectional, self.transposed = bidirectional, transposed
         C = 2 * d_model if bidirectional else d_model
@@ -76,22 +82,27 @@ class S4D(nn.Module):
 
     def forward(self, x, mode="fft"):
         """``(B, L, H) -> (B, L, H)``; ``mode="recurrent"`` steps through the sequence (verification)."""
-        x = check_input(self, x)                                    # (B, H, L)
-        L = x.shape[-1]
-        if mode == "recurrent":
+        if mode not in ("fft", "recurrent"):
+            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
+        xin = check_input(self, x)                                  # (B, H, L), any float dtype
+        check_finite_params(self)
+        L = xin.shape[-1]
+        if xin.shape[0] == 0:                                       # empty batch: empty output
+            y = self.D[:, None] * xin
+        elif mode == "recurrent":
             if self.bidirectional:
                 raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
-            cache = self.allocate_inference_cache(x.shape[0], dtype=x.dtype)
-            y = torch.stack([self.step(x[..., t], cache) for t in range(L)], dim=-1)
-        elif mode == "fft":
-            K = self.kernel(L, x.dtype if x.dtype == torch.float64 else torch.float32).to(x.dtype)
-            if self.bidirectional:
-                y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
-            else:
-                y = fft_conv(x, K)                                  # (B, H, L)
-            y = y + self.D[:, None] * x
+            cache = self.allocate_inference_cache(xin.shape[0], dtype=xin.dtype)
+            y = torch.stack([self.step(xin[..., t], cache) for t in range(L)], dim=-1)
         else:
-            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
+            with no_autocast(xin):                                  # FFTs in float32 or better
+                x = xin.to(compute_dtype(xin))                      # (B, H, L)
+                K = self.kernel(L, x.dtype).to(x.dtype)             # (H, L) or (2, H, L)
+                if self.bidirectional:
+                    y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
+                else:
+                    y = fft_conv(x, K)                              # (B, H, L)
+                y = (y + self.D[:, None] * x).to(xin.dtype)
         return y if self.transposed else y.transpose(-1, -2)
 
     def allocate_inference_cache(self, batch_size, dtype=None):
@@ -113,12 +124,11 @@ class S4D(nn.Module):
     @torch.no_grad()
     def prefill(self, x, cache):
         """Consume a prompt ``(B, L, H)``; returns the FFT output and sets the cache state."""
+        xb = check_input(self, x).double()                           # (B, H, L)
+        check_cache(self, cache, xb.shape[0], what="prefill")
         if cache.t != 0:
             raise ValueError("prefill expects a fresh cache (t = 0)")
-        if x.shape[0] != cache.batch_size:
-            raise ValueError(f"prompt has batch {x.shape[0]} but the cache was allocated for {cache.batch_size}")
         y = self.forward(x)
-        xb = check_input(self, x).double()                           # (B, H, L)
         L = xb.shape[-1]
         lam, bbar, _, dtA = self.discrete(torch.float64)
         t = torch.arange(L - 1, -1, -1, dtype=torch.float64)          # powers lam^{L-1-j}
