@@ -1,0 +1,225 @@
+"""Drop-ins for the official S4 repository's ``S4D`` module (``models/s4/s4d.py`` of state-spaces/s4).
+
+:class:`S4D` and :class:`DS4D` here follow that module's contract, so an S4-style training script
+(``example.py``: ``z, _ = layer(z)``, ``setup_optimizer`` grouping parameters by their ``_optim`` dict)
+runs unchanged after ``from nn.s4compat import DS4D as S4D``::
+
+    layer = DS4D(d_model, d_state=64, dropout=0.1, transposed=True, lr=1e-3)
+    y, _ = layer(u)                      # u, y: (B, H, L)
+
+Each wraps the SSM core (:class:`nn.DS4D` / :class:`nn.S4D`, which are the SSM alone: FFT convolution
+plus the ``D`` skip) and adds S4's pointwise tail: GELU, channel dropout (one mask per (batch, channel),
+tied over the sequence, as S4's ``DropoutNd``), and ``Conv1d(H, 2H, 1)`` followed by ``GLU`` over the
+channel axis.
+"""
+from __future__ import annotations
+
+import inspect
+import numbers
+
+import torch
+from torch import nn
+
+from .ds4d import DS4D as _DS4DCore
+from .optim import register_optim
+from .s4d import S4D as _S4DCore
+
+# arguments the wrapper owns (S4's names) and so never forwards to the core
+_OWN = ("self", "d_model", "d_state", "transposed")
+
+
+def _clear_optim(module, name):
+    """Remove any optimizer hint from ``module.<name>`` (both the module's record and ``_optim``)."""
+    module.__dict__.get("_optim_hints", {}).pop(name, None)
+    p = getattr(module, name)
+    if hasattr(p, "_optim"):
+        del p._optim
+
+
+class _S4Compat(nn.Module):
+    """Shared body of :class:`S4D` and :class:`DS4D` (see the module docstring)."""
+
+    _core = None        # the SSM core class
+    _ssm_params = ()    # core parameters that get S4's ``_optim`` hint (S4: dt and A, and B where learnable)
+
+    def __init__(self, d_model, d_state=64, dropout=0.0, transposed=True, **kernel_args):
+        super().__init__()
+        lr = kernel_args.pop("lr", None)
+        if "dt_lr" in kernel_args:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument 'dt_lr': this S4-style "
+                            "module takes S4's 'lr' (one learning rate for all SSM parameters)")
+        unknown = sorted(set(kernel_args) - set(self.kernel_arg_names()))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword argument(s) "
+                            f"{', '.join(repr(k) for k in unknown)}; accepted kernel args: "
+                            f"{', '.join(('lr',) + self.kernel_arg_names())}")
+        if lr is not None and (isinstance(lr, bool) or not isinstance(lr, numbers.Real)):
+            raise TypeError(f"lr must be a real number or None, got {lr!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout probability has to be in [0, 1), got {dropout}")
+
+        self.h = self.d_output = d_model
+        self.n = d_state
+        self.transposed = transposed
+        self.lr = lr
+
+        # SSM core, always on (B, H, L): this module transposes like S4 does
+        self.kernel = self._core(d_model, d_state, transposed=True, **kernel_args)
+        self._register_s4_optim(lr)
+
+        # pointwise tail, as S4's S4D
+        self.activation = nn.GELU()
+        self.dropout = nn.Dropout1d(dropout) if dropout > 0.0 else nn.Identity()  # mask (B, H, 1)
+        self.output_linear = nn.Sequential(
+            nn.Conv1d(d_model, 2 * d_model, kernel_size=1),         # (B, H, L) -> (B, 2H, L)
+            nn.GLU(dim=-2),                                         # (B, 2H, L) -> (B, H, L)
+        )
+
+    @classmethod
+    def kernel_arg_names(cls):
+        """Keyword arguments forwarded to the core (S4's ``dt_min``, ``dt_max`` and the core's own);
+        ``lr`` is handled here."""
+        sig = inspect.signature(cls._core.__init__).parameters.values()
+        return tuple(p.name for p in sig if p.name not in _OWN and p.name != "dt_lr"
+                     and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+
+    def _register_s4_optim(self, lr):
+        """S4's rule: SSM parameters get ``{"weight_decay": 0.0}`` plus ``"lr": lr`` when ``lr`` is set
+        (``lr == 0.0`` freezes them: S4 makes them buffers, here they stop requiring grad); the other
+        core parameters (``C``, ``D``) get no hint, so they join the optimizer's main group."""
+        hp = {"weight_decay": 0.0} if lr is None else {"lr": lr, "weight_decay": 0.0}
+        for name, p in list(self.kernel.named_parameters(recurse=False)):
+            if name in self._ssm_params:
+                register_optim(self.kernel, name, hp)
+                if lr == 0.0:
+                    p.requires_grad_(False)
+            else:
+                _clear_optim(self.kernel, name)
+        missing = set(self._ssm_params) - set(dict(self.kernel.named_parameters(recurse=False)))
+        if missing:
+            raise RuntimeError(f"{self._core.__name__} has no parameter(s) {sorted(missing)}")
+
+    @property
+    def layer(self):
+        """The SSM core (:class:`nn.DS4D` / :class:`nn.S4D`, transposed), same object as ``.kernel``."""
+        return self.kernel
+
+    @property
+    def D(self):
+        """The skip ``D`` ``(H,)`` (a parameter of the core)."""
+        return self.kernel.D
+
+    def forward(self, u, **kwargs):
+        """``u`` ``(B, H, L)`` (``transposed=False``: ``(B, L, H)``) -> ``(y, None)``, ``y`` in ``u``'s layout.
+
+        Extra keyword arguments are accepted and ignored, as in S4 (which absorbs ``return_output`` and
+        transformer masks)."""
+        if not torch.is_tensor(u) or u.dim() != 3:
+            raise ValueError(f"{type(self).__name__} expects a 3-D tensor "
+                             f"({'(B, H, L)' if self.transposed else '(B, L, H)'}), got "
+                             f"{tuple(u.shape) if torch.is_tensor(u) else type(u).__name__}")
+        if not self.transposed:
+            u = u.transpose(-1, -2)                                 # (B, L, H) -> (B, H, L)
+        y = self.kernel(u)                                          # (B, H, L): FFT conv + D skip
+        y = self.dropout(self.activation(y))                        # (B, H, L)
+        y = self.output_linear(y)                                   # (B, H, L)
+        if not self.transposed:
+            y = y.transpose(-1, -2)                                 # (B, H, L) -> (B, L, H)
+        return y, None
+
+    # ------------------------------------------------------------------ decoding (inference only)
+    def default_state(self, *batch_shape, device=None, dtype=None):
+        """A fresh decode state for ``batch_shape = (B,)``: the core's inference cache (on the layer's
+        device; ``device``, if given, must be that device)."""
+        if len(batch_shape) != 1:
+            raise ValueError(f"default_state takes one batch dimension, got {batch_shape}")
+        if device is not None and torch.device(device) != self.D.device:
+            raise ValueError(f"layer is on {self.D.device}, state requested on {device}")
+        return self.kernel.allocate_inference_cache(batch_shape[0], dtype)
+
+    @torch.no_grad()
+    def step(self, u, state):
+        """One position ``u`` ``(B, H)`` -> ``(y, state)``, ``y`` ``(B, H)``; ``state`` (from
+        :meth:`default_state`) is updated in place and returned. No dropout (inference)."""
+        y = self.activation(self.kernel.step(u, state))            # (B, H)
+        y = self.output_linear(y.unsqueeze(-1)).squeeze(-1)         # (B, H, 1) -> (B, H)
+        return y, state
+
+    def extra_repr(self):
+        return f"d_model={self.h}, d_state={self.n}, transposed={self.transposed}, lr={self.lr}"
+
+
+class S4D(_S4Compat):
+    """S4D with the official S4 repository's ``S4D`` contract, on :class:`nn.S4D`.
+
+    This module mirrors S4's S4D contract; :class:`nn.S4D` is the SSM alone (FFT convolution and
+    ``D`` skip), this adds GELU, dropout and ``Conv1d(H, 2H, 1)`` + GLU.
+
+    Parameters
+    ----------
+    d_model : int
+        Channels ``H``.
+    d_state : int, default 64
+        State size ``N`` (``N/2`` complex modes), as in S4.
+    dropout : float, default 0.0
+        Channel dropout after the activation, mask tied over the sequence (S4's ``DropoutNd``).
+    transposed : bool, default True
+        Inputs and outputs ``(B, H, L)``; ``False``: ``(B, L, H)``.
+    **kernel_args
+        ``lr`` (float or None): S4's learning-rate hint; ``log_dt``, ``nu_re``, ``nu_im`` and ``B`` get
+        ``_optim = {"lr": lr, "weight_decay": 0.0}`` (``{"weight_decay": 0.0}`` when ``None``; ``0.0``
+        freezes them). ``dt_min``, ``dt_max`` and the other keyword arguments of :class:`nn.S4D`
+        (``init``, ``seed``, ...) are forwarded; anything else raises ``TypeError``.
+
+    Attributes
+    ----------
+    kernel, layer : nn.S4D
+        The SSM core (built with ``transposed=True``).
+
+    Notes
+    -----
+    ``forward(u) -> (y, None)``: ``(B, H, L) -> (B, H, L)`` (transposed). ``step(u, state) -> (y, state)``
+    with ``(B, H)`` and ``state = default_state(B)``.
+    """
+
+    _core = _S4DCore
+    _ssm_params = ("log_dt", "nu_re", "nu_im", "B")
+
+
+class DS4D(_S4Compat):
+    """DS4D with the official S4 repository's ``S4D`` contract, on :class:`nn.DS4D`.
+
+    This module mirrors S4's S4D contract; :class:`nn.DS4D` is the SSM alone (FFT convolution and
+    ``D`` skip), this adds GELU, dropout and ``Conv1d(H, 2H, 1)`` + GLU.
+
+    Parameters
+    ----------
+    d_model : int
+        Channels ``H``.
+    d_state : int, default 64
+        State size ``N`` (``N/2`` complex modes), as in S4.
+    dropout : float, default 0.0
+        Channel dropout after the activation, mask tied over the sequence (S4's ``DropoutNd``).
+    transposed : bool, default True
+        Inputs and outputs ``(B, H, L)``; ``False``: ``(B, L, H)``.
+    **kernel_args
+        ``lr`` (float or None): S4's learning-rate hint; the SSM parameters ``log_dt``, ``nu_re``,
+        ``nu_im``, ``B`` and the delay-branch ``nu_tau``, ``r``, ``theta`` get
+        ``_optim = {"lr": lr, "weight_decay": 0.0}`` (``{"weight_decay": 0.0}`` when ``None``; ``0.0``
+        freezes them). ``dt_min``, ``dt_max`` and the other keyword arguments of :class:`nn.DS4D`
+        (``l_max``, ``p0``, ``delay_init``, ``tau0``, ``s_min``, ``s_max``, ``init``, ``seed``, ...) are
+        forwarded; anything else raises ``TypeError``.
+
+    Attributes
+    ----------
+    kernel, layer : nn.DS4D
+        The SSM core (built with ``transposed=True``).
+
+    Notes
+    -----
+    ``forward(u) -> (y, None)``: ``(B, H, L) -> (B, H, L)`` (transposed). ``step(u, state) -> (y, state)``
+    with ``(B, H)`` and ``state = default_state(B)``.
+    """
+
+    _core = _DS4DCore
+    _ssm_params = ("log_dt", "nu_re", "nu_im", "B", "nu_tau", "r", "theta")
