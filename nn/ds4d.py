@@ -58,6 +58,10 @@ class DS4DCache:
 class DS4D(nn.Module):
     """Delay S4D layer: ``H`` channels, ``N/2`` complex modes each, one learnable delay per channel.
 
+    The SSM alone: FFT convolution with the layer's kernel plus the ``D`` skip, returning a tensor. For
+    the S4 repository's module contract (activation, dropout, output GLU, ``(y, None)``) use
+    :class:`nn.s4compat.DS4D`; for a residual block :class:`nn.SequenceBlock`.
+
     Args:
         d_model: channels ``H``.  d_state: state size ``N`` (``N/2`` complex modes stored).
         l_max: history horizon: delays live in ``[s_min, s_max]``, ``s_max = l_max - 1``. ``None``

@@ -37,6 +37,9 @@ class S4DCache:
 class S4D(nn.Module):
     """S4D layer (Gu et al. 2022): ``h_t = exp(dt A) h_{t-1} + (exp(dt A) - 1)/A B x_t``.
 
+    The SSM alone (FFT convolution plus the ``D`` skip); :class:`nn.s4compat.S4D` follows the S4
+    repository's module contract, :class:`nn.SequenceBlock` wraps it in a residual block.
+
     Kernel by the Vandermonde product ``K_t = 2 Re sum_n C_n bbar_n e^{t dt A_n}``
     (:func:`ddesys.transfer.vandermonde_kernel`: fused Numba loop with its own backward on the CPU, the
     official ``polar``/``exp`` product elsewhere).
