@@ -157,6 +157,8 @@ if _nb is not None:
             return -2
         if d.shape[0] != H or k.shape[0] != H:
             return -2
+        if br.ndim == 5 and br.shape[br.ndim - 1] != 2:         # 16-bit: (real, imaginary) pairs
+            return -2
         for p in (lam, m1, m2, bb, c):
             if p.shape[0] != H or p.shape[1] != N2:
                 return -2
@@ -186,19 +188,29 @@ if _nb is not None:
             _prefetch(a2 + off)
 
     @_nb.njit(fastmath=_FM, inline="always")
-    def _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, use_p, use_k, use_k1):  # pragma: no cover
-        """``h_t`` of one (batch, channel), all modes, read through ``br`` and written through ``bw`` (one
-        buffer, two handles: LLVM's overlap check then passes and the loop runs vectorized); returns
-        ``Re sum c h``. The ``use_*`` flags are constants at each call site: one loop per variant."""
+    def _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
+        """``h_t`` of one (batch, channel) past its delay, all modes, read through ``br`` and written
+        through ``bw`` (one buffer, two handles: LLVM's overlap check then passes and the loop runs
+        vectorized); returns ``Re sum c h``."""
         acc = xr - xr                             # zero in the update's precision
+        for n in range(br.shape[3]):
+            v = lam[h, n] * br[b, sp, h, n] + m1[h, n] * br[b, sk, h, n] + m2[h, n] * br[b, sk1, h, n] \
+                + bb[h, n] * xr
+            bw[b, st, h, n] = v
+            acc += c[h, n].real * v.real - c[h, n].imag * v.imag
+        return acc
+
+    @_nb.njit(fastmath=_FM)
+    def _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):   # pragma: no cover
+        """As :func:`_modes_c` for ``t <= k``: ``h_{t-k-1}`` is zero, ``h_{t-k}`` live iff ``use_k``
+        (``t = k``), ``h_{t-1}`` iff ``use_p`` (``t >= 1``). Out of line: the steady loop stays lean."""
+        acc = xr - xr
         for n in range(br.shape[3]):
             v = bb[h, n] * xr
             if use_p:
                 v += lam[h, n] * br[b, sp, h, n]
             if use_k:
                 v += m1[h, n] * br[b, sk, h, n]
-            if use_k1:
-                v += m2[h, n] * br[b, sk1, h, n]
             bw[b, st, h, n] = v
             acc += c[h, n].real * v.real - c[h, n].imag * v.imag
         return acc
@@ -216,18 +228,30 @@ if _nb is not None:
             xr = x[b, h]
             sk, sk1 = _delay_slots(st, kh, R)
             if t > kh:                            # the steady state: all three reads live
-                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, True, True, True)
-            elif t == kh:                         # h_{t-k} = h_0 live, h_{t-k-1} = 0
-                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, True, True, False)
-            elif t >= 1:                          # before the delay: an S4D step
-                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, True, False, False)
-            else:                                 # t = 0: no history
-                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, False, False, False)
+                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+            else:                                 # t <= k: reads before the start are zero
+                acc = _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
             y[b, h] = (acc + acc) + d[h] * xr
 
     @_nb.njit(fastmath=_FM, inline="always")
-    def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, use_p, use_k, use_k1):  # pragma: no cover
-        """As :func:`_modes_c` for a 16-bit history, in float32; ``fmt`` is a call-site constant too."""
+    def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
+        """As :func:`_modes_c` for a 16-bit history, in float32 (``fmt`` a call-site constant)."""
+        acc = np.float32(0)
+        for n in range(br.shape[3]):
+            pr, pi = _ld16(br, b, sp, h, n, fmt)
+            qr, qi = _ld16(br, b, sk, h, n, fmt)
+            rr, ri = _ld16(br, b, sk1, h, n, fmt)
+            vr = (lam[h, n].real * pr - lam[h, n].imag * pi + m1[h, n].real * qr - m1[h, n].imag * qi
+                  + m2[h, n].real * rr - m2[h, n].imag * ri + bb[h, n].real * xr)
+            vi = (lam[h, n].real * pi + lam[h, n].imag * pr + m1[h, n].real * qi + m1[h, n].imag * qr
+                  + m2[h, n].real * ri + m2[h, n].imag * rr + bb[h, n].imag * xr)
+            _st16(bw, b, st, h, n, fmt, vr, vi)
+            acc += c[h, n].real * vr - c[h, n].imag * vi
+        return acc
+
+    @_nb.njit(fastmath=_FM)
+    def _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):  # pragma: no cover
+        """As :func:`_modes_c_start` for a 16-bit history."""
         acc = np.float32(0)
         for n in range(br.shape[3]):
             vr = bb[h, n].real * xr
@@ -240,10 +264,6 @@ if _nb is not None:
                 pr, pi = _ld16(br, b, sk, h, n, fmt)
                 vr += m1[h, n].real * pr - m1[h, n].imag * pi
                 vi += m1[h, n].real * pi + m1[h, n].imag * pr
-            if use_k1:
-                pr, pi = _ld16(br, b, sk1, h, n, fmt)
-                vr += m2[h, n].real * pr - m2[h, n].imag * pi
-                vi += m2[h, n].real * pi + m2[h, n].imag * pr
             _st16(bw, b, st, h, n, fmt, vr, vi)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
@@ -261,26 +281,23 @@ if _nb is not None:
             xr = x[b, h]
             sk, sk1 = _delay_slots(st, kh, R)
             if t > kh:
-                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, True, True, True)
-            elif t == kh:
-                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, True, True, False)
-            elif t >= 1:
-                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, True, False, False)
+                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
             else:
-                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c, False, False, False)
+                acc = _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
             y[b, h] = (acc + acc) + d[h] * xr
 
     # Entry points: compiled for the exact signatures below (nothing else compiles), once, cached on disk,
     # on the first step. ``br`` and ``bw`` are the same buffer (see _modes_c). The parallel ones split
-    # batch rows x blocks of _CH channels (each block prefetches inside itself). Return: see _bad_args.
-    def _step_c_serial(br, bw, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
+    # batch rows x blocks of _CH channels (each block prefetches inside itself). ``fmt``: 0 float16, 1
+    # bfloat16 (ignored by the complex ones). Return: see _bad_args.
+    def _step_c_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
             for b in range(br.shape[0]):
                 _rows_c(br, bw, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
-    def _step_c_parallel(br, bw, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
+    def _step_c_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
             H = br.shape[2]
@@ -337,21 +354,19 @@ if _nb is not None:
             p = A(cdt, 2, "C")
             tail = (_t.int64, A(rdt, 2, "A"), p, p, p, p, p, A(rdt, 1, "C"), A(_t.int64, 1, "C"),
                     A(rdt, 2, "C"))
-            out.append(_t.int64(buf, buf, *(((_t.int64,) if sixteen else ()) + tail)))
+            out.append(_t.int64(buf, buf, _t.int64, *tail))         # fmt (unused for complex), t, ...
         return out
 
-    _KERNELS = None
+    _PY = (_step_c_serial, _step_c_parallel, _step_16_serial, _step_16_parallel)
 
-    def _kernels():
-        """``(complex serial, complex parallel, 16-bit serial, 16-bit parallel)``, compiled on first use."""
-        global _KERNELS
-        if _KERNELS is None:
-            opts = dict(cache=True, fastmath=_FM, error_model="numpy", nogil=True)
-            _KERNELS = (_nb.njit(_signatures(False), **opts)(_step_c_serial),
-                        _nb.njit(_signatures(False), parallel=True, **opts)(_step_c_parallel),
-                        _nb.njit(_signatures(True), **opts)(_step_16_serial),
-                        _nb.njit(_signatures(True), parallel=True, **opts)(_step_16_parallel))
-        return _KERNELS
+    def _kernel(i):
+        """Entry point ``i`` of :data:`_PY`, compiled (or loaded from Numba's disk cache) on first use."""
+        if _KERNELS[i] is None:
+            opts = dict(cache=True, fastmath=_FM, error_model="numpy", nogil=True, parallel=i % 2 == 1)
+            _KERNELS[i] = _nb.njit(_signatures(i >= 2), **opts)(_PY[i])
+        return _KERNELS[i]
+
+_KERNELS = [None, None, None, None]
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -482,20 +497,20 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
             t = int(t)
         else:
             _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
-    cs, cp, hs, hp = _KERNELS or _kernels()
     if fmt16 is None:
-        ser, par, head = cs, cp, (buf, buf, t)
-    elif fmt16 == "float16" or fmt16 == "bfloat16":
-        ser, par, head = hs, hp, (buf, buf, 0 if fmt16 == "float16" else 1, t)
+        which, fmt = 0, 0
+    elif fmt16 == "float16":
+        which, fmt = 2, 0
+    elif fmt16 == "bfloat16":
+        which, fmt = 2, 1
     else:
         _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     go_par, timing = parallel, None
     if parallel is None:
-        try:
-            shape = buf.shape
-            work = shape[0] * shape[2] * shape[3]
-        except (AttributeError, IndexError, TypeError):
-            work = 0                              # not an array: refused below
+        try:                                      # B * H * N2 without building a shape tuple
+            work = x_t.size * lam.size // (len(k) or 1)
+        except (AttributeError, TypeError):
+            work = 0                              # not arrays: refused below
         go_par = False
         if work >= PARALLEL_MIN_WORK:
             n = thread_budget()
@@ -503,12 +518,14 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
                 go_par, timing = _AUTO.pick((fmt16 is not None, work, n))
     try:
         if go_par:
+            kern = _KERNELS[which + 1] or _kernel(which + 1)
             with numba_threads():
                 t0 = time.perf_counter() if timing is not None else 0.0
-                bad = par(*head, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+                bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
         else:
+            kern = _KERNELS[which] or _kernel(which)
             t0 = time.perf_counter() if timing is not None else 0.0
-            bad = ser(*head, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+            bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
         if timing is not None:
             _Auto.record(timing, go_par, time.perf_counter() - t0)
     except (TypeError, ValueError, OverflowError) as exc:
