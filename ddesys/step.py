@@ -49,6 +49,7 @@ runs then) and leaves ``buf`` and ``y_out`` unchanged. Nothing is allocated per 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -69,6 +70,7 @@ _TRIALS = 5                   # timed calls of each variant per decision
 _PD = 8                       # channels ahead whose delayed rows are prefetched
 _CH = 32                      # channels per parallel work item
 _TMAX = 2 ** 62
+_BIG_ENDIAN = sys.byteorder == "big"   # the packed 16-bit pairs are read as uint32: real at the lower address
 
 _C64, _C128, _U16 = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.uint16)
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -122,31 +124,43 @@ if _nb is not None:
             return context.get_dummy_value()
         return _t.void(_t.uintp), codegen
 
-    @_nb.njit(inline="always")
-    def _bf16_to_f32(bits):                       # pragma: no cover - jitted; exact
-        return _bits_f32(_t.uint32(bits) << _t.uint32(16))
+    _U32 = _t.uint32
+    _LO16, _HI16 = _U32(0xFFFF), _U32(0xFFFF0000)
+    _SH16 = _U32(16)
 
     @_nb.njit(inline="always")
-    def _f32_to_bf16(x):                          # pragma: no cover - jitted; round to nearest even
+    def _f32_to_bf16_hi(x):                       # pragma: no cover - jitted
+        """float32 -> bfloat16 bits in the upper half of a uint32 (lower half zero), round to nearest
+        even; a NaN stays a quiet NaN. Branch-free, so the loop around it vectorizes."""
         u = _f32_bits(x)
-        if (u & _t.uint32(0x7FFFFFFF)) > _t.uint32(0x7F800000):         # NaN stays a (quiet) NaN
-            return _t.uint16((u >> _t.uint32(16)) | _t.uint32(0x40))
-        return _t.uint16((u + _t.uint32(0x7FFF) + ((u >> _t.uint32(16)) & _t.uint32(1))) >> _t.uint32(16))
+        nan = (u & _U32(0x7FFFFFFF)) > _U32(0x7F800000)
+        r = (u | _U32(0x00400000)) if nan else (u + _U32(0x7FFF) + ((u >> _SH16) & _U32(1)))
+        return r & _HI16
 
     @_nb.njit(inline="always")
-    def _ld16(buf, b, s, h, n, fmt):              # pragma: no cover - jitted
+    def _unpack16(u, fmt):                        # pragma: no cover - jitted
+        """One stored mode, a uint32 holding (real, imaginary) 16-bit patterns in memory order (real at
+        the lower address), -> (real, imaginary) float32, exactly."""
+        lo = u & _LO16                            # the first 16-bit word on a little-endian machine
+        hi = u >> _SH16
+        if _BIG_ENDIAN:
+            lo, hi = hi, lo
         if fmt == 0:
-            return _f16_to_f32(buf[b, s, h, n, 0]), _f16_to_f32(buf[b, s, h, n, 1])
-        return _bf16_to_f32(buf[b, s, h, n, 0]), _bf16_to_f32(buf[b, s, h, n, 1])
+            return _f16_to_f32(_t.uint16(lo)), _f16_to_f32(_t.uint16(hi))
+        return _bits_f32(lo << _SH16), _bits_f32(hi << _SH16)
 
     @_nb.njit(inline="always")
-    def _st16(buf, b, s, h, n, fmt, vr, vi):      # pragma: no cover - jitted
+    def _pack16(vr, vi, fmt):                     # pragma: no cover - jitted
+        """(real, imaginary) float32 -> the uint32 :func:`_unpack16` reads, rounded to nearest even."""
         if fmt == 0:
-            buf[b, s, h, n, 0] = _f32_to_f16(vr)
-            buf[b, s, h, n, 1] = _f32_to_f16(vi)
+            lo = _U32(_f32_to_f16(vr))
+            hi = _U32(_f32_to_f16(vi))
         else:
-            buf[b, s, h, n, 0] = _f32_to_bf16(vr)
-            buf[b, s, h, n, 1] = _f32_to_bf16(vi)
+            lo = _f32_to_bf16_hi(vr) >> _SH16
+            hi = _f32_to_bf16_hi(vi) >> _SH16
+        if _BIG_ENDIAN:
+            lo, hi = hi, lo
+        return lo | (hi << _SH16)
 
     @_nb.njit(inline="always")
     def _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
@@ -235,36 +249,37 @@ if _nb is not None:
 
     @_nb.njit(fastmath=_FM, inline="always")
     def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
-        """As :func:`_modes_c` for a 16-bit history, in float32 (``fmt`` a call-site constant)."""
+        """As :func:`_modes_c` for a 16-bit history, in float32. ``br``/``bw``: the buffer as packed uint32
+        ``(B, R, H, N2, 1)`` (one mode per element: the loop then vectorizes); ``fmt`` a call-site constant."""
         acc = np.float32(0)
         for n in range(br.shape[3]):
-            pr, pi = _ld16(br, b, sp, h, n, fmt)
-            qr, qi = _ld16(br, b, sk, h, n, fmt)
-            rr, ri = _ld16(br, b, sk1, h, n, fmt)
+            pr, pi = _unpack16(br[b, sp, h, n, 0], fmt)
+            qr, qi = _unpack16(br[b, sk, h, n, 0], fmt)
+            rr, ri = _unpack16(br[b, sk1, h, n, 0], fmt)
             vr = (lam[h, n].real * pr - lam[h, n].imag * pi + m1[h, n].real * qr - m1[h, n].imag * qi
                   + m2[h, n].real * rr - m2[h, n].imag * ri + bb[h, n].real * xr)
             vi = (lam[h, n].real * pi + lam[h, n].imag * pr + m1[h, n].real * qi + m1[h, n].imag * qr
                   + m2[h, n].real * ri + m2[h, n].imag * rr + bb[h, n].imag * xr)
-            _st16(bw, b, st, h, n, fmt, vr, vi)
+            bw[b, st, h, n, 0] = _pack16(vr, vi, fmt)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
 
     @_nb.njit(fastmath=_FM)
     def _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):  # pragma: no cover
-        """As :func:`_modes_c_start` for a 16-bit history."""
+        """As :func:`_modes_c_start` for a 16-bit history (packed uint32 views, see :func:`_modes_16`)."""
         acc = np.float32(0)
         for n in range(br.shape[3]):
             vr = bb[h, n].real * xr
             vi = bb[h, n].imag * xr
             if use_p:
-                pr, pi = _ld16(br, b, sp, h, n, fmt)
+                pr, pi = _unpack16(br[b, sp, h, n, 0], fmt)
                 vr += lam[h, n].real * pr - lam[h, n].imag * pi
                 vi += lam[h, n].real * pi + lam[h, n].imag * pr
             if use_k:
-                pr, pi = _ld16(br, b, sk, h, n, fmt)
+                pr, pi = _unpack16(br[b, sk, h, n, 0], fmt)
                 vr += m1[h, n].real * pr - m1[h, n].imag * pi
                 vi += m1[h, n].real * pi + m1[h, n].imag * pr
-            _st16(bw, b, st, h, n, fmt, vr, vi)
+            bw[b, st, h, n, 0] = _pack16(vr, vi, fmt)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
 
@@ -311,6 +326,8 @@ if _nb is not None:
     def _step_16_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
+            br = br.view(np.uint32)               # (B, R, H, N2, 1): one mode per element
+            bw = bw.view(np.uint32)
             for b in range(br.shape[0]):
                 if fmt == 0:
                     _rows_16(br, bw, 0, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
@@ -321,6 +338,8 @@ if _nb is not None:
     def _step_16_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
+            br = br.view(np.uint32)
+            bw = bw.view(np.uint32)
             H = br.shape[2]
             nblk = (H + _CH - 1) // _CH
             for j in _nb.prange(br.shape[0] * nblk):
@@ -335,14 +354,9 @@ if _nb is not None:
     @_nb.njit(cache=True)
     def _encode16_nb(z, fmt, out):                # pragma: no cover - jitted; the step's own rounding
         zr = z.ravel()
-        o = out.reshape(zr.shape[0], 2)
+        o = out.reshape(zr.shape[0], 2).view(np.uint32)
         for i in range(zr.shape[0]):
-            if fmt == 0:
-                o[i, 0] = _f32_to_f16(np.float32(zr[i].real))
-                o[i, 1] = _f32_to_f16(np.float32(zr[i].imag))
-            else:
-                o[i, 0] = _f32_to_bf16(np.float32(zr[i].real))
-                o[i, 1] = _f32_to_bf16(np.float32(zr[i].imag))
+            o[i, 0] = _pack16(np.float32(zr[i].real), np.float32(zr[i].imag), fmt)
 
     def _signatures(sixteen):
         """The exact types: C-contiguous buffer, parameters, ``d``, ``k``, ``y_out``; ``x_t`` any strides."""
