@@ -440,3 +440,56 @@ def test_no_per_token_allocation(kind):
     y[:] = 0
     decode_step(buf, x, lam, m1, m2, bb, c, d, k, 1200, y, fmt16)
     assert np.any(y != 0)
+
+
+# ---------------------------------------------------------------------------------------------- the nn layer
+def test_layer_wiring_matches_ds4d_step():
+    """The lines nn.DS4D.step needs (see ddesys/step.py's report), here outside the layer: constants from
+    ``_step_constants`` as NumPy views, the cache's buffer viewed once, ``y`` in ``rdt``; equal to the
+    layer's own torch step token by token (float32), before and after the longest delay."""
+    torch = pytest.importorskip("torch")
+    import nn as dnn
+    torch.manual_seed(0)
+    H, N, B = 16, 8, 2
+    layer = dnn.DS4D(H, N, l_max=48)
+    cache_ref = layer.allocate_inference_cache(B)
+    cache = layer.allocate_inference_cache(B)
+    rdt = torch.float32
+    with torch.no_grad():
+        lam, m1, m2, bbar, c, k, k_max, _ = layer._step_constants(rdt)
+        consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (lam, m1, m2, bbar, c)) + (
+            layer.D.detach().to(rdt).contiguous().numpy(), k.contiguous().numpy())
+    buf_np = cache.buf.numpy()                                  # once per cache
+    R = cache.n_slots
+    xs = torch.randn(2 * R + 3, B, H)
+    for t in range(xs.shape[0]):
+        x_t = xs[t]
+        y_ref = layer.step(x_t, cache_ref)
+        xt = x_t.detach().to(rdt)
+        y = torch.empty(x_t.shape, dtype=rdt)
+        decode_step(buf_np, xt.numpy(), *consts, cache.t, y.numpy())
+        cache.t += 1
+        torch.testing.assert_close(y.to(x_t.dtype), y_ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cache.buf, cache_ref.buf, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("torch_threads", [1, 2])
+def test_parallel_step_keeps_the_thread_budget(torch_threads):
+    """A parallel step runs inside ddesys.threads.numba_threads: torch's and Numba's thread counts are
+    what they were, whatever the setting (with a budget of one thread the serial loop runs)."""
+    torch = pytest.importorskip("torch")
+    import numba
+    before = torch.get_num_threads()
+    nb_before = numba.get_num_threads()
+    try:
+        torch.set_num_threads(torch_threads)
+        H, N2, k_max, B = 40, 4, 3, 2
+        P = system(H, N2, k_max, seed=21)
+        x = np.random.default_rng(22).standard_normal((B, 8, H))
+        y_par, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=True)
+        assert torch.get_num_threads() == torch_threads
+        assert numba.get_num_threads() == nb_before
+        y_ser, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=False)
+        assert np.array_equal(y_par, y_ser)
+    finally:
+        torch.set_num_threads(before)
