@@ -4,14 +4,16 @@
 
 1. Seconds per token at H=256, N=64 (N2 = 32), batch 1 and 8, of
 
-   * ``fused``: :func:`ddesys.step.decode_step` on the CPU torch cache's ``.numpy()`` view, constants from
+   * ``fused``: :func:`ddesys.step.decode_step` on a complex64 ring buffer from ``np.zeros``, constants from
      ``layer.discrete(torch.float32)`` (``m1 = mu (1 - alpha)``, ``m2 = mu alpha``);
    * ``fused f16`` / ``fused bf16``: the same with a 16-bit history (uint16 bit patterns, half the bytes);
+   * ``fused tz``: the fused step on the torch cache's own buffer (``torch.zeros``, small pages), where the
+     other fused columns use a NumPy-allocated buffer (huge pages: ddesys/step.py, Memory);
    * ``torch``: ``nn.DS4D.step``, the current CPU path (``DDESYS_REFERENCE`` unset);
    * ``S4D``: ``nn.S4D.step`` (no delay: the throughput to match),
 
    at an early position (t = 32: most channels have not reached their delay) and past the longest delay
-   (t = k_max + 32: every channel reads its two delayed states). Ratios: fused throughput / S4D's (goals:
+   (t = k_max + 32 on: every channel reads its two delayed states). Ratios: fused throughput / S4D's (goals:
    >= 1 at batch 1, >= 0.5 at batch 8), fused / torch step, and fused late / early (goal <= 1.1).
 2. Accuracy of the decode caches on a DS4D layer's own parameters (l_max 256, 3 x R tokens): max |dy| /
    max |y| against the float64 recurrence (``layer(x, mode="recurrent")`` on float64 input, an independent
@@ -19,8 +21,9 @@
 
 Times are medians of runs interleaved between the variants (verification.timing.interleaved), with an
 untimed 3 ms busy pause after the torch steps (their OpenMP threads spin a while after each op and
-would otherwise take the next variant's core): on a shared machine read the ratios, not the absolutes. Every call runs the same ``n`` positions again, so an
-early position stays early however many repeats.
+would otherwise take the next variant's core): on a shared machine read the ratios, not the absolutes.
+Positions advance as in real decoding (every token writes a slot last written R tokens ago); the early
+runs wrap back to t=32 before reaching k_max / 2, so they stay before the longest delay.
 """
 from __future__ import annotations
 
@@ -45,19 +48,34 @@ def constants(layer):
         return (*out, layer.D.detach().float().contiguous().numpy(), k.contiguous().numpy())
 
 
-def fused_runner(buf, consts, xs, pos, n, fmt16=None):
-    """Callable running positions ``pos .. pos + n - 1`` through the fused step (writes ``buf`` in place)."""
+def positions(start, n, wrap):
+    """Callable giving the first position of each call: ``start``, ``start + n``, ...; back to ``start``
+    when the next call would pass ``wrap`` (None: never)."""
+    state = [start]
+
+    def next_pos():
+        p = state[0]
+        if wrap is not None and p + n > wrap:
+            p = start
+        state[0] = p + n
+        return p
+    return next_pos
+
+
+def fused_runner(buf, consts, xs, n, pos, fmt16=None):
+    """Callable decoding ``n`` tokens with the fused step from the position ``pos()`` gives."""
     y = np.zeros(xs.shape[1:], np.float32)
 
     def run():
+        p = pos()
         for i in range(n):
-            fstep.decode_step(buf, xs[i], *consts, pos + i, y, fmt16=fmt16)
+            fstep.decode_step(buf, xs[i], *consts, p + i, y, fmt16=fmt16)
     return run
 
 
-def torch_runner(layer, cache, xs, pos, n):
+def torch_runner(layer, cache, xs, n, pos):
     def run():
-        cache.t = pos
+        cache.t = pos()
         with torch.no_grad():
             for i in range(n):
                 layer.step(xs[i], cache)
@@ -85,28 +103,33 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
     early, late = 32, k_max + 32
     print(f"   delays k in [{int(k.min())}, {k_max}] (R = {k_max + 1} slots); early position t={early} "
           f"({int((k < early).sum())} of {H} channels past their delay), late t={late} (all)")
-    hdr = f"{'batch':>5s} {'position':>9s} {'fused':>10s} {'f16':>10s} {'bf16':>10s} {'torch':>10s} {'S4D':>10s}"
+    hdr = (f"{'batch':>5s} {'position':>9s} {'fused':>10s} {'f16':>10s} {'bf16':>10s} {'torch':>10s} {'S4D':>10s}"
+           f" {'fused tz':>10s}")
     print(hdr + f" {'S4D/fused':>10s} {'torch/fused':>12s}")
     summary = {}
     for B in batches:
-        cache = ds.allocate_inference_cache(B)                # shared by the fused and the torch step
-        buf = cache.buf.numpy()
+        cache = ds.allocate_inference_cache(B)                # the torch step's own
+        buf = np.zeros(cache.buf.shape, np.complex64)         # NumPy-allocated: huge pages (module docstring)
         buf16 = np.zeros(buf.shape + (2,), np.uint16)
+        buf16b = np.zeros(buf.shape + (2,), np.uint16)
         s4cache = s4.allocate_inference_cache(B)
         xs_t = torch.randn(n_tok, B, H)
         xs = xs_t.numpy()
         n = n_tok
         res = {}
-        for name, pos in (("early", early), ("late", late)):
-            fns = [fused_runner(buf, consts, xs, pos, n), fused_runner(buf16, consts, xs, pos, n, "float16"),
-                   fused_runner(buf16, consts, xs, pos, n, "bfloat16"), torch_runner(ds, cache, xs_t, pos, n),
-                   torch_runner(s4, s4cache, xs_t, 0, n), settle]
-            t = [v / n for v in interleaved(fns, reps)][:5]
+        for name, pos, wrap in (("early", early, k_max // 2), ("late", late, None)):
+            P = lambda: positions(pos, n, wrap)          # noqa: E731 - one position counter per variant
+            fns = [fused_runner(buf, consts, xs, n, P()), fused_runner(buf16, consts, xs, n, P(), "float16"),
+                   fused_runner(buf16b, consts, xs, n, P(), "bfloat16"),
+                   fused_runner(cache.buf.numpy(), consts, xs, n, P()), torch_runner(ds, cache, xs_t, n, P()),
+                   torch_runner(s4, s4cache, xs_t, n, P()), settle]
+            t = [v / n for v in interleaved(fns, reps)]
+            t = t[:3] + t[4:6] + t[3:4]                 # columns: fused f16 bf16 torch S4D "fused tz"
             res[name] = t
             print(f"{B:5d} {name + ' ' + str(pos):>9s} " + " ".join(f"{v * 1e6:8.1f}us" for v in t)
                   + f" {t[4] / t[0]:10.2f} {t[3] / t[0]:12.2f}")
         summary[B] = res
-        del cache, buf, buf16
+        del cache, buf, buf16, buf16b
     print()
     for B, res in summary.items():
         goal = 1.0 if B == 1 else 0.5
