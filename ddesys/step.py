@@ -48,7 +48,8 @@ Threads. Batch rows x blocks of channels are split over Numba's threads (``prang
 :func:`ddesys.threads.numba_threads` (never beyond torch's budget), or one thread runs the step.
 ``parallel=None`` picks: one thread below ``PARALLEL_MIN_WORK = B * H * N2`` (waking the pool costs more
 than it saves there), else it times both on the first calls of each size and thread budget (real steps:
-the results are the same bits either way) and keeps the faster, checking again every ``RECHECK`` calls.
+the two loops compute the same formula, equal up to float rounding) and keeps the faster, checking again
+every ``RECHECK`` calls.
 
 Checks, at no measurable cost: Numba's dispatcher, compiled for the exact types only, refuses wrong types,
 dtypes, ranks, layouts and read-only buffers; the compiled loop checks the shapes, ``t >= 0`` and every

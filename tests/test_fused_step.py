@@ -139,13 +139,16 @@ def test_reads_before_the_start_are_zero_whatever_the_slot_holds(cdt):
     np.testing.assert_allclose(y, y_ref, rtol=1e-4, atol=1e-4 * np.abs(y_ref).max())
 
 
-def test_serial_and_parallel_agree_bitwise():
+def test_serial_and_parallel_agree():
+    """Same formula, separately compiled loops (LLVM may vectorize or contract them differently): equal to
+    float32 rounding."""
     H, N2, k_max, B = 70, 8, 5, 3                     # channels not a multiple of the parallel block
     P = system(H, N2, k_max, seed=5)
     x = np.random.default_rng(6).standard_normal((B, 20, H))
     y1, b1 = run_fused(P, x, k_max + 1, np.complex64, parallel=False)
     y2, b2 = run_fused(P, x, k_max + 1, np.complex64, parallel=True)
-    assert np.array_equal(y1, y2) and np.array_equal(b1, b2)
+    np.testing.assert_allclose(y2, y1, rtol=0, atol=1e-5 * np.abs(y1).max())
+    np.testing.assert_allclose(b2, b1, rtol=0, atol=1e-5 * np.abs(b1).max())
 
 
 def test_automatic_choice_matches_serial(monkeypatch):
@@ -157,7 +160,8 @@ def test_automatic_choice_matches_serial(monkeypatch):
     x = np.random.default_rng(8).standard_normal((B, 30, H))
     y1, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=False)
     y2, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=None)
-    assert np.array_equal(y1, y2)
+    np.testing.assert_allclose(y2, y1, rtol=0, atol=1e-5 * np.abs(y1).max())
+    assert step._AUTO.state                          # both variants were timed
 
 
 def test_continues_a_prefilled_buffer():
@@ -490,6 +494,6 @@ def test_parallel_step_keeps_the_thread_budget(torch_threads):
         assert torch.get_num_threads() == torch_threads
         assert numba.get_num_threads() == nb_before
         y_ser, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=False)
-        assert np.array_equal(y_par, y_ser)
+        np.testing.assert_allclose(y_par, y_ser, rtol=0, atol=1e-5 * np.abs(y_ser).max())
     finally:
         torch.set_num_threads(before)
