@@ -511,7 +511,8 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         t: the position, an int ``>= 0``; reads of positions ``< 0`` are zero.
         y_out: ``(B, H)`` real, C-contiguous, written in place.
         fmt16: ``"float16"`` or ``"bfloat16"`` for a uint16 buffer; None for a complex one.
-        parallel: None (automatic, see the module docstring), True or False.
+        parallel: None (automatic, see the module docstring), True (threads, if the budget of
+            :func:`ddesys.threads.thread_budget` is above one) or False.
 
     Precision: complex128 buffer -> complex128 parameters and float64 reals, the update in float64; a
     complex64 or 16-bit buffer -> complex64 and float32, the update in float32. Anything else is refused
@@ -519,8 +520,8 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
     """
     if _nb is None:
         raise RuntimeError("decode_step needs Numba (missing, or disabled by DDESYS_DISABLE_NUMBA)")
-    if t.__class__ is not int or not 0 <= t < _TMAX:
-        if isinstance(t, np.integer) and not isinstance(t, np.bool_) and 0 <= t < _TMAX:
+    if t.__class__ is not int or not 0 <= t < _TMAX:        # the common case costs one test
+        if isinstance(t, (int, np.integer)) and not isinstance(t, (bool, np.bool_)) and 0 <= t < _TMAX:
             t = int(t)
         else:
             _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
@@ -533,7 +534,9 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
     else:
         _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     go_par, timing = parallel, None
-    if parallel is None:
+    if parallel:
+        go_par = thread_budget() > 1              # one thread allowed: the serial loop
+    elif parallel is None:
         try:                                      # B * H * N2 without building a shape tuple
             work = x_t.size * lam.size // (len(k) or 1)
         except (AttributeError, TypeError):

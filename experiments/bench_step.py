@@ -130,6 +130,11 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
                   + f" {t[4] / t[0]:10.2f} {t[3] / t[0]:12.2f}")
         summary[B] = res
         del cache, buf, buf16, buf16b
+    for (sixteen, work, n), st in fstep._AUTO.state.items():
+        if st[3] is not None:
+            print(f"   parallel=None, {'16-bit' if sixteen else 'complex'} B*H*N2={work}, budget {n}: "
+                  f"{'threads' if st[3] else 'one thread'} (median serial {np.median(st[1]) * 1e6:.0f}us, "
+                  f"parallel {np.median(st[2]) * 1e6:.0f}us per step)")
     print()
     for B, res in summary.items():
         goal = 1.0 if B == 1 else 0.5

@@ -187,9 +187,14 @@ def test_numpy_integer_position_and_strided_input():
     buf = np.zeros((B, k_max + 1, H, N2), np.complex64)
     x_all = np.random.default_rng(12).standard_normal((B, 4, H)).astype(np.float32)
     y_t = np.zeros((B, H), np.float32)
-    decode_step(buf, x_all[:, 0], P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], np.int64(0), y_t)
-    y_ref, _ = oracle(P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], x_all[:, :1])
-    np.testing.assert_allclose(y_t, y_ref[:, 0], rtol=1e-5, atol=1e-5)
+    y_ref, _ = oracle(P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], x_all)
+
+    class Position(int):
+        pass
+
+    for t, pos in enumerate((np.int64(0), np.uint8(1), Position(2), 3)):
+        decode_step(buf, x_all[:, t], P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], pos, y_t)
+        np.testing.assert_allclose(y_t, y_ref[:, t], rtol=1e-5, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------------- 16-bit history
