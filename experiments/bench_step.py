@@ -112,6 +112,8 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
         buf = np.zeros(cache.buf.shape, np.complex64)         # NumPy-allocated: huge pages (module docstring)
         buf16 = np.zeros(buf.shape + (2,), np.uint16)
         buf16b = np.zeros(buf.shape + (2,), np.uint16)
+        for b in (buf, buf16, buf16b):                        # touch every page now, as torch.zeros does: the
+            b.fill(0)                                         # first pass over the ring would fault them in
         s4cache = s4.allocate_inference_cache(B)
         xs_t = torch.randn(n_tok, B, H)
         xs = xs_t.numpy()
