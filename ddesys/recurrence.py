@@ -135,9 +135,7 @@ def _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states):
     N2 = lam.shape[1]
     al = xp.astype(alpha, x.dtype)[:, None]                         # (B, 1)
     m1, m2 = mu * xp.astype(1 - al, lam.dtype), mu * xp.astype(al, lam.dtype)   # (B, N2)
-    hist = xp.zeros((B, N2, L + 1), dtype=lam.dtype)
-    if hasattr(lam, "device") and not is_numpy(xp):
-        hist = xp.asarray(hist, device=lam.device)
+    hist = xp.zeros((B, N2, L + 1), dtype=lam.dtype, device=None if is_numpy(xp) else lam.device)
     y = []
     kk = k[:, None, None]                                           # (B, 1, 1)
     for t in range(L):

@@ -46,25 +46,27 @@ def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
 
 def contour_points(k, M, cdtype):
     """``Z = (w^-m, w^-mk, w^-m(k+1))`` for ``m = 0 .. M-1``: complex ``(..., 3, M)`` for integer ``k``
-    ``(...)``, each power from the integer ``(m k) mod M``."""
+    ``(...)``, each power from the integer ``(m k) mod M``. Built on ``k``'s device (no host copy)."""
     xp = get_namespace(k)
-    dev = None if is_numpy(xp) else k.device
-    m = xp.arange(M, dtype=xp.int64)                                # (M,)
-    if dev is not None:
-        m = xp.asarray(m, device=dev)
+    m = xp.arange(M, dtype=xp.int64, device=_device(xp, k))        # (M,)
     kk = k[..., None]                                               # (..., 1)
-    zk = _unit_roots(xp, (m * kk) % M, M, cdtype, dev)              # (..., M)   w^{-mk}
-    zk1 = _unit_roots(xp, (m * (kk + 1)) % M, M, cdtype, dev)       # (..., M)   w^{-m(k+1)}
-    z1 = _unit_roots(xp, m, M, cdtype, dev)                         # (M,)       w^{-m}
+    zk = _unit_roots(xp, (m * kk) % M, M, cdtype)                   # (..., M)   w^{-mk}
+    zk1 = _unit_roots(xp, (m * (kk + 1)) % M, M, cdtype)            # (..., M)   w^{-m(k+1)}
+    z1 = _unit_roots(xp, m, M, cdtype)                              # (M,)       w^{-m}
     return xp.stack([xp.broadcast_to(z1, zk.shape), zk, zk1], axis=-2)
 
 
-def _unit_roots(xp, idx, M, cdtype, device):
-    """``w^{-j} = exp(-2 pi i j / M)`` for integer ``j`` (any shape), from the integer, not a power."""
+def _device(xp, x):
+    """The device to build new arrays on for data ``x``: ``None`` for NumPy (its only device)."""
+    return None if is_numpy(xp) else x.device
+
+
+def _unit_roots(xp, idx, M, cdtype):
+    """``w^{-j} = exp(-2 pi i j / M)`` for integer ``j`` (any shape), from the integer, not a power; on
+    ``idx``'s device."""
     ang = xp.astype(idx, xp.float64) * (-2.0 * math.pi / M)
     re, im = xp.cos(ang), xp.sin(ang)
-    out = xp.astype(re, cdtype) + 1j * xp.astype(im, cdtype)
-    return out if device is None else xp.asarray(out, device=device)
+    return xp.astype(re, cdtype) + 1j * xp.astype(im, cdtype)
 
 
 def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
@@ -91,8 +93,6 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     xp = get_namespace(lam, mu, cb)
     cdtype = lam.dtype
     rdtype = xp.float32 if cdtype == xp.complex64 else xp.float64
-    dev = getattr(lam, "device", None)
-    dev = None if "numpy" in type(lam).__module__ else dev
     rho = xp.astype(rho, rdtype)
     logr = xp.log(rho)[..., None]                                   # (..., 1)
     rk = xp.exp(xp.astype(k, rdtype)[..., None] * logr)             # (..., 1)   rho^k
@@ -110,9 +110,7 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     else:
         S = sample_transfer(A, cb, k, M)                            # (..., M)
         K2 = 2 * xp.real(xp.fft.ifft(S, axis=-1)[..., :L])          # (..., L)
-    t = xp.astype(xp.arange(L), rdtype)                             # (L,)
-    if dev is not None:
-        t = xp.asarray(t, device=dev)
+    t = xp.arange(L, dtype=rdtype, device=_device(xp, lam))         # (L,) on the data's device
     restore = xp.exp(-t * logr)                                     # (..., L)   rho^{-t}
     if per_mode:
         G = xp.fft.ifft(S, axis=-1)[..., :L]                        # (..., N2, L)
@@ -172,13 +170,22 @@ def _gpu_module(t):
 
 
 def _cupy_via_gpu(A, cb, k, M):
-    """CuPy arrays through the same Triton kernel, zero-copy by DLPack (needs torch with CUDA)."""
+    """CuPy arrays through the same Triton kernel, zero-copy by DLPack (needs torch with CUDA). ``None``
+    (the caller takes the reference path) whenever the fused path is not usable: no torch, Triton or
+    CUDA-enabled torch, the reference forced, or a DLPack exchange torch refuses (checked in that order,
+    so a CPU-only torch never sees the CuPy arrays)."""
     try:
         import cupy
+        import gpu
         import torch
     except ImportError:
         return None
-    At, cbt, kt = (torch.from_dlpack(v) for v in (A, cb, k))
+    if not gpu.cuda_usable():
+        return None
+    try:
+        At, cbt, kt = (torch.from_dlpack(v) for v in (A, cb, k))
+    except (RuntimeError, TypeError, ValueError, BufferError):   # e.g. memory this torch cannot address
+        return None
     gt = _gpu_module(At)
     if gt is None:
         return None
@@ -279,9 +286,7 @@ def vandermonde_kernel(lam, cb, L):
     if is_numpy(xp) and fused.AVAILABLE and not force_reference():
         return fused.vandermonde_forward(lam, cb, L)
     rdt = xp.float32 if lam.dtype == xp.complex64 else xp.float64
-    t = xp.astype(xp.arange(L), rdt)
-    if is_torch(xp):
-        t = xp.asarray(t, device=lam.device)
+    t = xp.arange(L, dtype=rdt, device=_device(xp, lam))            # (L,) on the data's device
     ll = xp.log(lam)[..., None]                                     # (..., N2, 1)
     # exp(t log lam) as polar(exp(t Re), t Im): several times faster than complex exp on torch
     mag = xp.exp(t * xp.real(ll))                                   # (..., N2, L)

@@ -8,6 +8,7 @@ On a CPU, ``TRITON_INTERPRET=1`` runs the same kernels on CPU tensors (that is h
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -33,6 +34,36 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def _interpret_requested() -> bool:
+    return interpreting() and os.environ.get("DDESYS_GPU_INTERPRET", "0") not in ("", "0")
+
+
+def cuda_usable() -> bool:
+    """The fused kernels could run here at all: Triton imports, the reference is not forced, and torch
+    sees a CUDA device (or the interpreter is requested). Checked before any foreign array (CuPy) is
+    handed to torch, so a CPU-only torch never has to import GPU memory."""
+    if force_reference() or not triton_available():
+        return False
+    if _interpret_requested():
+        return True
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def device_guard(tensor):
+    """Context for a Triton launch on ``tensor``'s data: Triton launches on the *current* CUDA device,
+    so a tensor on ``cuda:1`` while device 0 is current would be read from the wrong device. For CUDA
+    tensors this is ``torch.cuda.device(tensor.device)`` (restores the previous current device on exit);
+    for anything else (CPU tensors under the interpreter) it does nothing."""
+    if getattr(tensor, "is_cuda", False):
+        import torch
+        return torch.cuda.device(tensor.device)
+    return contextlib.nullcontext()
+
+
 def enabled(tensor) -> bool:
     """Use the fused kernels for this torch tensor: CUDA data (or any data under ``TRITON_INTERPRET=1``
     when ``DDESYS_GPU_INTERPRET=1`` asks for it in tests), Triton present, reference not forced."""
@@ -40,4 +71,4 @@ def enabled(tensor) -> bool:
         return False
     if getattr(tensor, "is_cuda", False):
         return True
-    return interpreting() and os.environ.get("DDESYS_GPU_INTERPRET", "0") not in ("", "0")
+    return _interpret_requested()

@@ -353,14 +353,14 @@ class DS4D(nn.Module):
             return y
         lam, mu, bbar, c, k, alpha, _ = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
-        rho_t = torch.full(k.shape, rho, dtype=torch.float64)
+        rho_t = torch.full(k.shape, rho, dtype=torch.float64, device=k.device)
         G = synthesize_kernel(lam, mu, bbar, k, alpha, L, M, rho_t, per_mode=True)  # (H, N2, L)
         Xf = torch.fft.fft(xb.double(), n=M)[:, :, None, :]          # (B, H, 1, M)
         n_keep = min(R, L)
         for s in range(0, self.N2, 8):
             Gf = torch.fft.fft(G[:, s:s + 8], n=M)                   # (H, n, M)
             hs = torch.fft.ifft(Xf * Gf, n=M)[..., L - n_keep:L]     # (B, H, n, n_keep)
-            slots = torch.arange(L - n_keep, L) % R
+            slots = torch.arange(L - n_keep, L, device=xb.device) % R
             cache.buf[:, slots, :, s:s + 8] = hs.permute(0, 3, 1, 2).to(cache.buf.dtype)
         cache.t = L
         return y

@@ -134,7 +134,7 @@ class S4D(nn.Module):
         y = self.forward(x)
         L = xb.shape[-1]
         lam, bbar, _, dtA = self.discrete(torch.float64)
-        t = torch.arange(L - 1, -1, -1, dtype=torch.float64)          # powers lam^{L-1-j}
+        t = torch.arange(L - 1, -1, -1, dtype=torch.float64, device=xb.device)   # powers lam^{L-1-j}
         V = torch.exp(dtA[..., None] * t) * bbar[..., None]          # (H, N2, L)
         cache.h.copy_(torch.einsum("bhl,hnl->bhn", xb.to(V.dtype), V).to(cache.h.dtype))
         cache.t = L
