@@ -22,7 +22,7 @@ from ._array import get_namespace, is_torch
 from .discretize import zoh
 from .interpolation import split_delay
 
-__all__ = ["ABLATIONS", "DS4DDiscrete", "S4DDiscrete", "LOG_DT_RANGE", "LOG_RATE_RANGE", "continuous_poles",
+__all__ = ["ABLATIONS", "ablation_kinds", "DS4DDiscrete", "S4DDiscrete", "LOG_DT_RANGE", "LOG_RATE_RANGE", "continuous_poles",
            "ds4d_discrete", "s4d_discrete"]
 
 LOG_DT_RANGE = (-20.0, 10.0)
@@ -48,6 +48,15 @@ class S4DDiscrete(NamedTuple):
     bbar: Any
     c: Any
     dtA: Any
+
+
+def ablation_kinds(ablation):
+    """The ablations named by ``ablation`` (None, one of ``ABLATIONS`` or a tuple of them) as a tuple."""
+    kinds = () if ablation is None else (ablation,) if isinstance(ablation, str) else tuple(ablation)
+    bad = [k for k in kinds if k not in ABLATIONS[1:]]
+    if bad:
+        raise ValueError(f"ablation must be None, one of {ABLATIONS[1:]} or a tuple of them, got {ablation!r}")
+    return kinds
 
 
 def _sigmoid(xp, x):
@@ -102,8 +111,9 @@ def ds4d_discrete(log_dt, nu_re, nu_im, r, theta, nu_tau, B, C, s_min, s_max, ab
     nu_re, nu_im, r, theta : real ``(C, N2)``; their dtype is the working precision.
     B, C : complex ``(C, N2)`` or real pairs ``(C, N2, 2)``.
     s_min, s_max : float, the delay range in steps (``1 <= s_min < s_max``).
-    ablation : None, ``"tau_min"`` (every delay one step: ``k = 1, alpha = 0``) or ``"mu_zero"`` (no
-        delayed branch: ``mu = 0``, ``lam`` kept): the paper's mechanism probes (its Table 1).
+    ablation : None, ``"tau_min"`` (every delay one step: ``k = 1, alpha = 0``), ``"mu_zero"`` (no
+        delayed branch: ``mu = 0``, ``lam`` kept), or a tuple of both: the paper's mechanism probes
+        (its Table 1).
 
     Returns
     -------
@@ -123,8 +133,7 @@ def ds4d_discrete(log_dt, nu_re, nu_im, r, theta, nu_tau, B, C, s_min, s_max, ab
     >>> bool(np.all(np.abs(d.lam) + np.abs(d.mu) < 1))
     True
     """
-    if ablation not in ABLATIONS:
-        raise ValueError(f"ablation must be one of {ABLATIONS}, got {ablation!r}")
+    kinds = ablation_kinds(ablation)
     xp = get_namespace(log_dt, nu_re)
     dt, a = continuous_poles(log_dt, nu_re, nu_im)                  # (C, 1), (C, N2)
     abar, _, bbar = zoh(a, xp.zeros_like(a), _as_complex(xp, B), dt)  # (C, N2) each
@@ -135,9 +144,9 @@ def ds4d_discrete(log_dt, nu_re, nu_im, r, theta, nu_tau, B, C, s_min, s_max, ab
     mu = xp.astype(p * xp.abs(abar), cdt) * rot                     # (C, N2)
     s = s_min + (s_max - s_min) * _sigmoid(xp, xp.astype(nu_tau, xp.float64))   # (C,) float64
     k, alpha = split_delay(s)                                       # (C,) int64, (C,) float64
-    if ablation == "mu_zero":
+    if "mu_zero" in kinds:
         mu = xp.zeros_like(mu)
-    elif ablation == "tau_min":
+    if "tau_min" in kinds:
         k, alpha, s = xp.ones_like(k), xp.zeros_like(alpha), xp.ones_like(s)
     rdt = nu_re.dtype
     return DS4DDiscrete(lam, mu, bbar, _as_complex(xp, C), k, xp.astype(alpha, rdt), xp.astype(s, rdt))

@@ -271,19 +271,21 @@ def _torch_sample_transfer():
     return _FN
 
 
-def vandermonde_kernel(lam, cb, L):
+def vandermonde_kernel(lam, cb, L, per_mode=False):
     """Kernel of a diagonal SSM without delay, ``K_t = 2 Re sum_n cb_n lam_n^t`` (``mu = 0``).
 
     The S4D kernel (Vandermonde product). NumPy arrays and CPU torch tensors use a fused Numba loop
     (:mod:`ddesys.fused`, with its own backward on torch); other arrays the reference
     ``exp(t log lam)`` product, ``O(N2 L)`` memory per channel.
 
-    Args: ``lam``, ``cb`` complex ``(..., N2)`` (``|lam| > 0``). Returns: real ``(..., L)``.
+    Args: ``lam``, ``cb`` complex ``(..., N2)`` (``|lam| > 0``); ``per_mode``: return the complex
+    per-mode responses ``cb_n lam_n^t`` ``(..., N2, L)`` instead (state kernels, reference path).
+    Returns: real ``(..., L)``, or complex ``(..., N2, L)`` with ``per_mode``.
     """
     xp = get_namespace(lam, cb)
-    if is_torch(xp) and _use_fused(lam):
+    if not per_mode and is_torch(xp) and _use_fused(lam):
         return _torch_vandermonde()(lam, cb, L)
-    if is_numpy(xp) and fused.AVAILABLE and not force_reference():
+    if not per_mode and is_numpy(xp) and fused.AVAILABLE and not force_reference():
         return fused.vandermonde_forward(lam, cb, L)
     rdt = xp.float32 if lam.dtype == xp.complex64 else xp.float64
     t = xp.arange(L, dtype=rdt, device=_device(xp, lam))            # (L,) on the data's device
@@ -292,6 +294,8 @@ def vandermonde_kernel(lam, cb, L):
     mag = xp.exp(t * xp.real(ll))                                   # (..., N2, L)
     ph = t * xp.imag(ll)
     V = xp.astype(mag * xp.cos(ph), lam.dtype) + 1j * xp.astype(mag * xp.sin(ph), lam.dtype)
+    if per_mode:
+        return cb[..., None] * V                                    # (..., N2, L)
     return 2 * xp.real(xp.sum(cb[..., None] * V, axis=-2))          # (..., L)
 
 

@@ -76,7 +76,7 @@ def _layer_calls(layer, x):
 
     calls = {"forward": lambda: (layer(x), layer(x, mode="recurrent")), "kernel": lambda: layer.kernel(L),
              "discrete": lambda: layer.discrete(), "allocate_inference_cache": step, "step": step,
-             "prefill": prefill_then_step}
+             "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key()}
     if isinstance(layer, dnn.DS4D):
         calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
     return calls
@@ -91,7 +91,8 @@ def test_every_public_layer_method_stays_on_the_layers_device(cls):
     layer = (cls(4, 8, l_max=16, seed=0) if cls is dnn.DS4D else cls(4, 8, seed=0)).to(META)
     x = torch.randn(2, 12, 4, device=META)
     calls = _layer_calls(layer, x)
-    own = {n for n, v in vars(cls).items() if not n.startswith("_") and inspect.isfunction(v)}
+    own = {n for klass in cls.__mro__ if klass.__module__.startswith("nn.")          # the project's classes
+           for n, v in vars(klass).items() if not n.startswith("_") and inspect.isfunction(v)}
     assert own - HOST_BY_DESIGN == set(calls), "a public method without a device-placement check"
     for name, fn in calls.items():
         _assert_meta(_run_clean(fn))

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import nn as dnn
+from ddesys.parameterization import ablation_kinds
 
 from .models import build, n_params
 from .tasks import IGNORE, Task
@@ -83,31 +84,20 @@ def delay_state(model):
 
 @contextlib.contextmanager
 def ablate(model, kind):
-    """Temporarily ablate every DS4D layer of ``model``: ``"tau_min"`` collapses each delay to one step
-    (``k = 1``, ``alpha = 0``), ``"mu_zero"`` removes the delayed branch (``mu = 0``, ``lam`` kept)."""
+    """Temporarily ablate every DS4D layer of ``model`` through the layers' ``ablation`` option:
+    ``"tau_min"`` collapses each delay to one step (``k = 1``, ``alpha = 0``), ``"mu_zero"`` removes the
+    delayed branch (``mu = 0``, ``lam`` kept). Nested uses restore the outer setting."""
     if kind not in ("tau_min", "mu_zero"):
         raise ValueError(f"kind must be 'tau_min' or 'mu_zero', got {kind!r}")
     layers = ds4d_layers(model)
-
-    def patched(orig):
-        def discrete(dtype=None):
-            lam, mu, bbar, c, k, alpha, s = orig(dtype)
-            if kind == "mu_zero":
-                return lam, torch.zeros_like(mu), bbar, c, k, alpha, s
-            return lam, mu, bbar, c, torch.ones_like(k), torch.zeros_like(alpha), torch.ones_like(s)
-        return discrete
-
-    saved = [layer.__dict__.get("discrete") for layer in layers]     # an outer ablation, if nested
-    for layer in layers:
-        layer.discrete = patched(layer.discrete)                     # instance attribute shadows the method
+    saved = [layer.ablation for layer in layers]
+    for layer, prev in zip(layers, saved):
+        layer.ablation = ablation_kinds(prev) + (kind,)             # nested: both apply
     try:
         yield model
     finally:
         for layer, prev in zip(layers, saved):
-            if prev is None:
-                del layer.discrete
-            else:
-                layer.discrete = prev
+            layer.ablation = prev
 
 
 def mechanism(model, init_state, tokens, labels):
