@@ -14,6 +14,12 @@ def as_array(xp, value, name, kind):
     except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
         raise TypeError(f"{name} must be an array of numbers, got {type(value).__name__}") from exc
     host = to_numpy(arr)
+    if host.dtype.kind == "O":           # e.g. Python ints beyond int64: keep their value as a float
+        try:
+            host = np.asarray(host, dtype=np.complex128 if kind == "complex" else np.float64)
+            arr = xp.asarray(host)
+        except (TypeError, ValueError, OverflowError):
+            pass
     if host.dtype.kind not in "biufc":
         raise TypeError(f"{name} must hold numbers, got dtype {host.dtype}")
     if kind == "real" and host.dtype.kind == "c":
