@@ -118,7 +118,8 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
                            np.ascontiguousarray(d, np.float64), np.ascontiguousarray(x, np.float64),
                            y, states, bool(return_states))
         return (y, states) if return_states else y
-    return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)
+    with np.errstate(over="ignore", invalid="ignore"):   # NumPy without Numba: an unstable system
+        return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)  # overflows quietly
 
 
 def _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x):
@@ -184,5 +185,5 @@ def _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states):
         h = delay_update(hist[..., t - 1] if t else hist[..., L], hk, hk1, x[:, t:t + 1], lam, m1, m2, bbar)
         hist[..., t] = h
         y.append(readout(h, c, d, x[:, t]))                         # (B,)
-    y = xp.stack(y, axis=-1)                                        # (B, L)
+    y = xp.stack(y, axis=-1) if L else xp.zeros_like(x)             # (B, L)
     return (y, hist[..., :L]) if return_states else y
