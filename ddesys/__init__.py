@@ -4,6 +4,7 @@ NumPy always; CuPy arrays are accepted where noted; Numba compiles the CPU recur
 torch and CuPy are never imported here. See the README for a tour.
 """
 from ._array import next_pow2, unit_roundoff
+from ._validate import MAX_DELAY_STEPS
 from .contour import Contour, choose_contour
 from .continuous import DelaySystem
 from .discrete import DiscreteDelaySystem
@@ -18,8 +19,9 @@ from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 __version__ = "0.1.0"
 
 __all__ = [
-    "Contour", "DS4DDiscrete", "DelaySystem", "DiscreteDelaySystem", "S4DDiscrete", "choose_contour",
-    "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact", "next_pow2",
-    "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay", "stability_margin",
-    "synthesize_kernel", "transfer_function", "unit_roundoff", "vandermonde_kernel", "winding_number", "zoh",
+    "Contour", "DS4DDiscrete", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
+    "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
+    "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
+    "stability_margin", "synthesize_kernel", "transfer_function", "unit_roundoff", "vandermonde_kernel",
+    "winding_number", "zoh",
 ]

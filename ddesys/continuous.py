@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import lambertw
 
-from ._validate import as_array, broadcast_modes, check_batch
+from ._validate import MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_memory
+
+SIMULATE_MAX_BYTES = 2**30   # memory budget of the reference solver's grid (argument ``max_bytes``)
 from .discrete import DiscreteDelaySystem
 from .discretize import discretize_modes
 
@@ -69,10 +71,19 @@ class DelaySystem:
         dt = as_array(np, dt, "dt", "real")
         if np.any(dt <= 0):
             raise ValueError(f"dt must be > 0, got {dt}")
-        s = self.tau / dt
+        with np.errstate(over="ignore"):
+            s = self.tau / dt
         if np.any(s < 1):
             raise ValueError(f"dt={dt} gives a delay of {np.min(s):.4g} < 1 step (tau/dt must be >= 1)")
-        lam, mu, bbar = discretize_modes(self.a, self.ad, self.b, np.asarray(dt)[..., None], method)
+        if not np.all(s <= MAX_DELAY_STEPS):
+            raise ValueError(f"dt={dt} gives a delay tau/dt of {np.max(s):.4g} steps, above MAX_DELAY_STEPS = "
+                             f"{MAX_DELAY_STEPS}: use a larger dt (at least {np.max(self.tau) / MAX_DELAY_STEPS:.4g})")
+        with np.errstate(over="ignore", invalid="ignore"):
+            lam, mu, bbar = discretize_modes(self.a, self.ad, self.b, np.asarray(dt)[..., None], method)
+        for name, v in (("lam", lam), ("mu", mu), ("bbar", bbar)):
+            if not np.all(np.isfinite(v)):
+                raise ValueError(f"discretize(dt={dt}, method={method!r}) overflows: the discrete {name} is not "
+                                 "finite (|a dt| too large); use a smaller dt")
         return DiscreteDelaySystem(lam, mu, bbar, self.c, s, self.d)
 
     # ------------------------------------------------------------------ roots and stability
@@ -120,7 +131,7 @@ class DelaySystem:
         return half(s) + np.conj(half(np.conj(s))) + self.d[..., None]
 
     # ------------------------------------------------------------------ reference solution
-    def simulate(self, u, t, h=None, return_states=False):
+    def simulate(self, u, t, h=None, return_states=False, max_bytes=SIMULATE_MAX_BYTES):
         """Reference solution of the DDE on the output times ``t``, for an input function ``u``.
 
         Method of steps on a grid of width ``h' = tau / ceil(tau / h)`` (the delay lands on grid
@@ -133,6 +144,9 @@ class DelaySystem:
             u: vectorized callable ``u(times) -> values`` (real); ``u(t) = 0`` for ``t < 0`` is implied.
             t: output times ``(T,)``, ``>= 0``.
             h: reference step (default ``min(tau) / 200``).
+            max_bytes: memory budget of the grid (states and derivatives, ``32 N2`` bytes per step),
+                default 1 GiB: a finer ``h`` or a longer ``t`` that needs more raises ``ValueError``
+                before allocating (the solver also runs a Python loop over the steps).
         Returns:
             ``y`` real ``(..., T)``; with ``return_states`` also the states ``(..., N2, T)``.
         """
@@ -140,8 +154,14 @@ class DelaySystem:
         if np.any(t < 0):
             raise ValueError("t must be >= 0")
         h = float(np.min(self.tau)) / 200 if h is None else float(h)
-        if not h > 0:
-            raise ValueError(f"h must be > 0, got {h}")
+        if not h > 0 or not np.isfinite(h):
+            raise ValueError(f"h must be a finite step > 0, got {h}")
+        t_max = float(t.max(initial=0.0))
+        tau = np.unique(self.tau)
+        steps = float(np.max(np.ceil(t_max * np.maximum(1.0, np.ceil(tau / h)) / tau), initial=0.0)) + 2
+        check_memory(2 * steps * self.n_modes * 16, max_bytes,
+                     f"DelaySystem.simulate with step h={h:.4g} up to t={t_max:.4g} ({steps:.4g} steps)",
+                     "use a larger h or fewer/shorter output times t, or raise max_bytes")
         batch = self.batch_shape
         B = int(np.prod(batch, dtype=np.int64))
         N2 = self.n_modes

@@ -1,11 +1,14 @@
 """Discretized delayed linear systems: the object that kernels, simulations and stability work on."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import stability as _st
 from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy, unit_roundoff
-from ._validate import as_array, broadcast_modes, check_batch, check_length
+from ._validate import (MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_delay, check_length,
+                        check_real_dtype)
 from .contour import Contour, choose_contour
 from .interpolation import split_delay
 from .recurrence import run_recurrence
@@ -21,11 +24,14 @@ class DiscreteDelaySystem:
     Args:
         lam, mu, bbar, c: complex ``(..., N2)``: ``N2`` stored modes per channel (conjugates implied,
             so the state size is ``N = 2 N2`` and the output is real). NumPy or CuPy arrays.
-        delay: real delay in steps, ``>= 1``, shape ``(...)`` broadcasting against the batch.
+        delay: real delay in steps, ``1 <= delay <= MAX_DELAY_STEPS`` (``2**31 - 1``: the integer part
+            indexes the history in int64/int32 arithmetic), shape ``(...)`` broadcasting against the batch.
         d: real feedthrough, shape ``(...)``.
 
     All parameters are broadcast to the batch shape ``(...)`` at construction. Bad input (non-finite
-    values, delay < 1, shapes that do not broadcast, complex delay) raises naming the argument.
+    values, delay < 1 or above the limit, shapes that do not broadcast, complex delay) raises naming the
+    argument. Memory is checked where it is spent: :meth:`simulate` needs ``O(batch L)`` whatever the
+    delay; the exact stability test needs ``O(k)`` per mode and has a budget (``max_bytes``).
     """
 
     def __init__(self, lam, mu, bbar, c, delay, d=0.0):
@@ -40,10 +46,7 @@ class DiscreteDelaySystem:
         full = tuple(batch) + (full[-1],)
         if full[-1] == 0:
             raise ValueError("lam, mu, bbar, c need at least one mode (trailing axis N2 >= 1)")
-        host_delay = to_numpy(delay)
-        if np.any(host_delay < 1):
-            raise ValueError(f"delay must be >= 1 step (got min {host_delay.min():.6g}); a delay below one "
-                             "step cannot be read from the history buffer")
+        check_delay(to_numpy(delay), "delay")
         self.xp = xp
         self.lam, self.mu, self.bbar, self.c = (xp.broadcast_to(named[n], full) for n in ("lam", "mu", "bbar", "c"))
         self.delay = xp.broadcast_to(delay, tuple(batch))
@@ -63,8 +66,9 @@ class DiscreteDelaySystem:
         return int(self.lam.shape[-1])
 
     def __repr__(self):
-        return (f"DiscreteDelaySystem(batch_shape={self.batch_shape}, n_modes={self.n_modes}, "
-                f"delay in [{float(to_numpy(self.delay).min()):.4g}, {float(to_numpy(self.delay).max()):.4g}])")
+        s = to_numpy(self.delay)
+        rng = f"[{float(s.min()):.4g}, {float(s.max()):.4g}]" if s.size else "[]"
+        return f"DiscreteDelaySystem(batch_shape={self.batch_shape}, n_modes={self.n_modes}, delay in {rng})"
 
     def _host(self):
         return (to_numpy(self.lam), to_numpy(self.mu), to_numpy(self.k)[..., None], to_numpy(self.alpha)[..., None])
@@ -74,22 +78,26 @@ class DiscreteDelaySystem:
         """``1 - |lam| - |mu|`` per mode, ``(..., N2)``: positive = certified stable for any delay."""
         return _st.stability_margin(to_numpy(self.lam), to_numpy(self.mu))
 
-    def is_stable(self, exact=False):
+    def is_stable(self, exact=False, max_bytes=None):
         """Per channel ``(...)``: all modes stable.
 
         ``exact=False``: the sufficient criterion ``|lam| + |mu| < 1`` (may say False for a stable
         system). ``exact=True``: all roots of the characteristic polynomial strictly inside the unit
-        disk, by the certified winding-number count (``O(k)`` per mode, see :mod:`ddesys.stability`).
+        disk, by the certified winding-number count (``O(k)`` per mode, see :mod:`ddesys.stability`),
+        run only for modes the sufficient criterion does not certify. ``max_bytes``: its memory budget
+        (default ``ddesys.stability.EXACT_MAX_BYTES``, 1 GiB: delays up to about a million steps); a
+        mode that needs more raises ``ValueError`` saying the size, before allocating.
         """
         if not exact:
             return np.all(self.stability_margin() > 0, axis=-1)
         if self._stable is None:
-            self._stable = _st.is_stable_exact(*self._host())
+            self._stable = _st.is_stable_exact(*self._host(), max_bytes=max_bytes)
         return np.all(self._stable, axis=-1)
 
-    def spectral_radius(self, per_mode=False):
-        """Largest root modulus of the characteristic polynomial: ``(...)`` (``(..., N2)`` per mode)."""
-        r = _st.spectral_radius(*self._host())
+    def spectral_radius(self, per_mode=False, max_bytes=None):
+        """Largest root modulus of the characteristic polynomial: ``(...)`` (``(..., N2)`` per mode).
+        ``max_bytes``: memory budget of the root counts (see :meth:`is_stable`)."""
+        r = _st.spectral_radius(*self._host(), max_bytes=max_bytes)
         return r if per_mode else r.max(axis=-1)
 
     def poles(self, max_degree=4096):
@@ -148,8 +156,8 @@ class DiscreteDelaySystem:
                 (:mod:`ddesys.contour`; about 1e-13 relative in float64).
             M: FFT length ``>= 2L``; default ``nextpow2(2L)``, or ``nextpow2(4L)`` when ``eps="auto"``
                 predicts a larger error than the precision's tolerance at ``2L`` (slow modes).
-            dtype: real output dtype (default: that of the parameters).
-            compute_dtype: real dtype of the synthesis. Default float64: the synthesis costs
+            dtype: real output dtype, float32 or float64 (default: that of the parameters).
+            compute_dtype: real dtype of the synthesis, float32 or float64. Default float64: the synthesis costs
                 ``O(M N2)`` per channel and does not depend on the batch, and float64 removes the
                 float32 restoration floor (SPEC section 5). Pass float32 for the fast/low-precision path.
             return_contour: also return the :class:`~ddesys.contour.Contour` used (``method="fft"``).
@@ -157,23 +165,28 @@ class DiscreteDelaySystem:
             real ``(..., L)`` (and the contour).
         Raises:
             ValueError: an unstable system (the FFT kernel of a growing response does not exist), a bad
-            ``eps``/``M``/``L``/``method``.
+            ``eps``/``M``/``L``/``method``, a stability test over its memory budget (see :meth:`is_stable`).
+            TypeError: ``dtype`` or ``compute_dtype`` not float32/float64 (integer outputs are refused).
         """
         L = check_length(L)
         xp = self.xp
-        out_dt = dtype if dtype is not None else real_dtype_of(xp, self.lam.dtype)
+        out_dt = check_real_dtype(xp, dtype, "dtype") if dtype is not None else real_dtype_of(xp, self.lam.dtype)
+        cdt = check_real_dtype(xp, compute_dtype, "compute_dtype") if compute_dtype is not None else xp.float64
         if method == "recurrence":
             K = self._kernel_recurrence(L)
             return xp.astype(K, out_dt)
         if method != "fft":
             raise ValueError(f"method must be 'fft' or 'recurrence', got {method!r}")
-        stable = self.is_stable(exact=True)
+        try:
+            stable = self.is_stable(exact=True)
+        except ValueError as exc:
+            raise ValueError(f"kernel(method='fft') needs the exact stability test, which refused: {exc}. "
+                             "(is_stable(exact=True) caches its answer; method='recurrence' needs no test)") from None
         if not np.all(stable):
             bad = np.argwhere(~np.asarray(stable)).tolist()[:5] if np.ndim(stable) else "the only channel"
             raise ValueError(f"kernel(method='fft') asked of an unstable system ({bad}): its impulse "
                              "response grows, so no contour inside the unit disk represents it. "
                              "Use method='recurrence' for a finite-length response.")
-        cdt = compute_dtype if compute_dtype is not None else xp.float64
         u = unit_roundoff(cdt)
         r = self.decay_bound()
         contour = choose_contour(L, r, u, eps=eps, M=M)
@@ -191,8 +204,8 @@ class DiscreteDelaySystem:
         x = xp.zeros(self.batch_shape + (L,), dtype=real_dtype_of(xp, self.lam.dtype))
         x[..., 0] = 1
         saved, self.d = self.d, xp.zeros_like(self.d)
-        try:
-            return self.simulate(x)
+        try:  # the finite-length response of an unstable system is what was asked: warn only on overflow
+            return self._simulate(x, False, warn_unstable=False)
         finally:
             self.d = saved
 
@@ -206,13 +219,22 @@ class DiscreteDelaySystem:
         """Run the exact recurrence on real inputs ``x`` ``(..., L)`` (batch broadcasting with the system).
 
         NumPy: compiled with Numba (parallel over channels, complex128 states), or the vector path when
-        Numba is absent. CuPy: the array module's vector path.
+        Numba is absent. CuPy: the array module's vector path. Memory ``O(batch L)`` (``O(batch N2 L)``
+        with ``return_states``) whatever the delay: a delay ``>= L`` is simply never read.
+
+        A system that is not stable gets one ``RuntimeWarning`` per call naming the channels, their
+        stability margin ``1 - |lam| - |mu|`` and spectral radius: nothing is checked when the sufficient
+        criterion certifies every mode; otherwise the exact test runs (cached) when it costs no more
+        than the simulation itself (or ``2**20`` samples), and a non-finite output always warns.
 
         Returns:
             ``y`` real ``(batch, L)``; with ``return_states`` also ``h`` complex ``(batch, N2, L)``.
         Raises:
             TypeError: complex ``x``. ValueError: non-finite ``x``, a batch that does not broadcast.
         """
+        return self._simulate(x, return_states, warn_unstable=True)
+
+    def _simulate(self, x, return_states, warn_unstable):
         xp = self.xp
         if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
             raise TypeError("simulate(x): x must be real; a complex input has no meaning for the real "
@@ -228,12 +250,59 @@ class DiscreteDelaySystem:
         res = run_recurrence(flat(self.lam, N2), flat(self.mu, N2), flat(self.bbar, N2), flat(self.c, N2),
                              flat(self.k, ()), flat(self.alpha, ()), flat(self.d, ()),
                              flat(x, (L,)), return_states=return_states)
+        y = res[0] if return_states else res
+        _warn_unstable(self, y, B * self.n_modes * L, warn_unstable)
         odt = x.dtype
         if return_states:
-            y, h = res
             return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,)), \
-                xp.reshape(h, tuple(batch) + N2 + (L,))
-        return xp.reshape(xp.asarray(res, dtype=odt), tuple(batch) + (L,))
+                xp.reshape(res[1], tuple(batch) + N2 + (L,))
+        return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,))
+
+
+def _warn_unstable(system, y, work, check_stability):
+    """One ``RuntimeWarning`` for :meth:`DiscreteDelaySystem.simulate` (see its docstring)."""
+    xp = system.xp
+    nonfinite = int(xp.sum(xp.astype(~xp.isfinite(y), xp.int64))) if y.size else 0
+    margin = system.stability_margin()                                  # (..., N2)
+    uncertified = ~(margin > 0)
+    unstable, skipped = None, False
+    if check_stability and uncertified.any():
+        k = np.broadcast_to(to_numpy(system.k)[..., None], margin.shape)[uncertified]
+        cost = int(_st.samples_per_mode(k).sum())
+        if system._stable is not None or cost <= max(2**20, work):
+            try:
+                unstable = ~np.asarray(system.is_stable(exact=True))
+            except ValueError:
+                skipped = True
+        else:
+            skipped = True
+    bad = unstable is not None and bool(unstable.any())
+    if not nonfinite and not bad:
+        return
+    if bad:
+        chans, what = unstable, "not stable"
+    elif unstable is None and uncertified.any():
+        chans = np.any(uncertified, axis=-1)
+        what = ("not certified stable (|lam| + |mu| >= 1; the exact test was "
+                + ("skipped as too costly)" if skipped else "not run)"))
+    else:
+        warnings.warn(f"simulate: the output holds {nonfinite} non-finite value(s) although the system is "
+                      "stable: the inputs or parameters are too large for the floating-point range",
+                      RuntimeWarning, stacklevel=4)
+        return
+    idx = [tuple(int(j) for j in i) for i in np.argwhere(chans)] if np.ndim(chans) else []
+    where = f"{len(idx)} of {chans.size} channel(s), first {idx[:5]}" if np.ndim(chans) else "its only channel"
+    sel = np.broadcast_to(np.asarray(chans)[..., None], margin.shape)
+    lam, mu, k, alpha = (np.broadcast_to(a, margin.shape)[sel] for a in system._host())
+    if int(k.max()) + 1 < _st.EIG_MAX_DEGREE:
+        radius = f"spectral radius {float(_st.spectral_radius(lam, mu, k, alpha).max()):.6g}"
+    else:
+        radius = (f"spectral radius <= {float(_st.radius_bound(lam, mu, k, alpha).max()):.6g} (Rouche bound; "
+                  "spectral_radius() gives it exactly)")
+    out = f"; here the output holds {nonfinite} non-finite value(s)" if nonfinite else ""
+    warnings.warn(f"simulate: the system is {what} in {where}: stability margin 1 - |lam| - |mu| down to "
+                  f"{float(margin[sel].min()):.6g}, {radius}. Its response may grow without bound{out}. "
+                  "Check is_stable(exact=True) before simulating long sequences.", RuntimeWarning, stacklevel=4)
 
 
 __all__ = ["DiscreteDelaySystem", "Contour"]

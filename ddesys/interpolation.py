@@ -22,7 +22,9 @@ def split_delay(s):
     """Split a delay ``s`` (in steps, real, ``>= 1``) into ``(k, alpha)``.
 
     Args:
-        s: real array ``(...)`` (NumPy, CuPy or torch).
+        s: real array ``(...)`` (NumPy, CuPy or torch), finite, in ``[1, MAX_DELAY_STEPS]``. Not checked
+            here (no host synchronization in a torch graph): :class:`~ddesys.DiscreteDelaySystem` checks
+            at construction, and the recurrence checks ``k`` and ``alpha`` before its compiled loop.
     Returns:
         ``k``: integer part ``floor(s)`` as int64, shape ``(...)``; ``alpha = s - k`` in ``[0, 1)``, same
         dtype as ``s`` (differentiable in ``s`` for torch tensors).

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from ._array import get_namespace, is_numpy
+from ._validate import MAX_DELAY_STEPS
 
 _NUMBA_DISABLED = os.environ.get("DDESYS_DISABLE_NUMBA", "0") not in ("", "0")
 
@@ -95,8 +96,15 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
         return_states: also return the states ``(B, N2, L)`` (complex).
     Returns:
         ``y`` real ``(B, L)`` (float64 on the NumPy paths), and the states if asked.
+    Raises:
+        ValueError: shapes that disagree, ``k`` outside ``[1, MAX_DELAY_STEPS]``, ``alpha`` outside
+        ``[0, 1]``: checked here so that no input reaches an out-of-bounds read in the compiled loop
+        (which reads ``h[t - k]`` and ``h[t - k - 1]`` only when they are ``>= 0``, hence in bounds for
+        ``k >= 1``). Memory is ``O(B L)`` (plus ``O(threads L N2)`` history), whatever ``k``: a delay
+        longer than the sequence is never read.
     """
     xp = get_namespace(lam, x)
+    _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x)
     if is_numpy(xp) and _nb is not None:
         B, L = x.shape
         y = np.zeros((B, L), dtype=np.float64)
@@ -109,7 +117,33 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
                            np.ascontiguousarray(d, np.float64), np.ascontiguousarray(x, np.float64),
                            y, states, bool(return_states))
         return (y, states) if return_states else y
-    return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)
+    with np.errstate(over="ignore", invalid="ignore"):   # NumPy without Numba: an unstable system
+        return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)  # overflows quietly
+
+
+def _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x):
+    """Shapes, index range and interpolation weight of :func:`run_recurrence`'s arguments."""
+    if getattr(x, "ndim", None) != 2 or getattr(lam, "ndim", None) != 2:
+        raise ValueError(f"x must be (B, L) and lam (B, N2), got shapes {getattr(x, 'shape', None)}, "
+                         f"{getattr(lam, 'shape', None)}")
+    B, L = x.shape
+    want = {"lam": (B, lam.shape[1]), "mu": (B, lam.shape[1]), "bbar": (B, lam.shape[1]),
+            "c": (B, lam.shape[1]), "k": (B,), "alpha": (B,), "d": (B,)}
+    for name, arr in dict(lam=lam, mu=mu, bbar=bbar, c=c, k=k, alpha=alpha, d=d).items():
+        if tuple(arr.shape) != want[name]:
+            raise ValueError(f"{name} must have shape {want[name]} to match x {tuple(x.shape)} and lam "
+                             f"{tuple(lam.shape)}, got {tuple(arr.shape)}")
+    if B == 0:
+        return
+    if "int" not in str(k.dtype):
+        raise TypeError(f"k must be an integer array (the delay's integer part), got dtype {k.dtype}")
+    kmin, kmax = int(xp.min(k)), int(xp.max(k))
+    if kmin < 1 or kmax > MAX_DELAY_STEPS:
+        raise ValueError(f"k (integer part of the delay) must lie in [1, MAX_DELAY_STEPS = {MAX_DELAY_STEPS}], "
+                         f"got [{kmin}, {kmax}]")
+    amin, amax = float(xp.min(alpha)), float(xp.max(alpha))
+    if not (0.0 <= amin and amax <= 1.0):          # also False for NaN
+        raise ValueError(f"alpha (fractional part of the delay) must lie in [0, 1], got [{amin}, {amax}]")
 
 
 def delay_update(h_prev, h_k, h_k1, x_t, lam, m1, m2, bbar):
@@ -148,5 +182,5 @@ def _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states):
         h = delay_update(hist[..., t - 1] if t else hist[..., L], hk, hk1, x[:, t:t + 1], lam, m1, m2, bbar)
         hist[..., t] = h
         y.append(readout(h, c, d, x[:, t]))                         # (B,)
-    y = xp.stack(y, axis=-1)                                        # (B, L)
+    y = xp.stack(y, axis=-1) if L else xp.zeros_like(x)             # (B, L)
     return (y, hist[..., :L]) if return_states else y
