@@ -1,4 +1,4 @@
-"""Continuous diagonal delay systems (SPEC section 1): roots, stability, frequency response, a
+"""Continuous diagonal delay systems (docs/theory.md §1): roots, stability, frequency response, a
 reference DDE solver, and discretization to :class:`~ddesys.DiscreteDelaySystem`.
 
     h_n'(t) = a_n h_n(t) + ad_n h_n(t - tau) + b_n x(t),     y(t) = 2 Re(sum_n c_n h_n(t)) + d x(t)
@@ -32,7 +32,7 @@ class DelaySystem:
     """A batch of continuous diagonal delay systems.
 
     Args:
-        a, ad, b, c: complex ``(..., N2)`` (``ad`` is the delayed-state coefficient ``d_n`` of the SPEC).
+        a, ad, b, c: complex ``(..., N2)`` (``ad`` is the delayed-state coefficient ``d_n`` of docs/theory.md §1).
         tau: real delay ``> 0``, shape ``(...)``.
         d: real feedthrough ``(...)``.
     """
@@ -66,7 +66,7 @@ class DelaySystem:
         """The discrete system for step ``dt`` (delay ``tau / dt`` steps, which must be ``>= 1``).
 
         ``method="zoh"``: ``lam = e^{a dt}``, ``mu = (e^{a dt} - 1)/a * ad``, ``bbar = (e^{a dt} - 1)/a * b``;
-        ``"euler"``: ``1 + a dt``, ``ad dt``, ``b dt`` (SPEC section 2).
+        ``"euler"``: ``1 + a dt``, ``ad dt``, ``b dt`` (docs/theory.md §2).
         """
         dt = as_array(np, dt, "dt", "real")
         if np.any(dt <= 0):

@@ -1,4 +1,4 @@
-"""Choice of the shifted contour for the FFT kernel synthesis (SPEC section 5).
+"""Choice of the shifted contour for the FFT kernel synthesis (docs/theory.md §5).
 
 Sampling on ``|z| = 1/rho`` and restoring with ``rho^-t`` leaves two errors in the kernel, relative to
 its largest value:

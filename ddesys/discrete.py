@@ -16,7 +16,7 @@ from .transfer import synthesize_kernel, transfer_function
 
 
 class DiscreteDelaySystem:
-    """A batch of discrete diagonal delayed systems (SPEC section 2)::
+    """A batch of discrete diagonal delayed systems (docs/theory.md §2)::
 
         h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
         y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t,          delay = k + alpha steps
@@ -129,7 +129,7 @@ class DiscreteDelaySystem:
 
     # ------------------------------------------------------------------ frequency domain
     def transfer(self, z):
-        """Exact ``K(z)`` (SPEC section 4) at complex points ``z`` ``(F,)`` -> ``(..., F)``."""
+        """Exact ``K(z)`` (docs/theory.md §4) at complex points ``z`` ``(F,)`` -> ``(..., F)``."""
         xp = self.xp
         z = xp.asarray(z, dtype=self.lam.dtype)
         if z.ndim != 1:
@@ -150,7 +150,7 @@ class DiscreteDelaySystem:
 
         Args:
             L: kernel length.
-            method: ``"fft"`` (contour-shifted synthesis, SPEC section 5) or ``"recurrence"``.
+            method: ``"fft"`` (contour-shifted synthesis, docs/theory.md §5) or ``"recurrence"``.
             eps: aliasing suppression ``rho^M`` in ``(0, 1)``, or ``"auto"``: chosen per channel from the
                 working precision and the system's decay to minimize the predicted error
                 (:mod:`ddesys.contour`; about 1e-13 relative in float64).
@@ -159,7 +159,7 @@ class DiscreteDelaySystem:
             dtype: real output dtype, float32 or float64 (default: that of the parameters).
             compute_dtype: real dtype of the synthesis, float32 or float64. Default float64: the synthesis costs
                 ``O(M N2)`` per channel and does not depend on the batch, and float64 removes the
-                float32 restoration floor (SPEC section 5). Pass float32 for the fast/low-precision path.
+                float32 restoration floor (docs/theory.md §5). Pass float32 for the fast/low-precision path.
             return_contour: also return the :class:`~ddesys.contour.Contour` used (``method="fft"``).
         Returns:
             real ``(..., L)`` (and the contour).

@@ -1,4 +1,4 @@
-"""Discretization of one diagonal delayed mode (SPEC section 2).
+"""Discretization of one diagonal delayed mode (docs/theory.md §2).
 
 Both rules map continuous ``(a, d, b)`` and a step ``dt`` to the discrete ``(lam, mu, bbar)`` of::
 

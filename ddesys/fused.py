@@ -41,7 +41,7 @@ if AVAILABLE:
 
     @_nb.njit(cache=True, fastmath=True, inline="always")
     def _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli):  # pragma: no cover - jitted
-        """``1 / den`` with ``den = 1 - a1 z1 - a2 zk - a3 zl`` in real arithmetic (the SPEC's formula)."""
+        """``1 / den`` with ``den = 1 - a1 z1 - a2 zk - a3 zl`` in real arithmetic (docs/theory.md §5.5)."""
         dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
         di = -(a1r * z1i + a1i * z1r) - (a2r * zki + a2i * zkr) - (a3r * zli + a3i * zlr)
         q = 1.0 / (dr * dr + di * di)

@@ -1,4 +1,4 @@
-"""Fractional delays by linear interpolation (SPEC section 2).
+"""Fractional delays by linear interpolation (docs/theory.md §2).
 
 A delay of ``s >= 1`` steps is read between the two stored neighbours::
 

@@ -1,4 +1,4 @@
-"""The exact delayed recurrence (SPEC section 2), compiled on the CPU and vectorized elsewhere.
+"""The exact delayed recurrence (docs/theory.md §2), compiled on the CPU and vectorized elsewhere.
 
     h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t

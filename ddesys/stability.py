@@ -1,4 +1,4 @@
-"""Stability of the discrete delayed mode (SPEC section 3).
+"""Stability of the discrete delayed mode (docs/theory.md §3).
 
 Characteristic polynomial of one mode (degree ``k + 1``)::
 

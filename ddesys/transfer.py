@@ -1,4 +1,4 @@
-"""Exact Z-domain transfer function and contour-shifted kernel synthesis (SPEC sections 4-5).
+"""Exact Z-domain transfer function and contour-shifted kernel synthesis (docs/theory.md §4-§5).
 
 The two functions here are the only implementation of these formulas in the project: the analysis
 class :class:`ddesys.DiscreteDelaySystem` and the PyTorch layers in :mod:`nn` both call them. They are
@@ -17,7 +17,7 @@ from .threads import thread_budget
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):
-    """Exact ``K(z)`` of the discrete delayed system at complex points ``z`` (SPEC section 4).
+    """Exact ``K(z)`` of the discrete delayed system at complex points ``z`` (docs/theory.md §4).
 
     ``G_n(z) = bbar_n / (1 - lam_n z^-1 - mu_n (1-alpha) z^-k - mu_n alpha z^-(k+1))`` and
     ``K(z) = sum_n [c_n G_n(z) + conj(c_n) conj(G_n(conj z))] + d``.
@@ -70,7 +70,7 @@ def _unit_roots(xp, idx, M, cdtype):
 
 
 def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
-    """Length-``L`` real kernel by the contour-shifted inverse FFT (SPEC section 5).
+    """Length-``L`` real kernel by the contour-shifted inverse FFT (docs/theory.md §5).
 
     Samples ``S_m = sum_n cb_n / den_{n,m}`` on the circle ``|z| = 1/rho`` at ``M`` points, inverts with
     one FFT per channel and restores with ``rho^{-t}``::
@@ -129,7 +129,7 @@ def _sample_block(A, cb, Z):
 
 
 def sample_transfer(A, cb, k, M):
-    """Sampled contour-shifted transfer function ``S_m = sum_n cb_n / den_{n,m}`` (SPEC section 5).
+    """Sampled contour-shifted transfer function ``S_m = sum_n cb_n / den_{n,m}`` (docs/theory.md §5).
 
     ``den_{n,m} = 1 - A_n1 Z_1m - A_n2 Z_2m - A_n3 Z_3m`` with ``A = (rho lam, rho^k (1-alpha) mu,
     rho^(k+1) alpha mu)`` and ``Z = (w^-m, w^-mk, w^-m(k+1))`` (:func:`contour_points`): a rank-3

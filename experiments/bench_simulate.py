@@ -3,7 +3,7 @@
     python -m experiments.bench_simulate            # L = 8192, N2 = 32 modes, 16 channels, float64
     python -m experiments.bench_simulate --quick    # L = 1024, N2 = 8, 4 channels
 
-Both run the same recurrence (SPEC section 2)::
+Both run the same recurrence (docs/theory.md §2)::
 
     h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
