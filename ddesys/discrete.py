@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from . import stability as _st
+from .charpoly import poly_coefficients
 from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy, unit_roundoff
 from ._validate import (MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_delay, check_length,
                         check_real_dtype)
@@ -109,11 +110,7 @@ class DiscreteDelaySystem:
                              "spectral_radius() or is_stable(exact=True), which are O(k)")
         out = []
         for lm, m, kk, a in zip(lam, mu, k, alpha):
-            coeffs = np.zeros(int(kk) + 2, np.complex128)
-            coeffs[0], coeffs[1] = 1.0, -lm
-            coeffs[-2] -= m * (1 - a)
-            coeffs[-1] -= m * a
-            out.append(np.roots(coeffs))
+            out.append(np.roots(poly_coefficients(lm, m, kk, a)))
         return out
 
     def decay_bound(self):

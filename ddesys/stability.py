@@ -26,10 +26,10 @@ and modes it certifies are never sampled.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from ._validate import check_memory
+from .charpoly import coefficients, q_eval
 
 MAX_DEPTH = 8              # levels of arc subdivision before giving up certification
 SUBDIVIDE = 16             # parts per subdivided arc
@@ -104,16 +104,17 @@ def _q_on_circle(lam, mu, k, alpha, r, M):
     zk = np.exp(1j * ang * ((m * km) % M))                          # (P, M)
     zk1 = np.exp(1j * ang * ((m * ((km + 1) % M)) % M))            # (P, M)
     z1 = np.exp(1j * ang * m)                                       # (M,)
-    rk = r ** (-k.astype(float))                                    # (P,) r^{-k}
-    return (1.0 - (lam / r)[:, None] * z1 - (mu * rk * (1 - alpha))[:, None] * zk
-            - (mu * rk * alpha / r)[:, None] * zk1)
+    rr = np.broadcast_to(np.asarray(r, np.float64), k.shape)[:, None]   # (P, 1) radius per mode
+    rk = rr ** (-k.astype(float))[:, None]                          # (P, 1) r^{-k}
+    c1, c2, c3 = (c[:, None] for c in coefficients(lam, mu, alpha))  # (P, 1) each
+    return q_eval(c1, c2, c3, z1 / rr, rk * zk, rk * zk1 / rr)      # Q(r e^{i theta_m}), (P, M)
 
 
 def _q_at(lam, mu, k, alpha, r, theta):
     """``Q(r e^{i theta})`` elementwise (all arguments broadcast)."""
     rk = r ** (-k.astype(float))
-    return (1.0 - lam / r * np.exp(-1j * theta) - mu * rk * (1 - alpha) * np.exp(-1j * k * theta)
-            - mu * rk * alpha / r * np.exp(-1j * (k + 1) * theta))
+    zk = rk * np.exp(-1j * k * theta)                               # (r e^{i theta})^{-k}
+    return q_eval(*coefficients(lam, mu, alpha), np.exp(-1j * theta) / r, zk, zk * np.exp(-1j * theta) / r)
 
 
 def _lipschitz(lam, mu, k, alpha, r):
@@ -274,9 +275,10 @@ def _companion_radius(lam, mu, k, alpha):
         idx = np.flatnonzero(k == kk)
         deg = int(kk) + 1
         C = np.zeros((idx.size, deg, deg), np.complex128)
-        C[:, 0, 0] = lam[idx]                      # first row: coefficients of z^k .. z^0
-        C[:, 0, deg - 2] += mu[idx] * (1 - alpha[idx])
-        C[:, 0, deg - 1] += mu[idx] * alpha[idx]
+        c1, c2, c3 = coefficients(lam[idx], mu[idx], alpha[idx])
+        C[:, 0, 0] = c1                            # first row: coefficients of z^k .. z^0
+        C[:, 0, deg - 2] += c2
+        C[:, 0, deg - 1] += c3
         C[:, np.arange(1, deg), np.arange(deg - 1)] = 1.0
         out[idx] = np.abs(np.linalg.eigvals(C)).max(axis=1)
     return out
