@@ -105,7 +105,7 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False):
     if per_mode:
         den = 1 - A @ contour_points(k, M, cdtype)                  # (..., N2, M)
         S = cb[..., None] / den                                     # (..., N2, M)
-    elif is_torch(xp) and _use_fused(lam):                          # CPU torch: one fused Function
+    elif is_torch(xp) and _use_fused(lam) and _gpu_module(lam) is None:   # CPU torch: one fused Function
         K2 = _torch_fused_kernel()(A, cb, k, M, L)                  # (..., L) = 2 Re(IFFT S)[:L]
     else:
         S = sample_transfer(A, cb, k, M)                            # (..., M)

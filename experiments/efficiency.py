@@ -171,9 +171,14 @@ def main(argv=None):
     res["seconds"] = time.perf_counter() - t0
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "efficiency.json").write_text(json.dumps(res, indent=1))
-    plot(res, args.out / "efficiency.png")
+    wrote = [args.out / "efficiency.json"]
+    try:                                  # the figure is optional (a GPU image may lack matplotlib)
+        plot(res, args.out / "efficiency.png")
+        wrote.append(args.out / "efficiency.png")
+    except ImportError as e:
+        print(f"(no figure: {e})")
     print(table(res))
-    print(f"\nwrote {args.out / 'efficiency.json'} and {args.out / 'efficiency.png'} ({res['seconds']:.0f} s)")
+    print(f"\nwrote {' and '.join(map(str, wrote))} ({res['seconds']:.0f} s)")
     return 0
 
 

@@ -29,6 +29,19 @@ for name, rdt, cdt in (("f32", torch.float32, torch.complex64), ("f64", torch.fl
     out[f"bwd_A_{name}"] = float((gA.to(torch.complex128) - gA_ref).abs().max() / gA_ref.abs().max())
     out[f"bwd_cb_{name}"] = float((gcb.to(torch.complex128) - gcb_ref).abs().max() / gcb_ref.abs().max())
 
+# backward over several blocks of modes (N2 = 20: a full block of 16 and a partial one) and a partial
+# block of frequencies (M = 40), float64
+A = 0.1 * torch.randn(2, 20, 3, dtype=torch.complex128, generator=g)
+cb = torch.randn(2, 20, dtype=torch.complex128, generator=g)
+k2 = torch.tensor([3, 17])
+A64, cb64 = A.clone().requires_grad_(), cb.clone().requires_grad_()
+ref = _sample_block(A64, cb64, contour_points(k2, 40, torch.complex128))
+G = torch.randn(2, 40, dtype=torch.complex128, generator=g)
+gA_ref, gcb_ref = torch.autograd.grad((ref * G.conj()).real.sum(), (A64, cb64))
+gA, gcb = gt.sample_backward(A, cb, k2, 40, G)
+out["bwd_blocks_f64"] = max(float((gA - gA_ref).abs().max() / gA_ref.abs().max()),
+                            float((gcb - gcb_ref).abs().max() / gcb_ref.abs().max()))
+
 # the CuPy route (ddesys on CuPy arrays -> DLPack -> the same Triton kernel -> DLPack back), with NumPy
 # standing in for CuPy: CuPy cannot allocate without a GPU, and both speak DLPack
 import types  # noqa: E402
