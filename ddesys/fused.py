@@ -1,6 +1,6 @@
 """Fused CPU kernels (Numba) for the sampled transfer function and its gradient.
 
-The reference definition is :func:`ddesys.transfer._sample_block` (array API, any library). These
+The reference definition is :func:`ddesys.transfer.sample_points` (array API, any library). These
 loops compute the same ``S_m = sum_n cb_n / (1 - A_n1 Z_1m - A_n2 Z_2m - A_n3 Z_3m)`` in one pass over
 ``(channel, mode, frequency)`` with nothing materialized but the output: memory ``O(batch M)``, work
 ``O(batch N2 M)``, SIMD over the frequency axis, threads over channels. The tests check them against the

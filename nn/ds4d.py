@@ -13,13 +13,13 @@ import torch
 from torch import nn
 
 from ddesys import DiscreteDelaySystem, choose_contour, next_pow2, unit_roundoff
+from ddesys.backend import TRITON, choose
 from ddesys.parameterization import ablation_kinds, ds4d_discrete
 from ddesys.recurrence import delay_update, readout, run_recurrence
 from ddesys.transfer import synthesize_kernel
-
-import gpu
 from gpu import decode as gpu_decode
 
+from .autograd import kernel_sampler
 from .base import DiagonalSSM, split_channels
 from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange
@@ -184,7 +184,8 @@ class DS4D(DelayRange, DiagonalSSM):
         d = self.discrete()
         M, rho = self.contour(L, eps=eps, M=M)
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
-        K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t)   # (C, L)
+        K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
+                              sample=kernel_sampler(d.lam))         # (C, L)
         return split_channels(K, self.H, self.bidirectional)
 
     def _kernel_for(self, x):
@@ -230,7 +231,7 @@ class DS4D(DelayRange, DiagonalSSM):
         if k_max >= R:
             raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
-        if gpu.enabled(buf):
+        if choose(buf) == TRITON:
             y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
             cache.t = t + 1
             return y.to(x_t.dtype)

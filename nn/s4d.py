@@ -9,6 +9,7 @@ from ddesys.parameterization import s4d_discrete
 from ddesys.recurrence import delay_update, readout
 from ddesys.transfer import vandermonde_kernel
 
+from .autograd import vandermonde
 from .base import DiagonalSSM, split_channels
 from .common import check_finite_params, check_step_input
 from .optim import register_optim
@@ -69,7 +70,7 @@ class S4D(DiagonalSSM):
     def kernel(self, L, dtype=torch.float32):
         """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``) in ``dtype``."""
         d = self.discrete(dtype)
-        return split_channels(vandermonde_kernel(d.lam, d.c * d.bbar, L), self.H, self.bidirectional)
+        return split_channels(vandermonde(d.lam, d.c * d.bbar, L), self.H, self.bidirectional)
 
     def _kernel_for(self, x):
         return self.kernel(x.shape[-1], x.dtype).to(x.dtype)

@@ -13,7 +13,7 @@ pytest.importorskip("triton")
 def test_import_gpu_without_triton_or_cuda_is_harmless():
     import gpu
     import torch
-    assert gpu.enabled(torch.zeros(1)) is False          # CPU tensor, no interpreter flag
+    assert gpu.usable_for(torch.zeros(1)) is False          # CPU tensor, no interpreter flag
 
 
 def test_kernels_match_reference_under_interpreter():

@@ -95,7 +95,7 @@ def check_transfer(device, g, emit):
     """Forward (into a NaN-poisoned ``out``) and backward of the transfer kernels, float32 and float64,
     against the float64 array-API reference and its autograd. ``N2 = 20``: the backward covers a full and
     a partial block of modes; ``M = 512`` several blocks of frequencies."""
-    from ddesys.transfer import _sample_block, contour_points
+    from ddesys.transfer import sample_points, contour_points
     from gpu import transfer as gt
     C, N2, M = 6, 20, 512
     for rdt, cdt in DTYPES:
@@ -105,7 +105,7 @@ def check_transfer(device, g, emit):
         A64 = A.to(torch.complex128).requires_grad_()                 # the kernel's inputs, exactly
         cb64 = cb.to(torch.complex128).requires_grad_()
         Z = contour_points(k, M, torch.complex128)                    # (C, 3, M)
-        ref = _sample_block(A64, cb64, Z)                             # (C, M)
+        ref = sample_points(A64, cb64, Z)                             # (C, M)
         G = torch.randn(C, M, dtype=torch.complex128, generator=g)
         b_fwd, b_ga, b_gcb = transfer_bounds(A64.detach(), cb64.detach(), Z, G, U[rdt], gt.BWD_BLOCK_M)
         refd = ref.detach()
@@ -191,14 +191,14 @@ def check_cupy(device, g, emit):
         import cupy
     except ImportError:
         return
-    from ddesys.transfer import _sample_block, contour_points, sample_transfer
+    from ddesys.transfer import sample_points, contour_points, sample_transfer
     from gpu import transfer as gt
     C, N2, M = 6, 16, 512
     A = random_modes(C, N2, g)
     cb = torch.randn(C, N2, dtype=torch.complex128, generator=g)
     k = torch.randint(1, M // 2, (C,), generator=g)
     Z = contour_points(k, M, torch.complex128)
-    ref = _sample_block(A, cb, Z)
+    ref = sample_points(A, cb, Z)
     S = sample_transfer(cupy.asarray(A.numpy()), cupy.asarray(cb.numpy()), cupy.asarray(k.numpy()), M)
     b = transfer_bounds(A, cb, Z, torch.zeros(C, M, dtype=torch.complex128), U64, gt.BWD_BLOCK_M)[0]
     emit(_row("CuPy route (DLPack, transfer forward)", torch.float64, _rel(torch.from_numpy(cupy.asnumpy(S)), ref),

@@ -55,8 +55,13 @@ def preflight(interpret=False):
     import torch
 
     import gpu
-    from ddesys._array import _compat, get_namespace, is_torch
-    if _compat is None or not is_torch(get_namespace(torch.zeros(1))):
+    from ddesys.backend import TRITON, choose
+    try:
+        import array_api_compat
+        compat_ok = array_api_compat.is_torch_namespace(array_api_compat.array_namespace(torch.zeros(1)))
+    except ImportError:
+        compat_ok = False
+    if not compat_ok:
         problems.append("ddesys does not use array-api-compat's torch namespace (NumPy fallback): " + CARRY_HINT)
     info["torch CUDA build"] = torch.version.cuda
     if interpret:
@@ -76,8 +81,8 @@ def preflight(interpret=False):
     x = torch.zeros(1, device=device)
     if not gpu.triton_available():
         problems.append("triton does not import (gpu.triton_available() is False)")
-    elif not gpu.enabled(x):
-        problems.append("the fused kernels are not selected for this device (gpu.enabled is False): is "
+    elif choose(x) != TRITON:
+        problems.append("the fused kernels are not selected for this device (ddesys.backend.choose): is "
                         "DDESYS_REFERENCE set, or TRITON_INTERPRET/DDESYS_GPU_INTERPRET missing for --interpret?")
     else:
         problems += _tiny_launch(device)
