@@ -89,11 +89,6 @@ def launched():
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def is_main_process():
-    """Rank 0, or a process outside torchrun (read from the environment: no torch state needed)."""
-    return os.environ.get("RANK", "0") == "0"
-
-
 def setup(device=None):
     """The :class:`Ctx` of this process; under torchrun, joins the process group (gloo on the CPU,
     NCCL on CUDA). ``device``: ``"cpu"``, ``"cuda"`` or ``None`` (CUDA when available)."""
@@ -116,4 +111,4 @@ def single(device="cpu"):
     return Ctx(device=torch.device(device))
 
 
-__all__ = ["Ctx", "is_main_process", "launched", "setup", "single"]
+__all__ = ["Ctx", "launched", "setup", "single"]

@@ -82,6 +82,11 @@ def add_run_arguments(ap, ckpt_every=200):
                          "instead of stopping the CLI")
 
 
+def is_main_process():
+    """Rank 0 under torchrun, or a process outside it (read from the environment, before torch)."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 # ------------------------------------------------------------------------------------------ output folder
 def prepare_out(path):
     """Create ``path`` if needed and prove it writable (a probe file is created and removed); raises
@@ -178,17 +183,24 @@ class Store:
         self.experiment, self.resume = experiment, resume
         try:
             old_meta, runs = read_results(self.path, experiment)
+            keys = []
+            for i, run in enumerate(runs):
+                try:
+                    keys.append(rekey(run))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise ResultsError(f"{self.path}: run {i} is not a run of experiments.{experiment} "
+                                       f"(missing {exc})") from None
         except ResultsError as exc:
             if not move_bad:
                 raise ResultsError(f"{exc}. Nothing was written: move the file away, fix it, or pass "
                                    "--move-bad-results") from None
             new = move_aside(self.path)
             log(f"warning: {exc}; moved it to {new} and starting a new results file")
-            old_meta, runs = {}, []
+            old_meta, runs, keys = {}, [], []
         self.runs = {}
-        for run in runs:
-            run["key"] = rekey(run)
-            self.runs[run["key"]] = run
+        for run, key in zip(runs, keys):
+            run["key"] = key
+            self.runs[key] = run
         commands = list(old_meta.get("commands") or ([old_meta["command"]] if "command" in old_meta else []))
         if meta.get("command") and meta["command"] not in commands:
             commands.append(meta["command"])
@@ -216,5 +228,5 @@ class Store:
         return list(self.runs.values())
 
 
-__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "config_key", "learning_rate",
-           "move_aside", "nonneg_int", "positive_int", "prepare_out", "read_results"]
+__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "config_key", "is_main_process",
+           "learning_rate", "move_aside", "nonneg_int", "positive_int", "prepare_out", "read_results"]

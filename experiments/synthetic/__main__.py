@@ -24,8 +24,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, learning_rate, nonneg_int,
-                     positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, is_main_process,
+                     learning_rate, nonneg_int, positive_int, prepare_out)
 from . import FAMILIES, HF_FAMILIES
 from .tasks import KINDS, preset
 
@@ -121,7 +121,6 @@ def main(argv=None):
     args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
     s = _settings(args)
     out = args.out or Path("synthetic_out") / args.scale
-    from .._dist import is_main_process
     store = None
     if is_main_process():                                # rank 0 alone owns the files (torchrun)
         meta = {"scale": args.scale, "command": "python -m experiments.synthetic " + " ".join(

@@ -243,8 +243,8 @@ def markdown(runs, meta):
             lines += ["| task | model | " + " | ".join(f"bin {i + 1}" for i in range(width)) + " |",
                       "|---|---|" + "---|" * width]
             for task, fam, bounds, acc in rows:
-                lines.append(f"| {task} | {fam} | " + " | ".join(
-                    f"{a} (output{f' {lo}' if lo == hi else f's {lo}-{hi}'})" for (lo, hi), a in zip(bounds, acc)) + " |")
+                cells = [f"{a} (output{f' {lo}' if lo == hi else f's {lo}-{hi}'})" for (lo, hi), a in zip(bounds, acc)]
+                lines.append(f"| {task} | {fam} | " + " | ".join(cells) + " |")
             lines.append("")
     mech = mechanism_table(runs)
     if mech:
