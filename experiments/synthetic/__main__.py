@@ -75,7 +75,7 @@ def _tasks(args):
         for protocol in args.protocols:
             t = preset(kind, protocol, args.scale)
             if args.tokens is not None:
-                t = dataclasses.replace(t, T=args.tokens, window=min(t.window, args.tokens))
+                t = dataclasses.replace(t, T=args.tokens)
             if protocol == "fixed" and args.lag is not None:
                 t = dataclasses.replace(t, P_min=args.lag, P_max=args.lag)
             if protocol == "variable" and args.lag_range is not None:
