@@ -92,6 +92,10 @@ def run_sweep(jobs, store, ckpts, ctx, resume=True, quiet=False, on_saved=None, 
     outer = tqdm(total=len(jobs), desc="runs", disable=not show)
     with STOP:
         for job in jobs:
+            flag = torch.tensor([float(STOP.signum is not None)], device=ctx.device)
+            if ctx.all_reduce_(flag).item() > 0:         # a signal between runs: stop before the next one
+                say(f"\nstopped before {job.label}. Rerun the same command to go on.")
+                return 128 + int(STOP.signum or 2)
             if not resume:
                 ckpts.remove(job.key)
             elif ctx.main and ckpts.path(job.key).exists():

@@ -210,6 +210,11 @@ def test_diverging_run_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     assert "## Diverged runs" in (tmp_path / "report.md").read_text()
     capsys.readouterr()
     assert synthetic_main(out) == 0 and "2 already in" in capsys.readouterr().out   # not retried on resume
+    gen = tmp_path / "general"
+    assert general_main(["--scale", "smoke", "--tasks", "listops", "--models", "ds4d", "--lr", "1e30", "--batch",
+                         "128", "--quiet", "--out", str(gen)]) == 0
+    (run,) = _runs_of(gen)
+    assert run["status"] == "diverged" and run["diverged_epoch"] == 1 and run["config"]["lr"] == 1e30
 
 
 def test_mixed_precision_runs_and_is_its_own_configuration(tmp_path):

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, is_main_process,
-                     learning_rate, nonneg_int, positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, is_main_process, learning_rate,
+                     nonneg_int, positive_int, prepare_out)
 from .data import sdigits, smnist
 from .listops import listops
 
@@ -83,11 +83,18 @@ def _groups(runs):
     return groups
 
 
+def _report(store, out):
+    """:func:`report` once a run has finished (a figure needs one)."""
+    if _groups(store.all()):
+        return report(store.all(), store.meta, out)
+    return None
+
+
 def report(runs, meta, out):
-    """``report.md`` (best / final test accuracy, mean +- std over seeds; diverged runs listed) and
-    ``curves.png``."""
+    """``report.md`` (best / final test accuracy, mean +- std over seeds) and ``curves.png``."""
     from ddesys.plot import _plt
-    groups = _groups(runs)
+    groups = {}
+    groups.update(_groups(runs))
     commands = meta.get("commands") or [meta.get("command", "")]
     lines = [f"# General sequence benchmarks ({meta.get('scale', '?')} scale)", "",
              "Commands: " + "; ".join(f"`{c}`" for c in commands) + "  ",
@@ -106,9 +113,9 @@ def report(runs, meta, out):
             f"{r['task']} {r['config']['family']} H={r['config']['width']} lr={r['config']['lr']:g} "
             f"seed {r['config']['seed']} at epoch {r.get('diverged_epoch', '?')}" for r in bad) + "."]
     lines += ["", "![test accuracy per epoch](curves.png)", ""]
-    atomic_write(out / "report.md", "\n".join(lines))
+    (out / "report.md").write_text("\n".join(lines))
     plt = _plt()
-    tasks = list(dict.fromkeys(t for t, _ in groups)) or ["no finished runs"]
+    tasks = list(dict.fromkeys(t for t, _ in groups))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.3), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for (t, fam), rs in groups.items():
@@ -123,8 +130,7 @@ def report(runs, meta, out):
         ax.set_xlabel("epoch")
         ax.set_ylabel("test accuracy")
         ax.grid(alpha=0.3)
-        if groups:
-            ax.legend()
+        ax.legend()
     fig.tight_layout()
     fig.savefig(out / "curves.png", dpi=120)
     plt.close(fig)
@@ -208,9 +214,9 @@ def main(argv=None):
                   f"device {ctx.device}" + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
         ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
         code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                         on_saved=lambda: report(store.all(), store.meta, out))
+                         on_saved=lambda: _report(store, out))
         if ctx.main and code == 0 and jobs:
-            print(report(store.all(), store.meta, out))
+            print(_report(store, out) or "no finished runs")
         return code
     finally:
         ctx.close()

@@ -99,7 +99,7 @@ def _available(models):
     if importlib.util.find_spec("transformers") is not None:
         return models
     skipped = [m for m in models if m in HF_FAMILIES]
-    if skipped:
+    if skipped and is_main_process():
         print(f"note: transformers is not installed, skipping {', '.join(skipped)} "
               "(pip install -e \".[experiments]\")")
     return tuple(m for m in models if m not in HF_FAMILIES)
@@ -114,7 +114,8 @@ def _save_report(out, store):
     from . import report
     runs = store.all()
     atomic_write(out / "report.md", report.markdown(runs, store.meta))
-    report.plot_curves(runs, out / "curves.png")
+    if report.done(runs):
+        report.plot_curves(runs, out / "curves.png")
 
 
 def main(argv=None):

@@ -155,13 +155,13 @@ def mechanism_table(runs):
     return rows
 
 
-def plot_curves(runs, path):
+def plot_curves(runs, path):  # needs a finished run (see done())
     """Validation accuracy vs step, one panel per task, each family at its best learning rate (mean over
-    seeds, band = mean +- std)."""
+    seeds, band = min..max)."""
     from ddesys.plot import _plt
     plt = _plt()
     best = best_lr_runs(runs)
-    tasks = list(dict.fromkeys(t for t, _ in best)) or ["no finished runs"]
+    tasks = list(dict.fromkeys(t for t, _ in best))
     cols = min(3, len(tasks))
     rows = -(-len(tasks) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
@@ -171,12 +171,10 @@ def plot_curves(runs, path):
                 continue
             steps = [p["step"] for p in rs[0]["curve"]]
             acc = np.array([[p["val_acc"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
-            mean = acc.mean(0)
-            line, = ax.plot(steps, mean, label=f"{fam} (lr {lr:g}, {len(acc)} seeds)",
+            line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g}, {len(acc)} seeds)",
                             lw=2 if fam.startswith("ds4d") else 1.2)
             if len(acc) > 1:
-                sd = acc.std(0)
-                ax.fill_between(steps, mean - sd, mean + sd, color=line.get_color(), alpha=0.15)
+                ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
         ax.set_title(task)
         ax.set_xlabel("step")
         ax.set_ylabel("validation accuracy")
@@ -184,8 +182,7 @@ def plot_curves(runs, path):
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.axis("off")
-    if best:
-        axes.flat[0].legend(fontsize=7, loc="lower right")
+    axes.flat[0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
