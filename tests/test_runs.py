@@ -4,6 +4,7 @@ work, arguments are checked at parse time, interrupted runs resume bitwise exact
 recorded while the sweep goes on, and two torchrun processes train like one."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -193,6 +194,28 @@ def test_interrupted_run_resumes_to_the_same_bits(tmp_path, monkeypatch, which):
     assert _same_tensors(a["trainer"]["model"], b["trainer"]["model"])
     assert _same_tensors(a["trainer"]["optimizer"], b["trainer"]["optimizer"])
     assert [_strip(r) for r in _runs_of(ref)] == [_strip(r) for r in _runs_of(cut)]
+
+
+@pytest.mark.slow
+def test_sigterm_from_outside_checkpoints_and_the_rerun_finishes(tmp_path):
+    """A real SIGTERM from another process, sent once the run has written its first periodic
+    checkpoint: the CLI finishes the step, checkpoints and exits 143; the same command then resumes."""
+    cmd = [sys.executable, "-m", "experiments.synthetic"] + SMOKE + [
+        "--models", "lstm", "--steps", "200", "--eval-every", "100", "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd + ["--checkpoint-every", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    t0 = time.perf_counter()
+    while not list(tmp_path.glob("checkpoints/*.pt")) and proc.poll() is None and time.perf_counter() - t0 < 120:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    assert "stopped by SIGTERM" in out and not (tmp_path / "results.json").exists()
+    step = _final_state(tmp_path)["run"]["step"]
+    assert 1 <= step < 200
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV)
+    assert res.returncode == 0 and "resuming" in res.stdout, res.stderr[-2000:]
+    (run,) = _runs_of(tmp_path)
+    assert [p["step"] for p in run["curve"]] == [100, 200]
 
 
 def test_diverging_run_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
