@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -63,6 +64,13 @@ def learning_rate(text):
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
     return v
+
+
+def device_name(text):
+    """argparse type: ``cpu``, ``cuda`` or ``cuda:N`` (``mps`` too), checked without importing torch."""
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", text):
+        raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+    return text
 
 
 def add_run_arguments(ap, ckpt_every=200):
@@ -228,5 +236,6 @@ class Store:
         return list(self.runs.values())
 
 
-__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "config_key", "is_main_process",
-           "learning_rate", "move_aside", "nonneg_int", "positive_int", "prepare_out", "read_results"]
+__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "config_key", "device_name",
+           "is_main_process", "learning_rate", "move_aside", "nonneg_int", "positive_int", "prepare_out",
+           "read_results"]

@@ -132,7 +132,8 @@ def test_prepare_out_probes_by_writing(tmp_path, monkeypatch):
     (synthetic_main, ["--lrs", "-1e-3"]), (synthetic_main, ["--lag-range", "9", "3"]),
     (synthetic_main, ["--checkpoint-every", "0"]), (synthetic_main, ["--tokens", "2", "--tasks", "sum"]),
     (general_main, ["--epochs", "0"]), (general_main, ["--batch", "-1"]), (general_main, ["--width", "0"]),
-    (general_main, ["--lr", "inf"]), (general_main, ["--dropout", "1.5"])])
+    (general_main, ["--lr", "inf"]), (general_main, ["--dropout", "1.5"]), (general_main, ["--device", "gpu"]),
+    (synthetic_main, ["--device", "cuda0"])])
 def test_arguments_are_checked_at_parse_time(tmp_path, main, args, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--scale", "smoke", "--out", str(tmp_path / "out")] + args)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, is_main_process, learning_rate,
-                     nonneg_int, positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, device_name, is_main_process,
+                     learning_rate, nonneg_int, positive_int, prepare_out)
 from .data import sdigits, smnist
 from .listops import listops
 
@@ -144,11 +144,13 @@ def _parse(argv):
     ap.add_argument("--models", nargs="+", choices=("ds4d", "s4d"), default=["ds4d", "s4d"])
     ap.add_argument("--seeds", nargs="+", type=nonneg_int, default=[0])
     ap.add_argument("--data-dir", type=Path, help="local folder with the task's files (smnist: IDX; listops: TSV)")
-    for name in ("width", "epochs", "batch", "n-layers", "d-state"):
+    for name in ("width", "epochs", "n-layers", "d-state"):
         ap.add_argument(f"--{name}", type=positive_int)
+    ap.add_argument("--batch", type=positive_int, help="global batch (split across torchrun processes)")
     ap.add_argument("--lr", type=learning_rate, help="base learning rate (default: the scale's)")
     ap.add_argument("--dropout", type=float, help="dropout rate in [0, 1) (default 0.1)")
-    ap.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
+                    "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./general_out/<scale>")
     ap.add_argument("--quiet", action="store_true")
     add_run_arguments(ap)

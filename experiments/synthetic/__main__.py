@@ -24,8 +24,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, is_main_process,
-                     learning_rate, nonneg_int, positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name,
+                     is_main_process, learning_rate, nonneg_int, positive_int, prepare_out)
 from . import FAMILIES, HF_FAMILIES
 from .tasks import KINDS, preset
 
@@ -48,13 +48,15 @@ def _parse(argv):
                     "scale: without mamba-ssm its CPU scan is ~20x slower than the others)")
     ap.add_argument("--seeds", nargs="+", type=nonneg_int)
     ap.add_argument("--lrs", nargs="+", type=learning_rate, help="base learning rates swept (best one reported)")
-    for name in ("width", "steps", "batch", "eval-every", "val-size"):
+    for name in ("width", "steps", "eval-every", "val-size"):
         ap.add_argument(f"--{name}", type=positive_int)
+    ap.add_argument("--batch", type=positive_int, help="global batch (split across torchrun processes)")
     ap.add_argument("--tokens", type=positive_int, help="data length T of every task (default: the scale's)")
     ap.add_argument("--lag", type=nonneg_int, help="lag P of the fixed protocol (default: the scale's)")
     ap.add_argument("--lag-range", nargs=2, type=nonneg_int, metavar=("P_MIN", "P_MAX"),
                     help="lag range of the variable protocol (default: the scale's)")
-    ap.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
+                    "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     add_run_arguments(ap)
