@@ -11,7 +11,10 @@ from ._array import to_numpy
 from .stability import is_stable_exact
 
 
-def _plt():
+def pyplot():
+    """``matplotlib.pyplot``, importable on a headless machine (falls back to the Agg backend only when
+    the configured interactive backend cannot start). The figures of this module and of the
+    experiments are made through it."""
     import matplotlib
 
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
@@ -31,7 +34,7 @@ def _channels(sys, channels):
 
 def plot_kernel(sys, L, channels=None, ax=None, **kernel_kw):
     """Kernel (impulse response without ``d``) of a :class:`DiscreteDelaySystem`, a few channels."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 3.5))
     K = to_numpy(sys.kernel(L, **kernel_kw)).reshape(-1, L)
     delay = to_numpy(sys.delay).reshape(-1)
@@ -46,7 +49,7 @@ def plot_kernel(sys, L, channels=None, ax=None, **kernel_kw):
 
 def plot_freqresp(sys, omega=None, channels=None, axes=None):
     """Bode plot: ``|K|`` in dB and phase against frequency (discrete: rad/step up to pi)."""
-    plt = _plt()
+    plt = pyplot()
     if axes is None:
         fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     fig = axes[0].figure
@@ -71,7 +74,7 @@ def plot_freqresp(sys, omega=None, channels=None, axes=None):
 def plot_roots(sys, ax=None, max_degree=2048):
     """Characteristic roots: discrete systems against the unit circle, continuous against the imaginary
     axis (Lambert-W branches -5..5)."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 5))
     if hasattr(sys, "poles"):
         roots = np.concatenate(sys.poles(max_degree=max_degree))
@@ -94,7 +97,7 @@ def plot_roots(sys, ax=None, max_degree=2048):
 def plot_stability_region(k, alpha=0.0, n=201, lim=2.0, ax=None):
     """Exact stability region of the scalar real system ``h_t = lam h_{t-1} + mu h(t - k - alpha)``
     in the ``(lam, mu)`` plane, with the sufficient diamond ``|lam| + |mu| < 1`` drawn over it."""
-    plt = _plt()
+    plt = pyplot()
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 5))
     g = np.linspace(-lim, lim, n)
     LAM, MU = np.meshgrid(g, g)
