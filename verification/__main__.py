@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from experiments._runs import OutError, atomic_write, prepare_out  # noqa: E402
+from verification.outdir import OutError, atomic_write, prepare_out  # noqa: E402
 
 CONFIGS = {
     "quick": dict(Ls=[1024, 2048], seeds=2, H=32, contour_L=1024, stab_samples=300, decode_H=32,
