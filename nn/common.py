@@ -103,8 +103,8 @@ def check_cache(layer, cache, batch, what="step"):
         raise TypeError(f"{name}.{what} needs the {want.__name__} from this layer's allocate_inference_cache(), "
                         f"got {type(cache).__name__}")
     state = cache.state
-    if state.shape[-2:] != (layer.H, layer.N2):
-        raise ValueError(f"{name}.{what}: the cache holds (H, N/2) = {tuple(state.shape[-2:])} states but this layer "
+    if cache.modes != (layer.H, layer.N2):
+        raise ValueError(f"{name}.{what}: the cache holds (H, N/2) = {cache.modes} states but this layer "
                          f"has ({layer.H}, {layer.N2}); was it allocated by another layer?")
     if batch != cache.batch_size:
         raise ValueError(f"{name}.{what}: input has batch {batch} but the cache was allocated for {cache.batch_size}")

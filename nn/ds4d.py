@@ -26,17 +26,33 @@ from .delay_range import DelayRange
 from .optim import register_optim
 
 
+HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
+PREFILL_BLOCK = 2**24        # complex128 elements of one (batch, H, modes, M) block of prefill (256 MiB)
+
+
 @dataclass
 class DS4DCache:
-    """Decode state of one DS4D layer: ring buffer ``buf`` ``(B, R, H, N2)`` of the last ``R = k_max + 1``
-    states of every mode (slot-major: a token's states are contiguous) and the number ``t`` of tokens
-    consumed."""
+    """Decode state of one DS4D layer: ring buffer ``buf`` of the last ``R = k_max + 1`` states of every
+    mode (slot-major: a token's states are contiguous) and the number ``t`` of tokens consumed.
+
+    ``buf`` is complex ``(B, R, H, N2)``, or, for a 16-bit history, float16 / bfloat16 ``(B, R, H, N2, 2)``
+    (real and imaginary parts; the update itself runs in float32)."""
     buf: torch.Tensor
     t: int = 0
 
     @property
     def state(self):
         return self.buf
+
+    @property
+    def modes(self):
+        """``(H, N2)``: the channels and modes the cache holds."""
+        return tuple(self.buf.shape[2:4])
+
+    @property
+    def history16(self):
+        """The 16-bit storage dtype, or None for a complex history."""
+        return None if self.buf.is_complex() else self.buf.dtype
 
     @property
     def batch_size(self):
@@ -201,15 +217,26 @@ class DS4D(DelayRange, DiagonalSSM):
         return y.reshape(Bsz, H, L).to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
-    def allocate_inference_cache(self, batch_size, dtype=None):
+    def allocate_inference_cache(self, batch_size, dtype=None, history_dtype=None):
         """A fresh :class:`DS4DCache` for ``batch_size`` sequences, sized by the layer's largest delay now
-        (``R = k_max + 1`` slots); complex128 when ``dtype`` is ``torch.float64``, else complex64."""
+        (``R = k_max + 1`` slots): complex128 when ``dtype`` is ``torch.float64``, else complex64.
+
+        ``history_dtype=torch.float16`` or ``torch.bfloat16`` keeps the history in 16-bit floats (half the
+        memory of complex64; the update runs in float32, each stored state is rounded to the 16-bit
+        format: about 1e-3 (float16) or 1e-2 (bfloat16) relative error on the outputs, see
+        :func:`ddesys.step.history_error_bound`). float16 overflows for states beyond 65504."""
         self._check_decodable()
         self._require_range("allocate_inference_cache")
+        if history_dtype not in HISTORY_DTYPES:
+            raise ValueError(f"history_dtype must be one of {HISTORY_DTYPES}, got {history_dtype}")
+        if history_dtype is not None and dtype == torch.float64:
+            raise ValueError("a 16-bit history (history_dtype) runs its update in float32: drop dtype=torch.float64")
         check_finite_params(self)
         R = int(self.discrete(torch.float64).k.max()) + 1
-        return DS4DCache(torch.zeros(batch_size, R, self.H, self.N2, dtype=self._cache_dtype(dtype),
-                                     device=self.D.device))
+        shape, dt = (batch_size, R, self.H, self.N2), self._cache_dtype(dtype)
+        if history_dtype is not None:
+            shape, dt = shape + (2,), history_dtype
+        return DS4DCache(torch.zeros(shape, dtype=dt, device=self.D.device))
 
     def _step_constants(self, rdt):
         """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)``, ``k_max`` and
@@ -231,27 +258,31 @@ class DS4D(DelayRange, DiagonalSSM):
         if k_max >= R:
             raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
-        if choose(buf) == TRITON:
+        if cache.history16 is None and choose(buf) == TRITON:
             y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
             cache.t = t + 1
             return y.to(x_t.dtype)
-        hk = buf[:, (t - k) % R, ar]                                # (B, H, N2)
-        hk1 = buf[:, (t - k - 1) % R, ar]                           # (B, H, N2)
+        wide = (lambda z: torch.view_as_complex(z.float())) if cache.history16 else (lambda z: z)  # noqa: E731
+        hk = wide(buf[:, (t - k) % R, ar])                          # (B, H, N2)
+        hk1 = wide(buf[:, (t - k - 1) % R, ar])                     # (B, H, N2)
         if t <= k_max:                                              # reads before the start are zero
-            zero = torch.zeros((), dtype=buf.dtype, device=buf.device)
+            zero = torch.zeros((), dtype=hk.dtype, device=buf.device)
             hk = torch.where((t - k >= 0)[:, None], hk, zero)
             hk1 = torch.where((t - k - 1 >= 0)[:, None], hk1, zero)
-        prev = buf[:, (t - 1) % R] if t > 0 else torch.zeros_like(hk)                     # (B, H, N2)
+        prev = wide(buf[:, (t - 1) % R]) if t > 0 else torch.zeros_like(hk)               # (B, H, N2)
         xt = x_t.to(rdt)[..., None]                                 # (B, H, 1)
         h = delay_update(prev, hk, hk1, xt, lam, m1, m2, bbar)      # (B, H, N2)
-        buf[:, t % R] = h
+        buf[:, t % R] = torch.view_as_real(h).to(buf.dtype) if cache.history16 else h
         cache.t = t + 1
         return readout(h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)              # (B, H)
 
     @torch.no_grad()
     def prefill(self, x, cache):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns the FFT
-        output and fills ``cache`` with the last ``R`` states, from per-mode state kernels."""
+        output and fills ``cache`` with the last ``R`` states, from per-mode state kernels (FFT).
+
+        Memory: the cache, the prompt's spectrum ``(B, H, M)`` complex128 and blocks of at most
+        ``PREFILL_BLOCK`` complex128 elements (modes and batch rows taken a few at a time)."""
         xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         Bsz, H, L = xb.shape
         R = cache.n_slots
@@ -261,14 +292,22 @@ class DS4D(DelayRange, DiagonalSSM):
         d = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
         rho_t = torch.full(d.k.shape, rho, dtype=torch.float64, device=d.k.device)
-        G = synthesize_kernel(d.lam, d.mu, d.bbar, d.k, d.alpha, L, M, rho_t, per_mode=True)  # (H, N2, L)
-        Xf = torch.fft.fft(xb.double(), n=M)[:, :, None, :]          # (B, H, 1, M)
+        Xf = torch.fft.fft(xb.double(), n=M)                         # (B, H, M)
         n_keep = min(R, L)
         slots = torch.arange(L - n_keep, L, device=xb.device) % R    # (n_keep,)
-        for s in range(0, self.N2, 8):
-            Gf = torch.fft.fft(G[:, s:s + 8], n=M)                   # (H, n, M)
-            hs = torch.fft.ifft(Xf * Gf, n=M)[..., L - n_keep:L]     # (B, H, n, n_keep)
-            cache.buf[:, slots, :, s:s + 8] = hs.permute(0, 3, 1, 2).to(cache.buf.dtype)
+        n_modes = max(1, min(self.N2, PREFILL_BLOCK // (Bsz * H * M)))
+        n_rows = max(1, min(Bsz, PREFILL_BLOCK // (H * M * n_modes)))
+        for s in range(0, self.N2, n_modes):
+            sl = slice(s, s + n_modes)
+            G = synthesize_kernel(d.lam[:, sl], d.mu[:, sl], d.bbar[:, sl], d.k, d.alpha, L, M, rho_t,
+                                  per_mode=True)                   # (H, n, L) state kernels
+            Gf = torch.fft.fft(G, n=M)                               # (H, n, M)
+            for b in range(0, Bsz, n_rows):
+                hs = torch.fft.ifft(Xf[b:b + n_rows, :, None, :] * Gf, n=M)[..., L - n_keep:L]   # (b, H, n, keep)
+                hs = hs.permute(0, 3, 1, 2)                          # (b, keep, H, n)
+                if cache.history16:
+                    hs = torch.view_as_real(hs.to(torch.complex64))  # (b, keep, H, n, 2)
+                cache.buf[b:b + n_rows, slots, :, sl] = hs.to(cache.buf.dtype)
         cache.t = L
         return y
 

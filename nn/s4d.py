@@ -26,6 +26,11 @@ class S4DCache:
         return self.h
 
     @property
+    def modes(self):
+        """``(H, N2)``: the channels and modes the cache holds."""
+        return tuple(self.h.shape[1:3])
+
+    @property
     def batch_size(self):
         return self.h.shape[0]
 
