@@ -1,0 +1,606 @@
+"""Fused CPU decode step of the delayed recurrence (docs/theory.md, decoding), compiled with Numba.
+
+One token at position ``t`` for every (batch, channel) pair and all its modes, in one pass over memory::
+
+    h_t = lam h_{t-1} + m1 h_{t-k} + m2 h_{t-k-1} + bbar x_t,     m1 = mu (1 - alpha), m2 = mu alpha
+    y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t,                        h_{t<0} = 0
+
+The history is a ring buffer of ``R`` slots, slot-major (one token's states contiguous), the layout of
+``nn.DS4D``'s cache and of the Triton kernel ``gpu/decode.py``: ``h_s`` lives in slot ``s mod R``. A step
+reads slots ``(t-1) % R``, ``(t-k) % R``, ``(t-k-1) % R`` (a read of a position ``< 0`` is zero, whatever the
+slot holds), then writes ``h_t`` into slot ``t % R``. With ``k = R - 1`` the slot of ``t-k-1`` is the one
+written: every mode is read before it is written.
+
+Storage (``buf``) and precision:
+
+* complex64 ``(B, R, H, N2)``: the update in float32; parameters complex64, ``x_t``, ``d``, ``y_out`` float32;
+* complex128 ``(B, R, H, N2)``: the update in float64; parameters complex128, the reals float64;
+* 16-bit history, uint16 ``(B, R, H, N2, 2)``, the (real, imaginary) bit patterns of IEEE ``"float16"`` or
+  ``"bfloat16"`` (``fmt16=``): half the memory of complex64. Loads widen exactly to float32, the update
+  runs in float32 (parameters complex64, reals float32), the store rounds to nearest even. A torch cache:
+  ``torch.zeros(B, R, H, N2, 2, dtype=torch.uint16)``, its ``.numpy()`` taken once; a float16 numpy array
+  ``a`` ``(..., 2)`` is passed as ``a.view(np.uint16)``; :func:`encode16` / :func:`decode16` convert.
+
+16-bit accuracy. Each stored state is rounded to a relative ``u`` (``2^-11`` float16, ``2^-8`` bfloat16)
+plus, for float16, an absolute ``a = 2^-25 sqrt 2`` where it is subnormal. The roundings enter the state
+recurrence as a forcing; its coefficients have ``rho = |lam| + |m1| + |m2| < 1`` for a stable mode, so the
+state error stays below ``(u max|h| + a) / (1 - rho)`` and::
+
+    |y_t - y_t(exact)| <= 2 sum_n |c_n| (u max_s |h_{n,s}| + a) / (1 - rho_n)   (+ the float32 update's own)
+
+(:func:`history_error_bound`). Measured (``tests/test_fused_step.py``, ``experiments/bench_step.py``) the
+error sits one to two orders below this worst case, about ``u / 2^-24`` times the complex64 cache's error.
+float16 keeps 8 times more bits but has a narrow range: a state past 65504 in magnitude becomes infinite
+and one below ``6e-5`` loses relative precision; bfloat16 has float32's range. Use float16 when the states
+are known to be of moderate size (DS4D's usual O(1) scale), bfloat16 when they are not.
+
+Threads. Batch rows x blocks of channels are split over Numba's threads (``prange``) inside
+:func:`ddesys.threads.numba_threads` (never beyond torch's budget), or one thread runs the step.
+``parallel=None`` picks: one thread below ``PARALLEL_MIN_WORK = B * H * N2`` (waking the pool costs more
+than it saves there), else it times both on the first calls of each size and thread budget (real steps:
+the results are the same bits either way) and keeps the faster, checking again every ``RECHECK`` calls.
+
+Checks, at no measurable cost: Numba's dispatcher, compiled for the exact types only, refuses wrong types,
+dtypes, ranks, layouts and read-only buffers; the compiled loop checks the shapes, ``t >= 0`` and every
+delay in ``[1, R - 1]`` before it touches memory. A refused call explains itself (:func:`check_step_args`
+runs then) and leaves ``buf`` and ``y_out`` unchanged. Nothing is allocated per token: the caller owns
+``y_out`` (``tests/test_fused_step.py`` counts the allocations).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from .recurrence import _nb
+from .threads import numba_threads, thread_budget
+
+__all__ = ["decode_step", "check_step_args", "step_available", "history_error_bound", "encode16", "decode16",
+           "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
+
+FMT16 = ("float16", "bfloat16")
+#: ``B * H * N2`` below which the step always runs on one thread (experiments/bench_step.py: one batch
+#: row of 256 x 32 modes takes tens of microseconds, about what waking and joining the pool costs).
+PARALLEL_MIN_WORK = 32768
+#: calls between two re-timings of serial against parallel (``parallel=None`` above PARALLEL_MIN_WORK)
+RECHECK = 4096
+_TRIALS = 5                   # timed calls of each variant per decision
+_PD = 8                       # channels ahead whose delayed rows are prefetched
+_CH = 32                      # channels per parallel work item
+_TMAX = 2 ** 62
+
+_C64, _C128, _U16 = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.uint16)
+_F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
+
+
+def step_available() -> bool:
+    """True when the compiled step can run (Numba present and not disabled by ``DDESYS_DISABLE_NUMBA``)."""
+    return _nb is not None
+
+
+# ---------------------------------------------------------------------------------------------- compiled
+if _nb is not None:
+    from llvmlite import ir as _ir
+    from numba import types as _t
+    from numba.extending import intrinsic as _intrinsic
+
+    _FM = {"contract", "reassoc", "nsz"}          # FMA and reordered sums; NaN and inf keep their meaning
+
+    @_intrinsic
+    def _f16_to_f32(typingctx, bits):             # pragma: no cover - codegen (F16C / native half)
+        def codegen(context, builder, sig, args):
+            return builder.fpext(builder.bitcast(args[0], _ir.HalfType()), _ir.FloatType())
+        return _t.float32(_t.uint16), codegen
+
+    @_intrinsic
+    def _f32_to_f16(typingctx, x):                # pragma: no cover - codegen; IEEE, round to nearest even
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(builder.fptrunc(args[0], _ir.HalfType()), _ir.IntType(16))
+        return _t.uint16(_t.float32), codegen
+
+    @_intrinsic
+    def _f32_bits(typingctx, x):                  # pragma: no cover - codegen
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], _ir.IntType(32))
+        return _t.uint32(_t.float32), codegen
+
+    @_intrinsic
+    def _bits_f32(typingctx, u):                  # pragma: no cover - codegen
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], _ir.FloatType())
+        return _t.float32(_t.uint32), codegen
+
+    @_intrinsic
+    def _prefetch(typingctx, addr):               # pragma: no cover - codegen; a hint: never faults
+        def codegen(context, builder, sig, args):
+            i8p = _ir.IntType(8).as_pointer()
+            i32 = _ir.IntType(32)
+            fnty = _ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32])
+            fn = builder.module.declare_intrinsic("llvm.prefetch", [i8p], fnty)
+            builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])   # read, keep, data
+            return context.get_dummy_value()
+        return _t.void(_t.uintp), codegen
+
+    @_nb.njit(inline="always")
+    def _bf16_to_f32(bits):                       # pragma: no cover - jitted; exact
+        return _bits_f32(_t.uint32(bits) << _t.uint32(16))
+
+    @_nb.njit(inline="always")
+    def _f32_to_bf16(x):                          # pragma: no cover - jitted; round to nearest even
+        u = _f32_bits(x)
+        if (u & _t.uint32(0x7FFFFFFF)) > _t.uint32(0x7F800000):         # NaN stays a (quiet) NaN
+            return _t.uint16((u >> _t.uint32(16)) | _t.uint32(0x40))
+        return _t.uint16((u + _t.uint32(0x7FFF) + ((u >> _t.uint32(16)) & _t.uint32(1))) >> _t.uint32(16))
+
+    @_nb.njit(inline="always")
+    def _ld16(buf, b, s, h, n, fmt):              # pragma: no cover - jitted
+        if fmt == 0:
+            return _f16_to_f32(buf[b, s, h, n, 0]), _f16_to_f32(buf[b, s, h, n, 1])
+        return _bf16_to_f32(buf[b, s, h, n, 0]), _bf16_to_f32(buf[b, s, h, n, 1])
+
+    @_nb.njit(inline="always")
+    def _st16(buf, b, s, h, n, fmt, vr, vi):      # pragma: no cover - jitted
+        if fmt == 0:
+            buf[b, s, h, n, 0] = _f32_to_f16(vr)
+            buf[b, s, h, n, 1] = _f32_to_f16(vi)
+        else:
+            buf[b, s, h, n, 0] = _f32_to_bf16(vr)
+            buf[b, s, h, n, 1] = _f32_to_bf16(vi)
+
+    @_nb.njit(inline="always")
+    def _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """-1 when every shape fits ``buf``, ``t >= 0`` and every delay lies in ``[1, R - 1]``; else -2
+        (shapes, ``t``, ``R``) or the index of the first bad delay. Runs before any memory is touched."""
+        B, R, H, N2 = br.shape[0], br.shape[1], br.shape[2], br.shape[3]
+        if t < 0 or R < 2 or x.shape[0] != B or x.shape[1] != H or y.shape[0] != B or y.shape[1] != H:
+            return -2
+        if d.shape[0] != H or k.shape[0] != H:
+            return -2
+        if br.ndim == 5 and br.shape[br.ndim - 1] != 2:         # 16-bit: (real, imaginary) pairs
+            return -2
+        for p in (lam, m1, m2, bb, c):
+            if p.shape[0] != H or p.shape[1] != N2:
+                return -2
+        for i in range(H):
+            if k[i] < 1 or k[i] > R - 1:
+                return i
+        return -1
+
+    @_nb.njit(inline="always")
+    def _delay_slots(st, kh, R):                  # pragma: no cover - jitted
+        """Slots of ``t - k`` and ``t - k - 1`` from ``st = t % R`` (``1 <= k <= R - 1``: no division)."""
+        sk = st - kh
+        if sk < 0:
+            sk += R
+        return sk, (sk - 1 if sk >= 1 else R - 1)
+
+    @_nb.njit(inline="always")
+    def _prefetch_delayed(buf, b, h, st, k):      # pragma: no cover - jitted
+        """Ask for channel ``h``'s two delayed rows ahead of use: written ``k`` tokens ago, each channel's
+        in another slot, they are scattered far apart in memory, and the step would wait on each."""
+        sk, sk1 = _delay_slots(st, k[h], buf.shape[1])
+        row = buf.strides[2]                      # bytes of one channel's modes
+        a1 = buf.ctypes.data + (b * buf.shape[1] + sk) * buf.strides[1] + h * row
+        a2 = buf.ctypes.data + (b * buf.shape[1] + sk1) * buf.strides[1] + h * row
+        for off in range(0, row, 64):
+            _prefetch(a1 + off)
+            _prefetch(a2 + off)
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
+        """``h_t`` of one (batch, channel) past its delay, all modes, read through ``br`` and written
+        through ``bw`` (one buffer, two handles: LLVM's overlap check then passes and the loop runs
+        vectorized); returns ``Re sum c h``."""
+        acc = xr - xr                             # zero in the update's precision
+        for n in range(br.shape[3]):
+            v = lam[h, n] * br[b, sp, h, n] + m1[h, n] * br[b, sk, h, n] + m2[h, n] * br[b, sk1, h, n] \
+                + bb[h, n] * xr
+            bw[b, st, h, n] = v
+            acc += c[h, n].real * v.real - c[h, n].imag * v.imag
+        return acc
+
+    @_nb.njit(fastmath=_FM)
+    def _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):   # pragma: no cover
+        """As :func:`_modes_c` for ``t <= k``: ``h_{t-k-1}`` is zero, ``h_{t-k}`` live iff ``use_k``
+        (``t = k``), ``h_{t-1}`` iff ``use_p`` (``t >= 1``). Out of line: the steady loop stays lean."""
+        acc = xr - xr
+        for n in range(br.shape[3]):
+            v = bb[h, n] * xr
+            if use_p:
+                v += lam[h, n] * br[b, sp, h, n]
+            if use_k:
+                v += m1[h, n] * br[b, sk, h, n]
+            bw[b, st, h, n] = v
+            acc += c[h, n].real * v.real - c[h, n].imag * v.imag
+        return acc
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _rows_c(br, bw, b, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """Channels ``h0 <= h < h1`` of batch row ``b``, complex buffer."""
+        R = br.shape[1]
+        st = t % R
+        sp = st - 1 if st >= 1 else R - 1
+        for h in range(h0, h1):
+            if h + _PD < h1:
+                _prefetch_delayed(br, b, h + _PD, st, k)
+            kh = k[h]
+            xr = x[b, h]
+            sk, sk1 = _delay_slots(st, kh, R)
+            if t > kh:                            # the steady state: all three reads live
+                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+            else:                                 # t <= k: reads before the start are zero
+                acc = _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
+            y[b, h] = (acc + acc) + d[h] * xr
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
+        """As :func:`_modes_c` for a 16-bit history, in float32 (``fmt`` a call-site constant)."""
+        acc = np.float32(0)
+        for n in range(br.shape[3]):
+            pr, pi = _ld16(br, b, sp, h, n, fmt)
+            qr, qi = _ld16(br, b, sk, h, n, fmt)
+            rr, ri = _ld16(br, b, sk1, h, n, fmt)
+            vr = (lam[h, n].real * pr - lam[h, n].imag * pi + m1[h, n].real * qr - m1[h, n].imag * qi
+                  + m2[h, n].real * rr - m2[h, n].imag * ri + bb[h, n].real * xr)
+            vi = (lam[h, n].real * pi + lam[h, n].imag * pr + m1[h, n].real * qi + m1[h, n].imag * qr
+                  + m2[h, n].real * ri + m2[h, n].imag * rr + bb[h, n].imag * xr)
+            _st16(bw, b, st, h, n, fmt, vr, vi)
+            acc += c[h, n].real * vr - c[h, n].imag * vi
+        return acc
+
+    @_nb.njit(fastmath=_FM)
+    def _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):  # pragma: no cover
+        """As :func:`_modes_c_start` for a 16-bit history."""
+        acc = np.float32(0)
+        for n in range(br.shape[3]):
+            vr = bb[h, n].real * xr
+            vi = bb[h, n].imag * xr
+            if use_p:
+                pr, pi = _ld16(br, b, sp, h, n, fmt)
+                vr += lam[h, n].real * pr - lam[h, n].imag * pi
+                vi += lam[h, n].real * pi + lam[h, n].imag * pr
+            if use_k:
+                pr, pi = _ld16(br, b, sk, h, n, fmt)
+                vr += m1[h, n].real * pr - m1[h, n].imag * pi
+                vi += m1[h, n].real * pi + m1[h, n].imag * pr
+            _st16(bw, b, st, h, n, fmt, vr, vi)
+            acc += c[h, n].real * vr - c[h, n].imag * vi
+        return acc
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _rows_16(br, bw, fmt, b, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """Channels ``h0 <= h < h1`` of batch row ``b``, 16-bit buffer."""
+        R = br.shape[1]
+        st = t % R
+        sp = st - 1 if st >= 1 else R - 1
+        for h in range(h0, h1):
+            if h + _PD < h1:
+                _prefetch_delayed(br, b, h + _PD, st, k)
+            kh = k[h]
+            xr = x[b, h]
+            sk, sk1 = _delay_slots(st, kh, R)
+            if t > kh:
+                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+            else:
+                acc = _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
+            y[b, h] = (acc + acc) + d[h] * xr
+
+    # Entry points: compiled for the exact signatures below (nothing else compiles), once, cached on disk,
+    # on the first step. ``br`` and ``bw`` are the same buffer (see _modes_c). The parallel ones split
+    # batch rows x blocks of _CH channels (each block prefetches inside itself). ``fmt``: 0 float16, 1
+    # bfloat16 (ignored by the complex ones). Return: see _bad_args.
+    def _step_c_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            for b in range(br.shape[0]):
+                _rows_c(br, bw, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    def _step_c_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            H = br.shape[2]
+            nblk = (H + _CH - 1) // _CH
+            for j in _nb.prange(br.shape[0] * nblk):
+                b = j // nblk
+                h0 = (j - b * nblk) * _CH
+                _rows_c(br, bw, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    def _step_16_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            for b in range(br.shape[0]):
+                if fmt == 0:
+                    _rows_16(br, bw, 0, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+                else:
+                    _rows_16(br, bw, 1, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    def _step_16_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            H = br.shape[2]
+            nblk = (H + _CH - 1) // _CH
+            for j in _nb.prange(br.shape[0] * nblk):
+                b = j // nblk
+                h0 = (j - b * nblk) * _CH
+                if fmt == 0:
+                    _rows_16(br, bw, 0, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+                else:
+                    _rows_16(br, bw, 1, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    @_nb.njit(cache=True)
+    def _encode16_nb(z, fmt, out):                # pragma: no cover - jitted; the step's own rounding
+        zr = z.ravel()
+        o = out.reshape(zr.shape[0], 2)
+        for i in range(zr.shape[0]):
+            if fmt == 0:
+                o[i, 0] = _f32_to_f16(np.float32(zr[i].real))
+                o[i, 1] = _f32_to_f16(np.float32(zr[i].imag))
+            else:
+                o[i, 0] = _f32_to_bf16(np.float32(zr[i].real))
+                o[i, 1] = _f32_to_bf16(np.float32(zr[i].imag))
+
+    def _signatures(sixteen):
+        """The exact types: C-contiguous buffer, parameters, ``d``, ``k``, ``y_out``; ``x_t`` any strides."""
+        A = _t.Array
+        out = []
+        for cdt, rdt in ((_t.complex64, _t.float32),) if sixteen else ((_t.complex64, _t.float32),
+                                                                      (_t.complex128, _t.float64)):
+            buf = A(_t.uint16, 5, "C") if sixteen else A(cdt, 4, "C")
+            p = A(cdt, 2, "C")
+            tail = (_t.int64, A(rdt, 2, "A"), p, p, p, p, p, A(rdt, 1, "C"), A(_t.int64, 1, "C"),
+                    A(rdt, 2, "C"))
+            out.append(_t.int64(buf, buf, _t.int64, *tail))         # fmt (unused for complex), t, ...
+        return out
+
+    _PY = (_step_c_serial, _step_c_parallel, _step_16_serial, _step_16_parallel)
+
+    def _kernel(i):
+        """Entry point ``i`` of :data:`_PY`, compiled (or loaded from Numba's disk cache) on first use."""
+        if _KERNELS[i] is None:
+            opts = dict(cache=True, fastmath=_FM, error_model="numpy", nogil=True, parallel=i % 2 == 1)
+            _KERNELS[i] = _nb.njit(_signatures(i >= 2), **opts)(_PY[i])
+        return _KERNELS[i]
+
+_KERNELS = [None, None, None, None]
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def _fail(exc, msg):
+    raise exc(f"decode_step: {msg}")
+
+
+def _need_array(a, name):
+    if type(a) is not np.ndarray:
+        _fail(TypeError, f"{name} must be a numpy array (a CPU torch tensor's .numpy(), taken once), got "
+                         f"{type(a).__name__}")
+
+
+def check_step_args(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None):
+    """Raise a clear ``TypeError``/``ValueError`` for the first argument :func:`decode_step` would refuse;
+    returns None when all are accepted. (:func:`decode_step` runs it only after a refusal: its own checks
+    are the compiled dispatcher's and loop's.)"""
+    _need_array(buf, "buf")
+    dt = buf.dtype
+    if dt == _C64 or dt == _C128:
+        if buf.ndim != 4:
+            _fail(ValueError, f"a complex buf must be (B, R, H, N2), got shape {buf.shape}")
+        if fmt16 is not None:
+            _fail(ValueError, f"fmt16={fmt16!r} is for a uint16 (16-bit) history; buf is {dt}")
+        pdt, rdt = (_C64, _F32) if dt == _C64 else (_C128, _F64)
+    elif dt == _U16:
+        if buf.ndim != 5 or buf.shape[4] != 2:
+            _fail(ValueError, "a 16-bit buf must be uint16 (B, R, H, N2, 2) (real, imaginary bit patterns), "
+                              f"got shape {buf.shape}")
+        if fmt16 not in FMT16:
+            _fail(ValueError, f"a uint16 buf needs fmt16='float16' or 'bfloat16', got {fmt16!r}")
+        pdt, rdt = _C64, _F32
+    elif dt == np.float16:
+        _fail(TypeError, "pass a float16 history as its bit patterns, buf.view(np.uint16) (B, R, H, N2, 2), "
+                         "with fmt16='float16' (make the view once, not per token)")
+    else:
+        _fail(TypeError, f"buf must be complex64, complex128 or uint16 (a 16-bit history), got {dt}")
+    if not buf.flags.c_contiguous:
+        _fail(ValueError, f"buf must be C-contiguous (it is updated in place), got strides {buf.strides}")
+    if not buf.flags.writeable:
+        _fail(ValueError, "buf is read-only; the step writes h_t into it")
+    B, R, H, N2 = buf.shape[:4]
+    if R < 2:
+        _fail(ValueError, f"the ring buffer needs R >= 2 slots (delays k >= 1), got R={R}")
+    spec = [("x_t", x_t, rdt, (B, H), False), ("lam", lam, pdt, (H, N2), True), ("m1", m1, pdt, (H, N2), True),
+            ("m2", m2, pdt, (H, N2), True), ("bbar", bbar, pdt, (H, N2), True), ("c", c, pdt, (H, N2), True),
+            ("d", d, rdt, (H,), True), ("k", k, _I64, (H,), True), ("y_out", y_out, rdt, (B, H), True)]
+    for name, a, want, shape, contiguous in spec:
+        _need_array(a, name)
+        if a.dtype != want or a.shape != shape:
+            _fail(ValueError, f"{name} must be {want} {shape} for a {dt} buffer of shape {buf.shape}, got "
+                              f"{a.dtype} {a.shape}")
+        if contiguous and not a.flags.c_contiguous:
+            _fail(ValueError, f"{name} must be C-contiguous, got strides {a.strides}")
+        if not a.flags.writeable:
+            _fail(ValueError, f"{name} must be a writeable array (the compiled step takes writeable arrays; "
+                              "pass a copy)")
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+        _fail(TypeError, f"t must be an integer position, got {t!r}")
+    if not 0 <= t < _TMAX:
+        _fail(ValueError, f"t must be a position in [0, 2^62), got {t}")
+    bad = np.flatnonzero((k < 1) | (k > R - 1))
+    if bad.size:
+        i = int(bad[0])
+        _fail(ValueError, f"every delay must lie in [1, R - 1] = [1, {R - 1}] for a ring buffer of R={R} slots; "
+                          f"k[{i}] = {int(k[i])} (allocate R = max(k) + 1 slots)")
+
+
+def _refused(args, fmt16, exc=None):
+    """Explain a refused call: the detailed checks raise; if they find nothing, re-raise ``exc``."""
+    check_step_args(*args, fmt16=fmt16)
+    if exc is not None:
+        raise exc
+    raise ValueError("decode_step: arguments refused by the compiled step")   # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------- the step
+class _Auto:
+    """Serial or parallel, by timing both on real steps, per (16-bit?, B*H*N2, thread budget)."""
+
+    def __init__(self):
+        self.state = {}
+
+    def pick(self, key):
+        st = self.state.get(key)
+        if st is None or st[0] >= RECHECK:
+            st = self.state[key] = [0, [], [], None]
+        st[0] += 1
+        if st[3] is not None:
+            return st[3], None
+        ser, par = st[1], st[2]
+        if len(ser) >= _TRIALS and len(par) >= _TRIALS:
+            st[3] = statistics.median(par) < 0.9 * statistics.median(ser)
+            return st[3], None
+        return len(par) < len(ser), st          # alternate, timed
+
+    @staticmethod
+    def record(st, parallel, seconds):
+        (st[2] if parallel else st[1]).append(seconds)
+
+
+_AUTO = _Auto()
+
+
+def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, parallel=None):
+    """One decode step at position ``t``: writes ``h_t`` into slot ``t % R`` of ``buf`` and ``y_t`` into
+    ``y_out``; returns ``y_out``.
+
+    Args:
+        buf: the ring buffer, C-contiguous, writeable, updated in place: complex64 or complex128
+            ``(B, R, H, N2)``, or uint16 ``(B, R, H, N2, 2)`` with ``fmt16`` (16-bit history).
+        x_t: ``(B, H)`` real (any strides).
+        lam, m1, m2, bbar, c: ``(H, N2)`` complex, C-contiguous; ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``.
+        d: ``(H,)`` real; k: int64 ``(H,)``, every delay in ``[1, R - 1]``.
+        t: the position, an int ``>= 0``; reads of positions ``< 0`` are zero.
+        y_out: ``(B, H)`` real, C-contiguous, written in place.
+        fmt16: ``"float16"`` or ``"bfloat16"`` for a uint16 buffer; None for a complex one.
+        parallel: None (automatic, see the module docstring), True or False.
+
+    Precision: complex128 buffer -> complex128 parameters and float64 reals, the update in float64; a
+    complex64 or 16-bit buffer -> complex64 and float32, the update in float32. Anything else is refused
+    with a ``TypeError``/``ValueError`` naming the argument, and nothing is written.
+    """
+    if _nb is None:
+        raise RuntimeError("decode_step needs Numba (missing, or disabled by DDESYS_DISABLE_NUMBA)")
+    if t.__class__ is not int or not 0 <= t < _TMAX:
+        if isinstance(t, np.integer) and not isinstance(t, np.bool_) and 0 <= t < _TMAX:
+            t = int(t)
+        else:
+            _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
+    if fmt16 is None:
+        which, fmt = 0, 0
+    elif fmt16 == "float16":
+        which, fmt = 2, 0
+    elif fmt16 == "bfloat16":
+        which, fmt = 2, 1
+    else:
+        _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
+    go_par, timing = parallel, None
+    if parallel is None:
+        try:                                      # B * H * N2 without building a shape tuple
+            work = x_t.size * lam.size // (len(k) or 1)
+        except (AttributeError, TypeError):
+            work = 0                              # not arrays: refused below
+        go_par = False
+        if work >= PARALLEL_MIN_WORK:
+            n = thread_budget()
+            if n > 1:
+                go_par, timing = _AUTO.pick((fmt16 is not None, work, n))
+    try:
+        if go_par:
+            kern = _KERNELS[which + 1] or _kernel(which + 1)
+            with numba_threads():
+                t0 = time.perf_counter() if timing is not None else 0.0
+                bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+        else:
+            kern = _KERNELS[which] or _kernel(which)
+            t0 = time.perf_counter() if timing is not None else 0.0
+            bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+        if timing is not None:
+            _Auto.record(timing, go_par, time.perf_counter() - t0)
+    except (TypeError, ValueError, OverflowError) as exc:
+        _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16, exc)
+    if bad != -1:
+        _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
+    return y_out
+
+
+# ---------------------------------------------------------------------------------------------- 16-bit helpers
+def _check_fmt(fmt16):
+    if fmt16 not in FMT16:
+        raise ValueError(f"fmt16 must be 'float16' or 'bfloat16', got {fmt16!r}")
+
+
+def encode16(z, fmt16, out=None):
+    """Complex ``z`` -> uint16 ``z.shape + (2,)`` bit patterns (real, imaginary), rounded to nearest even
+    from float32 exactly as the step stores them (for prefilling a 16-bit history). ``out``: a C-contiguous
+    uint16 array of that shape to fill."""
+    _check_fmt(fmt16)
+    z = np.asarray(z)
+    if not np.iscomplexobj(z):
+        z = z.astype(np.complex64)
+    z = np.ascontiguousarray(z.astype(np.complex64, copy=False))   # the step rounds float32 values
+    if out is None:
+        out = np.empty(z.shape + (2,), np.uint16)
+    elif out.dtype != _U16 or out.shape != z.shape + (2,) or not out.flags.c_contiguous:
+        raise ValueError(f"encode16: out must be C-contiguous uint16 {z.shape + (2,)}, got {out.dtype} {out.shape}")
+    if _nb is not None:
+        _encode16_nb(z, FMT16.index(fmt16), out)
+    else:
+        f = np.stack([z.real, z.imag], -1)
+        out[...] = f.astype(np.float16).view(np.uint16) if fmt16 == "float16" else _np_f32_to_bf16(f)
+    return out
+
+
+def decode16(bits, fmt16):
+    """uint16 ``(..., 2)`` bit patterns -> complex64 ``(...)``, exactly (every 16-bit value is a float32)."""
+    _check_fmt(fmt16)
+    bits = np.asarray(bits)
+    if bits.dtype != _U16 or bits.shape[-1:] != (2,):
+        raise ValueError(f"decode16: bits must be uint16 (..., 2), got {bits.dtype} {bits.shape}")
+    if fmt16 == "float16":
+        f = bits.view(np.float16).astype(np.float32)
+    else:
+        f = (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    out = np.empty(bits.shape[:-1], np.complex64)
+    out.real, out.imag = f[..., 0], f[..., 1]
+    return out
+
+
+def _np_f32_to_bf16(f):
+    """float32 -> bfloat16 bits, round to nearest even, NaN kept quiet (NumPy reference of the kernel's)."""
+    u = np.ascontiguousarray(f, np.float32).view(np.uint32)
+    r = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    nan = (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.where(nan, ((u >> np.uint32(16)) | np.uint32(0x40)).astype(np.uint16), r)
+
+
+#: relative rounding of a stored component and the absolute floor of a stored complex pair
+_U16_ROUND = {"float16": (2.0 ** -11, 2.0 ** -25 * np.sqrt(2)), "bfloat16": (2.0 ** -8, 0.0)}
+
+
+def history_error_bound(lam, m1, m2, c, h_max, fmt16):
+    """Worst-case ``|y_t - y_t(exact)|`` ``(H,)`` from keeping the history in ``fmt16``, to first order in
+    the rounding ``u`` (the float32 update's own rounding not included). Each stored state carries an error
+    ``<= u |h| + a``; the state error ``e`` obeys the recurrence driven by these, and with
+    ``rho = |lam| + |m1| + |m2| < 1`` (the sum of its coefficients' magnitudes), ``max |e| <= (u max|h| + a)
+    / (1 - rho)`` per mode; so ``|dy_t| <= 2 sum_n |c_n| max |e_n|``. ``lam, m1, m2, c`` ``(H, N2)``;
+    ``h_max`` ``(H, N2)``: each mode's largest ``|h|`` over the run. Infinite for a channel with
+    ``rho >= 1``."""
+    _check_fmt(fmt16)
+    u, a = _U16_ROUND[fmt16]
+    rho = np.abs(lam) + np.abs(m1) + np.abs(m2)
+    gap = 1.0 - rho
+    with np.errstate(divide="ignore"):
+        gain = np.where(gap > 0, 1.0 / np.where(gap > 0, gap, 1.0), np.inf)
+    return 2.0 * np.sum(np.abs(c) * (u * np.asarray(h_max) + a) * gain, axis=-1)
