@@ -13,9 +13,11 @@ import torch
 from torch import nn
 
 from ddesys import DiscreteDelaySystem, choose_contour, next_pow2, unit_roundoff
-from ddesys.backend import TRITON, choose
+from ddesys.backend import NUMBA, TRITON, choose
 from ddesys.parameterization import ablation_kinds, ds4d_discrete
 from ddesys.recurrence import delay_update, readout, run_recurrence
+from ddesys.step import decode_step as fused_step
+from ddesys.step import step_available
 from ddesys.transfer import synthesize_kernel
 from gpu import decode as gpu_decode
 
@@ -239,12 +241,17 @@ class DS4D(DelayRange, DiagonalSSM):
         return DS4DCache(torch.zeros(shape, dtype=dt, device=self.D.device))
 
     def _step_constants(self, rdt):
-        """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)``, ``k_max`` and
-        ``arange(H)``."""
+        """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)``, ``k_max``,
+        ``arange(H)`` and, on the CPU, the NumPy views the fused step reads (``None`` elsewhere)."""
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
         ar = torch.arange(self.H, device=d.lam.device)              # channel index for the gathers
-        return d.lam, d.mu * (1 - al), d.mu * al, d.bbar, d.c, d.k, int(d.k.max()), ar
+        consts = (d.lam, d.mu * (1 - al), d.mu * al, d.bbar, d.c)   # (H, N2) each
+        fused = None
+        if d.lam.device.type == "cpu":
+            fused = tuple(v.detach().contiguous().numpy() for v in consts) + (
+                self.D.detach().to(rdt).contiguous().numpy(), d.k.contiguous().numpy())
+        return (*consts, d.k, int(d.k.max()), ar, fused)
 
     @torch.no_grad()
     def step(self, x_t, cache):
@@ -254,12 +261,20 @@ class DS4D(DelayRange, DiagonalSSM):
         check_step_input(self, x_t, cache)
         buf, t, R = cache.buf, cache.t, cache.n_slots
         rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
-        lam, m1, m2, bbar, c, k, k_max, ar = self._step_memo.get(self, rdt, lambda: self._step_constants(rdt))
+        lam, m1, m2, bbar, c, k, k_max, ar, fused = self._step_memo.get(self, rdt, lambda: self._step_constants(rdt))
         if k_max >= R:
             raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
-        if cache.history16 is None and choose(buf) == TRITON:
+        path = choose(buf)
+        if path == TRITON and cache.history16 is None:
             y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
+            cache.t = t + 1
+            return y.to(x_t.dtype)
+        if path == NUMBA and fused is not None and step_available():   # the fused CPU step, one pass
+            y = torch.empty(x_t.shape, dtype=rdt)                   # (B, H)
+            ring = buf.view(torch.uint16).numpy() if cache.history16 else buf.numpy()
+            fmt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(cache.history16)
+            fused_step(ring, x_t.detach().to(rdt).numpy(), *fused[:5], fused[5], fused[6], t, y.numpy(), fmt16=fmt)
             cache.t = t + 1
             return y.to(x_t.dtype)
         wide = (lambda z: torch.view_as_complex(z.float())) if cache.history16 else (lambda z: z)  # noqa: E731
