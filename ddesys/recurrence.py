@@ -32,7 +32,13 @@ except ImportError:  # Numba is optional: the vector path below is the documente
 
 
 def numba_available() -> bool:
-    """True when the compiled CPU recurrence is in use."""
+    """Whether the compiled (Numba) CPU recurrence is in use.
+
+    Returns
+    -------
+    bool
+        False when Numba is absent or ``DDESYS_DISABLE_NUMBA=1``.
+    """
     return _nb is not None
 
 
@@ -90,18 +96,45 @@ if _nb is not None:
 def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
     """Run the recurrence for a batch of channels.
 
-    Args:
-        lam, mu, bbar, c: complex ``(B, N2)``; k: int ``(B,)``; alpha, d: real ``(B,)``.
-        x: real ``(B, L)``.
-        return_states: also return the states ``(B, N2, L)`` (complex).
-    Returns:
-        ``y`` real ``(B, L)`` (float64 on the NumPy paths), and the states if asked.
-    Raises:
-        ValueError: shapes that disagree, ``k`` outside ``[1, MAX_DELAY_STEPS]``, ``alpha`` outside
-        ``[0, 1]``: checked here so that no input reaches an out-of-bounds read in the compiled loop
-        (which reads ``h[t - k]`` and ``h[t - k - 1]`` only when they are ``>= 0``, hence in bounds for
-        ``k >= 1``). Memory is ``O(B L)`` (plus ``O(threads L N2)`` history), whatever ``k``: a delay
-        longer than the sequence is never read.
+    Parameters
+    ----------
+    lam, mu, bbar, c : array, complex ``(B, N2)``
+    k : array of int ``(B,)``
+        Integer part of the delay.
+    alpha, d : array, real ``(B,)``
+        Fractional part of the delay; feedthrough.
+    x : array, real ``(B, L)``
+    return_states : bool, default False
+        Also return the states.
+
+    Returns
+    -------
+    y : array, real ``(B, L)``
+        float64 on the NumPy paths.
+    h : array, complex ``(B, N2, L)``
+        Only with ``return_states``.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, ``k`` outside ``[1, MAX_DELAY_STEPS]``, ``alpha`` outside ``[0, 1]``:
+        checked here so that no input reaches an out-of-bounds read in the compiled loop (which reads
+        ``h[t - k]`` and ``h[t - k - 1]`` only when they are ``>= 0``, hence in bounds for ``k >= 1``).
+    TypeError
+        A non-integer ``k``.
+
+    Notes
+    -----
+    Memory is ``O(B L)`` (plus ``O(threads L N2)`` history), whatever ``k``: a delay longer than the
+    sequence is never read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> one = lambda v: np.array([[v]], complex)
+    >>> run_recurrence(one(0.5), one(0.25), one(1.0), one(0.5), np.array([2]), np.array([0.0]),
+    ...                np.array([0.0]), np.eye(1, 6))
+    array([[1.    , 0.5   , 0.5   , 0.375 , 0.3125, 0.25  ]])
     """
     xp = get_namespace(lam, x)
     _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x)
@@ -149,14 +182,39 @@ def _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x):
 def delay_update(h_prev, h_k, h_k1, x_t, lam, m1, m2, bbar):
     """One step of the recurrence: ``lam h_{t-1} + m1 h_{t-k} + m2 h_{t-k-1} + bbar x_t``.
 
-    ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``; all arrays broadcast (states ``(..., N2)``, ``x_t``
-    ``(..., 1)``). The single definition used by the vector path here and by the decode step in ``nn``.
+    The single definition used by the vector path here and by the decode step in ``nn``.
+
+    Parameters
+    ----------
+    h_prev, h_k, h_k1 : array, complex ``(..., N2)``
+        States ``h_{t-1}``, ``h_{t-k}``, ``h_{t-k-1}``.
+    x_t : array, real ``(..., 1)``
+        Input at ``t``.
+    lam, m1, m2, bbar : array, complex ``(..., N2)``
+        ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``. All arguments broadcast.
+
+    Returns
+    -------
+    array, complex ``(..., N2)``
+        ``h_t``.
     """
     return lam * h_prev + m1 * h_k + m2 * h_k1 + bbar * x_t
 
 
 def readout(h, c, d, x_t):
-    """``y_t = 2 Re(sum_n c_n h_n) + d x_t`` for states ``h`` ``(..., N2)``, ``c`` ``(..., N2)``."""
+    """The output ``y_t = 2 Re(sum_n c_n h_n) + d x_t``.
+
+    Parameters
+    ----------
+    h, c : array, complex ``(..., N2)``
+        States and output coefficients.
+    d, x_t : array or float, real ``(...)``
+        Feedthrough and input.
+
+    Returns
+    -------
+    array, real ``(...)``
+    """
     xp = get_namespace(h)
     return 2 * xp.sum(xp.real(c * h), axis=-1) + d * x_t
 

@@ -43,13 +43,39 @@ MAX_SAMPLES = 2**31        # largest M: (m k) mod M is computed as m (k mod M) <
 
 
 def samples_per_mode(k):
-    """``M = nextpow2(8 (k + 2))``: the points at which the winding count samples one mode."""
+    """``M = nextpow2(8 (k + 2))``: the points at which the winding count samples one mode.
+
+    Parameters
+    ----------
+    k : array_like of int
+        Integer parts of the delays.
+
+    Returns
+    -------
+    ndarray of int64, ``k``'s shape
+
+    Examples
+    --------
+    >>> samples_per_mode([0, 10, 100])
+    array([  16,  128, 1024])
+    """
     k = np.asarray(k, np.int64)
     return (2 ** np.ceil(np.log2(8.0 * (k + 2.0)))).astype(np.int64)
 
 
 def exact_test_bytes(k):
-    """Working memory (bytes) of the winding count of one mode of integer delay ``k``."""
+    """Working memory of the winding count of one mode of integer delay ``k``.
+
+    Parameters
+    ----------
+    k : array_like of int
+        Integer parts of the delays.
+
+    Returns
+    -------
+    ndarray of int64
+        Bytes: ``samples_per_mode(k) * BYTES_PER_SAMPLE``.
+    """
     return samples_per_mode(k) * BYTES_PER_SAMPLE
 
 
@@ -81,7 +107,22 @@ def _check_cost(k, budget):
 
 
 def stability_margin(lam, mu):
-    """``1 - |lam| - |mu|`` (elementwise): positive means certified stable for every delay."""
+    """Sufficient stability margin ``1 - |lam| - |mu|`` (Rouche on ``|z| = 1``).
+
+    Parameters
+    ----------
+    lam, mu : array_like, complex
+        Broadcast together.
+
+    Returns
+    -------
+    ndarray, real
+        Elementwise; positive means certified stable for every delay.
+
+    See Also
+    --------
+    is_stable_exact : the exact test, for modes this does not certify.
+    """
     return 1.0 - np.abs(lam) - np.abs(mu)
 
 
@@ -132,17 +173,39 @@ def winding_number(lam, mu, k, alpha, r=1.0, max_depth=MAX_DEPTH, max_bytes=None
     recursively, up to ``max_depth`` levels (only those arcs: cost stays ``O(k)`` per mode unless a
     root sits on the circle).
 
-    Args:
-        lam, mu: complex arrays; k: int; alpha: real (all broadcast together); r: radius (scalar or
-        broadcastable).
-        max_bytes: memory budget in bytes (default :data:`EXACT_MAX_BYTES`): blocks of modes are sized to
-            it, and a mode whose ``M`` samples alone exceed it raises ``ValueError`` before allocating.
-    Returns:
-        ``(wind, certified)``: integer array (``<= 0``; ``-wind`` roots of ``P`` lie outside ``|z| >= r``)
-        and a boolean array, False where a root lies so close to the circle that the refinement could
-        not certify every arc (the count is then a best effort).
-    Raises:
-        ValueError: ``k < 0``, or a delay too long for the budget or for int64 phase arithmetic.
+    Parameters
+    ----------
+    lam, mu : array_like, complex
+    k : array_like of int
+        Integer part of the delay, ``>= 0``.
+    alpha : array_like, real
+        Fractional part. ``lam``, ``mu``, ``k``, ``alpha`` broadcast together.
+    r : float or array_like, default 1.0
+        Radius of the circle (broadcastable).
+    max_depth : int, default :data:`MAX_DEPTH`
+        Levels of arc subdivision before giving up certification.
+    max_bytes : int or None
+        Memory budget in bytes (default :data:`EXACT_MAX_BYTES`): blocks of modes are sized to it, and a
+        mode whose ``M`` samples alone exceed it raises ``ValueError`` before allocating.
+
+    Returns
+    -------
+    wind : ndarray of int64
+        ``<= 0``; ``-wind`` roots of ``P`` lie in ``|z| >= r``.
+    certified : ndarray of bool
+        False where a root lies so close to the circle that the refinement could not certify every arc
+        (the count is then a best effort).
+
+    Raises
+    ------
+    ValueError
+        ``k < 0``, or a delay too long for the budget or for int64 phase arithmetic.
+
+    Examples
+    --------
+    >>> wind, certified = winding_number([0.5, 0.5], [0.25, 0.7], 2, 0.0)
+    >>> wind, certified                  # the second mode has one root outside the unit circle
+    (array([ 0, -1]), array([ True,  True]))
     """
     budget = _budget(max_bytes)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -227,8 +290,38 @@ def is_stable_exact(lam, mu, k, alpha, max_bytes=None):
 
     Modes the sufficient criterion certifies are not sampled. A mode whose root sits on the circle
     to within the certification limit counts as not stable (it is at best marginally stable).
-    ``max_bytes``: memory budget (default :data:`EXACT_MAX_BYTES`); a mode that needs more raises
-    ``ValueError`` (saying the size and how to raise the budget) before anything is allocated.
+
+    Parameters
+    ----------
+    lam, mu : array_like, complex
+    k : array_like of int
+        Integer part of the delay, ``>= 0``.
+    alpha : array_like, real
+        Fractional part. All four broadcast together.
+    max_bytes : int or None
+        Memory budget (default :data:`EXACT_MAX_BYTES`).
+
+    Returns
+    -------
+    ndarray of bool
+        The broadcast shape.
+
+    Raises
+    ------
+    ValueError
+        ``k < 0``; a mode that needs more than ``max_bytes`` (saying the size and how to raise the
+        budget), before anything is allocated.
+
+    See Also
+    --------
+    winding_number, stability_margin
+
+    Examples
+    --------
+    The third mode lies outside the sufficient diamond ``|lam| + |mu| < 1`` but is stable:
+
+    >>> is_stable_exact([0.5, 0.5, 0.8], [0.25, 0.7, -0.3], 2, 0.0)
+    array([ True, False,  True])
     """
     shape, lam, mu, k, alpha = _flat(lam, mu, k, alpha)
     out = stability_margin(lam, mu) > 0
@@ -244,6 +337,29 @@ def radius_bound(lam, mu, k, alpha):
 
     Cheap (bisection in ``log r``), rigorous, and tight when the delayed branch is small; used to
     pick the contour of the FFT synthesis from the system's decay.
+
+    Parameters
+    ----------
+    lam, mu : array_like, complex
+    k : array_like of int
+        Integer part of the delay, ``>= 0``.
+    alpha : array_like, real
+        Fractional part (``a`` above). All four broadcast together.
+
+    Returns
+    -------
+    ndarray, real
+        The broadcast shape.
+
+    Raises
+    ------
+    ValueError
+        ``k < 0``.
+
+    Examples
+    --------
+    >>> np.round(radius_bound([0.5, 0.9], [0.25, 0.3], [2, 200], [0.0, 0.5]), 4)
+    array([0.809 , 1.0053])
     """
     shape, lam, mu, k, alpha = _flat(lam, mu, k, alpha)
     al, am, kf = np.abs(lam), np.abs(mu), k.astype(float)
@@ -291,7 +407,33 @@ def spectral_radius(lam, mu, k, alpha, rtol=1e-12, max_bytes=None):
     (geometric mean of the nonzero roots, from the constant term) and :func:`radius_bound`, counting
     roots outside each circle with :func:`winding_number`, down to relative width ``rtol``. Cost
     ``O(k log(1/rtol))`` per mode (plus local refinement where roots touch a sampled circle).
-    ``max_bytes``: memory budget of each count (see :func:`winding_number`); checked before any work.
+
+    Parameters
+    ----------
+    lam, mu : array_like, complex
+    k : array_like of int
+        Integer part of the delay, ``>= 0``.
+    alpha : array_like, real
+        Fractional part. All four broadcast together.
+    rtol : float, default 1e-12
+        Relative width at which the bisection stops.
+    max_bytes : int or None
+        Memory budget of each count (see :func:`winding_number`); checked before any work.
+
+    Returns
+    -------
+    ndarray, real
+        The broadcast shape.
+
+    Raises
+    ------
+    ValueError
+        ``k < 0``, a mode over the budget.
+
+    Examples
+    --------
+    >>> np.round(spectral_radius([0.5, 0.9], [0.7, 0.3], [2, 200], [0.0, 0.5]), 4)
+    array([1.1232, 1.0053])
     """
     shape, lam, mu, k, alpha = _flat(lam, mu, k, alpha)
     budget = _budget(max_bytes)
