@@ -3,6 +3,8 @@
 NumPy always; CuPy arrays are accepted where noted; Numba compiles the CPU recurrences when installed;
 torch and CuPy are never imported here. See the README for a tour.
 """
+from ._array import next_pow2, unit_roundoff
+from ._validate import MAX_DELAY_STEPS
 from .contour import Contour, choose_contour
 from .continuous import DelaySystem
 from .discrete import DiscreteDelaySystem
@@ -11,12 +13,15 @@ from .interpolation import interpolation_response, split_delay
 from .recurrence import numba_available
 from .stability import (is_stable_exact, radius_bound, spectral_radius, stability_margin,
                         winding_number)
-from .transfer import synthesize_kernel, transfer_function
+from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_discrete
+from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Contour", "DelaySystem", "DiscreteDelaySystem", "choose_contour", "discretize_modes", "euler",
-    "interpolation_response", "is_stable_exact", "numba_available", "radius_bound", "spectral_radius",
-    "split_delay", "stability_margin", "synthesize_kernel", "transfer_function", "winding_number", "zoh",
+    "Contour", "DS4DDiscrete", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
+    "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
+    "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
+    "stability_margin", "synthesize_kernel", "transfer_function", "unit_roundoff", "vandermonde_kernel",
+    "winding_number", "zoh",
 ]

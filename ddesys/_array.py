@@ -8,7 +8,6 @@ caller hands us one of their arrays.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
@@ -77,9 +76,3 @@ def unit_roundoff(real_dtype) -> float:
 def next_pow2(n: int) -> int:
     """Smallest power of two >= n (n >= 1)."""
     return 1 << max(0, math.ceil(math.log2(max(1, int(n)))))
-
-
-def force_reference() -> bool:
-    """``DDESYS_REFERENCE=1``: every fused fast path (Numba CPU loops, Triton GPU kernels) steps aside for
-    the reference array-API code. Read at each call, so it can be toggled at run time."""
-    return os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0")

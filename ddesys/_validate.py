@@ -14,6 +14,12 @@ def as_array(xp, value, name, kind):
     except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
         raise TypeError(f"{name} must be an array of numbers, got {type(value).__name__}") from exc
     host = to_numpy(arr)
+    if host.dtype.kind == "O":           # e.g. Python ints beyond int64: keep their value as a float
+        try:
+            host = np.asarray(host, dtype=np.complex128 if kind == "complex" else np.float64)
+            arr = xp.asarray(host)
+        except (TypeError, ValueError, OverflowError):
+            pass
     if host.dtype.kind not in "biufc":
         raise TypeError(f"{name} must hold numbers, got dtype {host.dtype}")
     if kind == "real" and host.dtype.kind == "c":
@@ -59,4 +65,64 @@ def check_length(L, name="L"):
     return int(L)
 
 
-__all__ = ["as_array", "broadcast_modes", "check_batch", "check_length", "get_namespace"]
+# Largest delay, in steps, that the library accepts. The integer part k must keep every index
+# expression of the compiled loops (t - k - 1, k + 1) and the phase products (m k) mod M of the FFT
+# synthesis (m < M <= 2**32) inside int64, and fit the int32 indices of the GPU kernels: k + 1 <= 2**31.
+# Memory is checked separately where it is allocated (it depends on min(k, L), not on k alone).
+MAX_DELAY_STEPS = 2**31 - 1
+
+
+def check_delay(delay, name="delay"):
+    """``delay`` (host array, steps): finite, ``>= 1`` and ``<= MAX_DELAY_STEPS``, else ``ValueError``
+    naming ``name``, the limit and the remedy."""
+    delay = np.asarray(delay)
+    if delay.size == 0:
+        return
+    if not np.all(np.isfinite(delay)):
+        raise ValueError(f"{name} must be finite (in steps); it holds "
+                         f"{int(delay.size - np.isfinite(delay).sum())} non-finite value(s)")
+    lo, hi = float(delay.min()), float(delay.max())
+    if lo < 1:
+        raise ValueError(f"{name} must be >= 1 step (got min {lo:.6g}); a delay below one step cannot be "
+                         "read from the history buffer (use a smaller time step or a longer delay)")
+    if hi > MAX_DELAY_STEPS:
+        raise ValueError(f"{name} must be <= MAX_DELAY_STEPS = 2**31 - 1 = {MAX_DELAY_STEPS} steps (got "
+                         f"max {hi:.6g}): its integer part indexes the history in int64/int32 "
+                         "arithmetic. Use a coarser time step (fewer steps per delay) or drop the delayed "
+                         "branch (mu = 0) if the delay is meant to be infinite")
+
+
+_REAL_DTYPES = ("float32", "float64")
+
+
+def check_real_dtype(xp, dtype, name="dtype"):
+    """The namespace's ``float32`` / ``float64`` for ``dtype`` (NumPy dtype, type or name, or the
+    namespace's own dtype object); anything else (integer, bool, complex, float16, ...) raises
+    ``TypeError`` listing the supported dtypes."""
+    for want in _REAL_DTYPES:
+        target = getattr(xp, want)
+        try:
+            if dtype is target or dtype == target or str(dtype).rsplit(".", 1)[-1] == want:
+                return target
+        except TypeError:
+            pass
+    try:
+        np_dt = np.dtype(dtype)
+    except TypeError:
+        np_dt = None
+    if np_dt is not None and np_dt.name in _REAL_DTYPES:
+        return getattr(xp, np_dt.name)
+    raise TypeError(f"{name} must be a real floating dtype, one of {', '.join(_REAL_DTYPES)} (the output is "
+                    f"a real signal; integer, bool, complex and half-precision outputs are not supported), "
+                    f"got {dtype!r}")
+
+
+def check_memory(nbytes, budget, what, remedy):
+    """Refuse (``ValueError``) a working set of ``nbytes`` above ``budget`` bytes before allocating it."""
+    if nbytes > budget:
+        raise ValueError(f"{what} needs about {nbytes / 2**30:.3g} GiB of working memory, over the budget of "
+                         f"{budget / 2**30:.3g} GiB; {remedy}")
+
+
+__all__ = ["MAX_DELAY_STEPS", "as_array", "broadcast_modes", "check_batch", "check_delay", "check_length",
+           "check_memory", "check_real_dtype", "get_namespace"]

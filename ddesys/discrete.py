@@ -1,11 +1,15 @@
 """Discretized delayed linear systems: the object that kernels, simulations and stability work on."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import stability as _st
+from .charpoly import poly_coefficients
 from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy, unit_roundoff
-from ._validate import as_array, broadcast_modes, check_batch, check_length
+from ._validate import (MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_delay, check_length,
+                        check_real_dtype)
 from .contour import Contour, choose_contour
 from .interpolation import split_delay
 from .recurrence import run_recurrence
@@ -13,19 +17,63 @@ from .transfer import synthesize_kernel, transfer_function
 
 
 class DiscreteDelaySystem:
-    """A batch of discrete diagonal delayed systems (SPEC section 2)::
+    """A batch of discrete diagonal delayed systems (docs/theory.md §2)::
 
         h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
         y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t,          delay = k + alpha steps
 
-    Args:
-        lam, mu, bbar, c: complex ``(..., N2)``: ``N2`` stored modes per channel (conjugates implied,
-            so the state size is ``N = 2 N2`` and the output is real). NumPy or CuPy arrays.
-        delay: real delay in steps, ``>= 1``, shape ``(...)`` broadcasting against the batch.
-        d: real feedthrough, shape ``(...)``.
+    Parameters
+    ----------
+    lam, mu, bbar, c : array_like, complex ``(..., N2)``
+        ``N2`` stored modes per channel (conjugates implied, so the state size is ``N = 2 N2`` and the
+        output is real). NumPy or CuPy arrays.
+    delay : array_like, real ``(...)``
+        Delay in steps, ``1 <= delay <= MAX_DELAY_STEPS`` (``2**31 - 1``: the integer part indexes the
+        history in int64/int32 arithmetic), broadcasting against the batch.
+    d : array_like, real ``(...)``, default 0.0
+        Feedthrough.
 
-    All parameters are broadcast to the batch shape ``(...)`` at construction. Bad input (non-finite
-    values, delay < 1, shapes that do not broadcast, complex delay) raises naming the argument.
+    Attributes
+    ----------
+    lam, mu, bbar, c : complex ``(..., N2)``
+        The parameters, broadcast to the batch shape ``(...)`` at construction.
+    delay, d : real ``(...)``
+        Likewise.
+    k, alpha : ``(...)``
+        The delay split as ``k = floor(delay)`` (int64) and ``alpha = delay - k`` in ``[0, 1)``.
+
+    Raises
+    ------
+    ValueError
+        Bad input (non-finite values, delay < 1 or above the limit, shapes that do not broadcast, a mode
+        parameter without its trailing axis or with no mode), naming the argument.
+    TypeError
+        A complex delay or feedthrough, non-numeric input.
+
+    See Also
+    --------
+    DelaySystem.discretize : the discrete system of a continuous one.
+    ddesys.ds4d_discrete : the DS4D layer's parameters as such a system.
+
+    Notes
+    -----
+    Memory is checked where it is spent: :meth:`simulate` needs ``O(batch L)`` whatever the delay; the
+    exact stability test needs ``O(k)`` per mode and has a budget (``max_bytes``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys import DiscreteDelaySystem
+    >>> sys = DiscreteDelaySystem(lam=[0.9, 0.5j], mu=[0.05, 0.1], bbar=[1.0, 1.0], c=[0.5, 0.25],
+    ...                           delay=3.5)
+    >>> sys
+    DiscreteDelaySystem(batch_shape=(), n_modes=2, delay in [3.5, 3.5])
+    >>> int(sys.k), float(sys.alpha)                      # delay = k + alpha
+    (3, 0.5)
+    >>> bool(sys.is_stable())
+    True
+    >>> np.round(sys.kernel(6), 4)
+    array([1.5   , 0.9   , 0.685 , 0.779 , 0.7824, 0.6775])
     """
 
     def __init__(self, lam, mu, bbar, c, delay, d=0.0):
@@ -40,10 +88,7 @@ class DiscreteDelaySystem:
         full = tuple(batch) + (full[-1],)
         if full[-1] == 0:
             raise ValueError("lam, mu, bbar, c need at least one mode (trailing axis N2 >= 1)")
-        host_delay = to_numpy(delay)
-        if np.any(host_delay < 1):
-            raise ValueError(f"delay must be >= 1 step (got min {host_delay.min():.6g}); a delay below one "
-                             "step cannot be read from the history buffer")
+        check_delay(to_numpy(delay), "delay")
         self.xp = xp
         self.lam, self.mu, self.bbar, self.c = (xp.broadcast_to(named[n], full) for n in ("lam", "mu", "bbar", "c"))
         self.delay = xp.broadcast_to(delay, tuple(batch))
@@ -63,54 +108,135 @@ class DiscreteDelaySystem:
         return int(self.lam.shape[-1])
 
     def __repr__(self):
-        return (f"DiscreteDelaySystem(batch_shape={self.batch_shape}, n_modes={self.n_modes}, "
-                f"delay in [{float(to_numpy(self.delay).min()):.4g}, {float(to_numpy(self.delay).max()):.4g}])")
+        s = to_numpy(self.delay)
+        rng = f"[{float(s.min()):.4g}, {float(s.max()):.4g}]" if s.size else "[]"
+        return f"DiscreteDelaySystem(batch_shape={self.batch_shape}, n_modes={self.n_modes}, delay in {rng})"
 
     def _host(self):
         return (to_numpy(self.lam), to_numpy(self.mu), to_numpy(self.k)[..., None], to_numpy(self.alpha)[..., None])
 
     # ------------------------------------------------------------------ stability
     def stability_margin(self):
-        """``1 - |lam| - |mu|`` per mode, ``(..., N2)``: positive = certified stable for any delay."""
+        """Sufficient stability margin ``1 - |lam| - |mu|`` per mode (docs/theory.md §3).
+
+        Returns
+        -------
+        ndarray, real ``(..., N2)``
+            Positive: the mode is certified stable for any delay.
+
+        See Also
+        --------
+        is_stable, ddesys.stability_margin
+        """
         return _st.stability_margin(to_numpy(self.lam), to_numpy(self.mu))
 
-    def is_stable(self, exact=False):
-        """Per channel ``(...)``: all modes stable.
+    def is_stable(self, exact=False, max_bytes=None):
+        """Whether every mode of each channel is stable (docs/theory.md §3).
 
-        ``exact=False``: the sufficient criterion ``|lam| + |mu| < 1`` (may say False for a stable
-        system). ``exact=True``: all roots of the characteristic polynomial strictly inside the unit
-        disk, by the certified winding-number count (``O(k)`` per mode, see :mod:`ddesys.stability`).
+        Parameters
+        ----------
+        exact : bool, default False
+            ``False``: the sufficient criterion ``|lam| + |mu| < 1`` (may say False for a stable
+            system). ``True``: all roots of the characteristic polynomial strictly inside the unit
+            disk, by the certified winding-number count (``O(k)`` per mode, see
+            :mod:`ddesys.stability`), run only for modes the sufficient criterion does not certify;
+            the answer is cached.
+        max_bytes : int or None
+            Memory budget of the exact test (default ``ddesys.stability.EXACT_MAX_BYTES``, 1 GiB:
+            delays up to about a million steps).
+
+        Returns
+        -------
+        ndarray of bool ``(...)``
+            Per channel: all modes stable.
+
+        Raises
+        ------
+        ValueError
+            ``exact=True`` and a mode needs more than ``max_bytes`` (saying the size, before
+            allocating).
+
+        See Also
+        --------
+        stability_margin, spectral_radius, ddesys.is_stable_exact
+
+        Examples
+        --------
+        A system outside the sufficient diamond can still be stable; this one is not:
+
+        >>> from ddesys import DiscreteDelaySystem
+        >>> sys = DiscreteDelaySystem(lam=[0.5], mu=[0.7], bbar=[1.0], c=[1.0], delay=2.0)
+        >>> bool(sys.is_stable()), bool(sys.is_stable(exact=True))
+        (False, False)
+        >>> round(float(sys.spectral_radius()), 4)
+        1.1232
         """
         if not exact:
             return np.all(self.stability_margin() > 0, axis=-1)
         if self._stable is None:
-            self._stable = _st.is_stable_exact(*self._host())
+            self._stable = _st.is_stable_exact(*self._host(), max_bytes=max_bytes)
         return np.all(self._stable, axis=-1)
 
-    def spectral_radius(self, per_mode=False):
-        """Largest root modulus of the characteristic polynomial: ``(...)`` (``(..., N2)`` per mode)."""
-        r = _st.spectral_radius(*self._host())
+    def spectral_radius(self, per_mode=False, max_bytes=None):
+        """Largest root modulus of the characteristic polynomial (docs/theory.md §3).
+
+        Parameters
+        ----------
+        per_mode : bool, default False
+            Return the radius of every mode instead of the largest per channel.
+        max_bytes : int or None
+            Memory budget of the root counts (see :meth:`is_stable`).
+
+        Returns
+        -------
+        ndarray, real ``(...)``
+            (``(..., N2)`` with ``per_mode``).
+
+        Raises
+        ------
+        ValueError
+            A mode whose root count needs more than ``max_bytes``.
+        """
+        r = _st.spectral_radius(*self._host(), max_bytes=max_bytes)
         return r if per_mode else r.max(axis=-1)
 
     def poles(self, max_degree=4096):
-        """All ``k + 1`` roots of every mode's characteristic polynomial (companion eigenvalues,
-        ``O(k^3)``): a list over flattened (channel, mode) of complex arrays."""
+        """All ``k + 1`` roots of every mode's characteristic polynomial (companion eigenvalues, ``O(k^3)``).
+
+        Parameters
+        ----------
+        max_degree : int, default 4096
+            Largest polynomial degree ``k + 1`` accepted.
+
+        Returns
+        -------
+        list of ndarray
+            Over the flattened (channel, mode) pairs: complex ``(k + 1,)`` roots.
+
+        Raises
+        ------
+        ValueError
+            A degree above ``max_degree``: use :meth:`spectral_radius` or ``is_stable(exact=True)``,
+            which are ``O(k)``.
+        """
         lam, mu, k, alpha = (np.broadcast_to(a, self.lam.shape).ravel() for a in self._host())
         if k.max(initial=0) + 1 > max_degree:
             raise ValueError(f"poles(): degree {int(k.max()) + 1} exceeds max_degree={max_degree}; use "
                              "spectral_radius() or is_stable(exact=True), which are O(k)")
         out = []
         for lm, m, kk, a in zip(lam, mu, k, alpha):
-            coeffs = np.zeros(int(kk) + 2, np.complex128)
-            coeffs[0], coeffs[1] = 1.0, -lm
-            coeffs[-2] -= m * (1 - a)
-            coeffs[-1] -= m * a
-            out.append(np.roots(coeffs))
+            out.append(np.roots(poly_coefficients(lm, m, kk, a)))
         return out
 
     def decay_bound(self):
-        """Per channel ``(...)``: an upper bound on the spectral radius (Rouche bound; exact radius for
-        modes where that bound is ``>= 1``). Drives the automatic contour."""
+        """An upper bound on the spectral radius per channel; drives the automatic contour.
+
+        Returns
+        -------
+        ndarray, real ``(...)``
+            The Rouche bound (:func:`ddesys.radius_bound`), or the exact radius for modes where that
+            bound is ``>= 1``.
+        """
         lam, mu, k, alpha = self._host()
         r = _st.radius_bound(lam, mu, k, alpha)
         loose = r >= 1
@@ -121,7 +247,26 @@ class DiscreteDelaySystem:
 
     # ------------------------------------------------------------------ frequency domain
     def transfer(self, z):
-        """Exact ``K(z)`` (SPEC section 4) at complex points ``z`` ``(F,)`` -> ``(..., F)``."""
+        """Exact transfer function ``K(z)`` (docs/theory.md §4), ``d`` included.
+
+        Parameters
+        ----------
+        z : array_like, complex ``(F,)``
+            Evaluation points (flattened if not 1-D), nonzero.
+
+        Returns
+        -------
+        ndarray, complex ``(..., F)``
+
+        Raises
+        ------
+        ValueError
+            ``z`` contains 0 (a pole of order ``k + 1``).
+
+        See Also
+        --------
+        freqresp, ddesys.transfer_function
+        """
         xp = self.xp
         z = xp.asarray(z, dtype=self.lam.dtype)
         if z.ndim != 1:
@@ -131,7 +276,34 @@ class DiscreteDelaySystem:
         return transfer_function(self.lam, self.mu, self.bbar, self.c, self.k, self.alpha, self.d, z)
 
     def freqresp(self, omega):
-        """``K(e^{i omega})`` for angular frequencies ``omega`` (radians per step) ``(F,)`` -> ``(..., F)``."""
+        """Frequency response ``K(e^{i omega})`` on the unit circle (docs/theory.md §4).
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Angular frequencies in radians per step.
+
+        Returns
+        -------
+        ndarray, complex ``(..., F)``
+
+        See Also
+        --------
+        transfer
+
+        Examples
+        --------
+        The DC gain is the sum of the impulse response:
+
+        >>> import numpy as np
+        >>> from ddesys import DiscreteDelaySystem
+        >>> sys = DiscreteDelaySystem(lam=[0.5], mu=[0.25], bbar=[1.0], c=[0.5], delay=4.0)
+        >>> H = sys.freqresp([0.0, np.pi])
+        >>> H.shape, np.round(H.real, 4)
+        ((2,), array([4. , 0.8]))
+        >>> round(float(sys.impulse(200).sum()), 4)
+        4.0
+        """
         xp = self.xp
         omega = as_array(xp, omega, "omega", "real")
         return self.transfer(xp.exp(1j * xp.astype(xp.reshape(omega, (-1,)), self.lam.dtype)))
@@ -140,40 +312,81 @@ class DiscreteDelaySystem:
     def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None, return_contour=False):
         """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded).
 
-        Args:
-            L: kernel length.
-            method: ``"fft"`` (contour-shifted synthesis, SPEC section 5) or ``"recurrence"``.
-            eps: aliasing suppression ``rho^M`` in ``(0, 1)``, or ``"auto"``: chosen per channel from the
-                working precision and the system's decay to minimize the predicted error
-                (:mod:`ddesys.contour`; about 1e-13 relative in float64).
-            M: FFT length ``>= 2L``; default ``nextpow2(2L)``, or ``nextpow2(4L)`` when ``eps="auto"``
-                predicts a larger error than the precision's tolerance at ``2L`` (slow modes).
-            dtype: real output dtype (default: that of the parameters).
-            compute_dtype: real dtype of the synthesis. Default float64: the synthesis costs
-                ``O(M N2)`` per channel and does not depend on the batch, and float64 removes the
-                float32 restoration floor (SPEC section 5). Pass float32 for the fast/low-precision path.
-            return_contour: also return the :class:`~ddesys.contour.Contour` used (``method="fft"``).
-        Returns:
-            real ``(..., L)`` (and the contour).
-        Raises:
-            ValueError: an unstable system (the FFT kernel of a growing response does not exist), a bad
-            ``eps``/``M``/``L``/``method``.
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        method : {"fft", "recurrence"}
+            Contour-shifted synthesis (docs/theory.md §5) or the exact recurrence.
+        eps : "auto" or float
+            Aliasing suppression ``rho^M`` in ``(0, 1)``, or ``"auto"``: chosen per channel from the
+            working precision and the system's decay to minimize the predicted error
+            (:mod:`ddesys.contour`; about 1e-13 relative in float64).
+        M : int or None
+            FFT length ``>= 2L``; default ``nextpow2(2L)``, or ``nextpow2(4L)`` when ``eps="auto"``
+            predicts a larger error than the precision's tolerance at ``2L`` (slow modes).
+        dtype : float32 or float64, optional
+            Real output dtype (default: that of the parameters).
+        compute_dtype : float32 or float64, optional
+            Real dtype of the synthesis. Default float64: the synthesis costs ``O(M N2)`` per channel
+            and does not depend on the batch, and float64 removes the float32 restoration floor
+            (docs/theory.md §5). Pass float32 for the fast/low-precision path.
+        return_contour : bool, default False
+            Also return the :class:`~ddesys.contour.Contour` used (``method="fft"``).
+
+        Returns
+        -------
+        K : ndarray, real ``(..., L)``
+        contour : Contour
+            Only with ``return_contour``.
+
+        Raises
+        ------
+        ValueError
+            An unstable system (the FFT kernel of a growing response does not exist), a bad
+            ``eps``/``M``/``L``/``method``, a stability test over its memory budget (see
+            :meth:`is_stable`).
+        TypeError
+            ``dtype`` or ``compute_dtype`` not float32/float64 (integer outputs are refused).
+
+        See Also
+        --------
+        impulse : the kernel with ``d`` added at ``t = 0``.
+        ddesys.choose_contour, ddesys.synthesize_kernel
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys import DiscreteDelaySystem
+        >>> sys = DiscreteDelaySystem(lam=[[0.9], [0.5]], mu=[0.05], bbar=[1.0], c=[0.5],
+        ...                           delay=[3.5, 10.0])
+        >>> K, contour = sys.kernel(16, return_contour=True)
+        >>> K.shape, contour.rho.shape
+        ((2, 16), (2,))
+        >>> contour.M                    # nextpow2(4L): the slow channel has not decayed within 2L
+        64
+        >>> bool(np.allclose(K, sys.kernel(16, method="recurrence"), atol=1e-12))
+        True
         """
         L = check_length(L)
         xp = self.xp
-        out_dt = dtype if dtype is not None else real_dtype_of(xp, self.lam.dtype)
+        out_dt = check_real_dtype(xp, dtype, "dtype") if dtype is not None else real_dtype_of(xp, self.lam.dtype)
+        cdt = check_real_dtype(xp, compute_dtype, "compute_dtype") if compute_dtype is not None else xp.float64
         if method == "recurrence":
             K = self._kernel_recurrence(L)
             return xp.astype(K, out_dt)
         if method != "fft":
             raise ValueError(f"method must be 'fft' or 'recurrence', got {method!r}")
-        stable = self.is_stable(exact=True)
+        try:
+            stable = self.is_stable(exact=True)
+        except ValueError as exc:
+            raise ValueError(f"kernel(method='fft') needs the exact stability test, which refused: {exc}. "
+                             "(is_stable(exact=True) caches its answer; method='recurrence' needs no test)") from None
         if not np.all(stable):
             bad = np.argwhere(~np.asarray(stable)).tolist()[:5] if np.ndim(stable) else "the only channel"
             raise ValueError(f"kernel(method='fft') asked of an unstable system ({bad}): its impulse "
                              "response grows, so no contour inside the unit disk represents it. "
                              "Use method='recurrence' for a finite-length response.")
-        cdt = compute_dtype if compute_dtype is not None else xp.float64
         u = unit_roundoff(cdt)
         r = self.decay_bound()
         contour = choose_contour(L, r, u, eps=eps, M=M)
@@ -191,28 +404,88 @@ class DiscreteDelaySystem:
         x = xp.zeros(self.batch_shape + (L,), dtype=real_dtype_of(xp, self.lam.dtype))
         x[..., 0] = 1
         saved, self.d = self.d, xp.zeros_like(self.d)
-        try:
-            return self.simulate(x)
+        try:  # the finite-length response of an unstable system is what was asked: warn only on overflow
+            return self._simulate(x, False, warn_unstable=False)
         finally:
             self.d = saved
 
     def impulse(self, L, **kernel_kw):
-        """Impulse response ``(..., L)`` of ``x -> y``: the kernel with ``d`` added at ``t = 0``."""
+        """Impulse response of ``x -> y``: the kernel with ``d`` added at ``t = 0``.
+
+        Parameters
+        ----------
+        L : int
+            Length.
+        **kernel_kw
+            Passed to :meth:`kernel` (``method``, ``eps``, ``M``, ``dtype``, ``compute_dtype``).
+
+        Returns
+        -------
+        ndarray, real ``(..., L)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`kernel`.
+        """
         K = self.kernel(L, **kernel_kw)
         K[..., 0] = K[..., 0] + self.d
         return K
 
     def simulate(self, x, return_states=False):
-        """Run the exact recurrence on real inputs ``x`` ``(..., L)`` (batch broadcasting with the system).
+        """Run the exact recurrence (docs/theory.md §2) on real inputs, zero initial history.
 
+        Parameters
+        ----------
+        x : array_like, real ``(..., L)``
+            Inputs; the batch part broadcasts with the system's batch shape.
+        return_states : bool, default False
+            Also return the states.
+
+        Returns
+        -------
+        y : ndarray, real ``(batch, L)``
+            ``batch`` is the broadcast batch shape; ``x``'s dtype.
+        h : ndarray, complex ``(batch, N2, L)``
+            Only with ``return_states``.
+
+        Raises
+        ------
+        TypeError
+            Complex ``x``.
+        ValueError
+            Non-finite ``x``, a batch that does not broadcast, no time axis.
+
+        Warns
+        -----
+        RuntimeWarning
+            Once per call for a system that is not stable, naming the channels, their stability margin
+            ``1 - |lam| - |mu|`` and spectral radius: nothing is checked when the sufficient criterion
+            certifies every mode; otherwise the exact test runs (cached) when it costs no more than the
+            simulation itself (or ``2**20`` samples). A non-finite output always warns.
+
+        Notes
+        -----
         NumPy: compiled with Numba (parallel over channels, complex128 states), or the vector path when
-        Numba is absent. CuPy: the array module's vector path.
+        Numba is absent. CuPy: the array module's vector path. Memory ``O(batch L)`` (``O(batch N2 L)``
+        with ``return_states``) whatever the delay: a delay ``>= L`` is simply never read.
 
-        Returns:
-            ``y`` real ``(batch, L)``; with ``return_states`` also ``h`` complex ``(batch, N2, L)``.
-        Raises:
-            TypeError: complex ``x``. ValueError: non-finite ``x``, a batch that does not broadcast.
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys import DiscreteDelaySystem
+        >>> sys = DiscreteDelaySystem(lam=[[0.9], [0.5]], mu=[0.05], bbar=[1.0], c=[0.5],
+        ...                           delay=[3.5, 10.0])
+        >>> x = np.zeros((4, 2, 16)); x[..., 0] = 1            # (batch 4, channels 2, L)
+        >>> y, h = sys.simulate(x, return_states=True)
+        >>> y.shape, h.shape
+        ((4, 2, 16), (4, 2, 1, 16))
+        >>> bool(np.allclose(y[0], sys.impulse(16)))
+        True
         """
+        return self._simulate(x, return_states, warn_unstable=True)
+
+    def _simulate(self, x, return_states, warn_unstable):
         xp = self.xp
         if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
             raise TypeError("simulate(x): x must be real; a complex input has no meaning for the real "
@@ -228,12 +501,59 @@ class DiscreteDelaySystem:
         res = run_recurrence(flat(self.lam, N2), flat(self.mu, N2), flat(self.bbar, N2), flat(self.c, N2),
                              flat(self.k, ()), flat(self.alpha, ()), flat(self.d, ()),
                              flat(x, (L,)), return_states=return_states)
+        y = res[0] if return_states else res
+        _warn_unstable(self, y, B * self.n_modes * L, warn_unstable)
         odt = x.dtype
         if return_states:
-            y, h = res
             return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,)), \
-                xp.reshape(h, tuple(batch) + N2 + (L,))
-        return xp.reshape(xp.asarray(res, dtype=odt), tuple(batch) + (L,))
+                xp.reshape(res[1], tuple(batch) + N2 + (L,))
+        return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,))
+
+
+def _warn_unstable(system, y, work, check_stability):
+    """One ``RuntimeWarning`` for :meth:`DiscreteDelaySystem.simulate` (see its docstring)."""
+    xp = system.xp
+    nonfinite = int(xp.sum(xp.astype(~xp.isfinite(y), xp.int64))) if y.size else 0
+    margin = system.stability_margin()                                  # (..., N2)
+    uncertified = ~(margin > 0)
+    unstable, skipped = None, False
+    if check_stability and uncertified.any():
+        k = np.broadcast_to(to_numpy(system.k)[..., None], margin.shape)[uncertified]
+        cost = int(_st.samples_per_mode(k).sum())
+        if system._stable is not None or cost <= max(2**20, work):
+            try:
+                unstable = ~np.asarray(system.is_stable(exact=True))
+            except ValueError:
+                skipped = True
+        else:
+            skipped = True
+    bad = unstable is not None and bool(unstable.any())
+    if not nonfinite and not bad:
+        return
+    if bad:
+        chans, what = unstable, "not stable"
+    elif unstable is None and uncertified.any():
+        chans = np.any(uncertified, axis=-1)
+        what = ("not certified stable (|lam| + |mu| >= 1; the exact test was "
+                + ("skipped as too costly)" if skipped else "not run)"))
+    else:
+        warnings.warn(f"simulate: the output holds {nonfinite} non-finite value(s) although the system is "
+                      "stable: the inputs or parameters are too large for the floating-point range",
+                      RuntimeWarning, stacklevel=4)
+        return
+    idx = [tuple(int(j) for j in i) for i in np.argwhere(chans)] if np.ndim(chans) else []
+    where = f"{len(idx)} of {chans.size} channel(s), first {idx[:5]}" if np.ndim(chans) else "its only channel"
+    sel = np.broadcast_to(np.asarray(chans)[..., None], margin.shape)
+    lam, mu, k, alpha = (np.broadcast_to(a, margin.shape)[sel] for a in system._host())
+    if int(k.max()) + 1 < _st.EIG_MAX_DEGREE:
+        radius = f"spectral radius {float(_st.spectral_radius(lam, mu, k, alpha).max()):.6g}"
+    else:
+        radius = (f"spectral radius <= {float(_st.radius_bound(lam, mu, k, alpha).max()):.6g} (Rouche bound; "
+                  "spectral_radius() gives it exactly)")
+    out = f"; here the output holds {nonfinite} non-finite value(s)" if nonfinite else ""
+    warnings.warn(f"simulate: the system is {what} in {where}: stability margin 1 - |lam| - |mu| down to "
+                  f"{float(margin[sel].min()):.6g}, {radius}. Its response may grow without bound{out}. "
+                  "Check is_stable(exact=True) before simulating long sequences.", RuntimeWarning, stacklevel=4)
 
 
 __all__ = ["DiscreteDelaySystem", "Contour"]

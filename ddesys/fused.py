@@ -1,6 +1,6 @@
 """Fused CPU kernels (Numba) for the sampled transfer function and its gradient.
 
-The reference definition is :func:`ddesys.transfer._sample_block` (array API, any library). These
+The reference definition is :func:`ddesys.transfer.sample_points` (array API, any library). These
 loops compute the same ``S_m = sum_n cb_n / (1 - A_n1 Z_1m - A_n2 Z_2m - A_n3 Z_3m)`` in one pass over
 ``(channel, mode, frequency)`` with nothing materialized but the output: memory ``O(batch M)``, work
 ``O(batch N2 M)``, SIMD over the frequency axis, threads over channels. The tests check them against the
@@ -41,7 +41,7 @@ if AVAILABLE:
 
     @_nb.njit(cache=True, fastmath=True, inline="always")
     def _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli):  # pragma: no cover - jitted
-        """``1 / den`` with ``den = 1 - a1 z1 - a2 zk - a3 zl`` in real arithmetic (the SPEC's formula)."""
+        """``1 / den`` with ``den = 1 - a1 z1 - a2 zk - a3 zl`` in real arithmetic (docs/theory.md §5.5)."""
         dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
         di = -(a1r * z1i + a1i * z1r) - (a2r * zki + a2i * zkr) - (a3r * zli + a3i * zlr)
         q = 1.0 / (dr * dr + di * di)

@@ -1,4 +1,4 @@
-"""Fractional delays by linear interpolation (SPEC section 2).
+"""Fractional delays by linear interpolation (docs/theory.md §2).
 
 A delay of ``s >= 1`` steps is read between the two stored neighbours::
 
@@ -21,11 +21,25 @@ from ._array import get_namespace
 def split_delay(s):
     """Split a delay ``s`` (in steps, real, ``>= 1``) into ``(k, alpha)``.
 
-    Args:
-        s: real array ``(...)`` (NumPy, CuPy or torch).
-    Returns:
-        ``k``: integer part ``floor(s)`` as int64, shape ``(...)``; ``alpha = s - k`` in ``[0, 1)``, same
-        dtype as ``s`` (differentiable in ``s`` for torch tensors).
+    Parameters
+    ----------
+    s : array, real ``(...)``
+        NumPy, CuPy or torch; finite, in ``[1, MAX_DELAY_STEPS]``. Not checked here (no host
+        synchronization in a torch graph): :class:`~ddesys.DiscreteDelaySystem` checks at
+        construction, and the recurrence checks ``k`` and ``alpha`` before its compiled loop.
+
+    Returns
+    -------
+    k : array of int64 ``(...)``
+        Integer part ``floor(s)``.
+    alpha : array, real ``(...)``
+        ``s - k`` in ``[0, 1)``, same dtype as ``s`` (differentiable in ``s`` for torch tensors).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> split_delay(np.array([1.0, 3.5, 7.25]))
+    (array([1, 3, 7]), array([0.  , 0.5 , 0.25]))
     """
     xp = get_namespace(s)
     kf = xp.floor(s)
@@ -37,13 +51,29 @@ def split_delay(s):
 def interpolation_response(s, omega):
     """Frequency response of the linear-interpolation delay line next to the exact ``e^{-i w s}``.
 
-    Args:
-        s: delay in steps (float, ``>= 1``).
-        omega: angular frequencies (radians per step), array ``(F,)``.
-    Returns:
-        ``(linear, exact)`` complex arrays ``(F,)``: ``(1-alpha) e^{-iwk} + alpha e^{-iw(k+1)}`` and
-        ``e^{-iws}``. Their difference is the interpolation error; it vanishes at integer delays and
-        is largest at ``alpha = 1/2`` near Nyquist.
+    Parameters
+    ----------
+    s : float
+        Delay in steps, ``>= 1``.
+    omega : array_like, real ``(F,)``
+        Angular frequencies (radians per step).
+
+    Returns
+    -------
+    linear : ndarray, complex ``(F,)``
+        ``(1-alpha) e^{-iwk} + alpha e^{-iw(k+1)}``.
+    exact : ndarray, complex ``(F,)``
+        ``e^{-iws}``. The difference is the interpolation error; it vanishes at integer delays and is
+        largest at ``alpha = 1/2`` near Nyquist.
+
+    Examples
+    --------
+    At the half-sample point the gain is ``|cos(w / 2)|``:
+
+    >>> import numpy as np
+    >>> lin, exact = interpolation_response(3.5, [0.0, np.pi / 2])
+    >>> np.round(np.abs(lin), 4), np.abs(exact)
+    (array([1.    , 0.7071]), array([1., 1.]))
     """
     s = float(s)
     k = np.floor(s)

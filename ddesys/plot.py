@@ -11,7 +11,17 @@ from ._array import to_numpy
 from .stability import is_stable_exact
 
 
-def _plt():
+def pyplot():
+    """``matplotlib.pyplot``, importable on a headless machine.
+
+    Falls back to the Agg backend only when the configured interactive backend cannot start. The
+    figures of this module and of the experiments are made through it.
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``.
+    """
     import matplotlib
 
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
@@ -30,8 +40,32 @@ def _channels(sys, channels):
 
 
 def plot_kernel(sys, L, channels=None, ax=None, **kernel_kw):
-    """Kernel (impulse response without ``d``) of a :class:`DiscreteDelaySystem`, a few channels."""
-    plt = _plt()
+    """Kernel (impulse response without ``d``) of a :class:`DiscreteDelaySystem`, a few channels.
+
+    Parameters
+    ----------
+    sys : DiscreteDelaySystem
+    L : int
+        Kernel length.
+    channels : iterable of int, optional
+        Flat channel indices (default: the first four).
+    ax : matplotlib Axes, optional
+        Axes to draw on (default: a new figure).
+    **kernel_kw
+        Passed to :meth:`DiscreteDelaySystem.kernel`.
+
+    Returns
+    -------
+    matplotlib Figure
+        Dotted vertical lines mark each channel's delay.
+
+    Examples
+    --------
+    >>> from ddesys import DiscreteDelaySystem, plot
+    >>> sys = DiscreteDelaySystem(lam=[0.9], mu=[0.05], bbar=[1.0], c=[0.5], delay=[3.5, 10.0])
+    >>> plot.plot_kernel(sys, 64).savefig("kernel.png")  # doctest: +SKIP
+    """
+    plt = pyplot()
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 3.5))
     K = to_numpy(sys.kernel(L, **kernel_kw)).reshape(-1, L)
     delay = to_numpy(sys.delay).reshape(-1)
@@ -45,8 +79,24 @@ def plot_kernel(sys, L, channels=None, ax=None, **kernel_kw):
 
 
 def plot_freqresp(sys, omega=None, channels=None, axes=None):
-    """Bode plot: ``|K|`` in dB and phase against frequency (discrete: rad/step up to pi)."""
-    plt = _plt()
+    """Bode plot: ``|K|`` in dB and phase against frequency.
+
+    Parameters
+    ----------
+    sys : DiscreteDelaySystem or DelaySystem
+    omega : array_like, real ``(F,)``, optional
+        Frequencies (default: up to pi rad/step for a discrete system, ``1e-2 .. 1e2`` on a log axis
+        for a continuous one).
+    channels : iterable of int, optional
+        Flat channel indices (default: the first four).
+    axes : pair of matplotlib Axes, optional
+        Magnitude and phase axes (default: a new figure).
+
+    Returns
+    -------
+    matplotlib Figure
+    """
+    plt = pyplot()
     if axes is None:
         fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     fig = axes[0].figure
@@ -70,8 +120,26 @@ def plot_freqresp(sys, omega=None, channels=None, axes=None):
 
 def plot_roots(sys, ax=None, max_degree=2048):
     """Characteristic roots: discrete systems against the unit circle, continuous against the imaginary
-    axis (Lambert-W branches -5..5)."""
-    plt = _plt()
+    axis (Lambert-W branches -5..5).
+
+    Parameters
+    ----------
+    sys : DiscreteDelaySystem or DelaySystem
+    ax : matplotlib Axes, optional
+        Axes to draw on (default: a new figure).
+    max_degree : int, default 2048
+        Passed to :meth:`DiscreteDelaySystem.poles`.
+
+    Returns
+    -------
+    matplotlib Figure
+
+    Raises
+    ------
+    ValueError
+        A discrete system of degree above ``max_degree``.
+    """
+    plt = pyplot()
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 5))
     if hasattr(sys, "poles"):
         roots = np.concatenate(sys.poles(max_degree=max_degree))
@@ -93,8 +161,31 @@ def plot_roots(sys, ax=None, max_degree=2048):
 
 def plot_stability_region(k, alpha=0.0, n=201, lim=2.0, ax=None):
     """Exact stability region of the scalar real system ``h_t = lam h_{t-1} + mu h(t - k - alpha)``
-    in the ``(lam, mu)`` plane, with the sufficient diamond ``|lam| + |mu| < 1`` drawn over it."""
-    plt = _plt()
+    in the ``(lam, mu)`` plane, with the sufficient diamond ``|lam| + |mu| < 1`` drawn over it.
+
+    Parameters
+    ----------
+    k : int
+        Integer part of the delay.
+    alpha : float, default 0.0
+        Fractional part of the delay.
+    n : int, default 201
+        Grid points per axis.
+    lim : float, default 2.0
+        The grid spans ``[-lim, lim]`` in both ``lam`` and ``mu``.
+    ax : matplotlib Axes, optional
+        Axes to draw on (default: a new figure).
+
+    Returns
+    -------
+    matplotlib Figure
+
+    Examples
+    --------
+    >>> from ddesys import plot
+    >>> plot.plot_stability_region(k=5, alpha=0.0).savefig("region.png")  # doctest: +SKIP
+    """
+    plt = pyplot()
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 5))
     g = np.linspace(-lim, lim, n)
     LAM, MU = np.meshgrid(g, g)

@@ -1,4 +1,4 @@
-"""The exact delayed recurrence (SPEC section 2), compiled on the CPU and vectorized elsewhere.
+"""The exact delayed recurrence (docs/theory.md §2), compiled on the CPU and vectorized elsewhere.
 
     h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from ._array import get_namespace, is_numpy
+from ._validate import MAX_DELAY_STEPS
 
 _NUMBA_DISABLED = os.environ.get("DDESYS_DISABLE_NUMBA", "0") not in ("", "0")
 
@@ -31,7 +32,13 @@ except ImportError:  # Numba is optional: the vector path below is the documente
 
 
 def numba_available() -> bool:
-    """True when the compiled CPU recurrence is in use."""
+    """Whether the compiled (Numba) CPU recurrence is in use.
+
+    Returns
+    -------
+    bool
+        False when Numba is absent or ``DDESYS_DISABLE_NUMBA=1``.
+    """
     return _nb is not None
 
 
@@ -89,14 +96,48 @@ if _nb is not None:
 def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
     """Run the recurrence for a batch of channels.
 
-    Args:
-        lam, mu, bbar, c: complex ``(B, N2)``; k: int ``(B,)``; alpha, d: real ``(B,)``.
-        x: real ``(B, L)``.
-        return_states: also return the states ``(B, N2, L)`` (complex).
-    Returns:
-        ``y`` real ``(B, L)`` (float64 on the NumPy paths), and the states if asked.
+    Parameters
+    ----------
+    lam, mu, bbar, c : array, complex ``(B, N2)``
+    k : array of int ``(B,)``
+        Integer part of the delay.
+    alpha, d : array, real ``(B,)``
+        Fractional part of the delay; feedthrough.
+    x : array, real ``(B, L)``
+    return_states : bool, default False
+        Also return the states.
+
+    Returns
+    -------
+    y : array, real ``(B, L)``
+        float64 on the NumPy paths.
+    h : array, complex ``(B, N2, L)``
+        Only with ``return_states``.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, ``k`` outside ``[1, MAX_DELAY_STEPS]``, ``alpha`` outside ``[0, 1]``:
+        checked here so that no input reaches an out-of-bounds read in the compiled loop (which reads
+        ``h[t - k]`` and ``h[t - k - 1]`` only when they are ``>= 0``, hence in bounds for ``k >= 1``).
+    TypeError
+        A non-integer ``k``.
+
+    Notes
+    -----
+    Memory is ``O(B L)`` (plus ``O(threads L N2)`` history), whatever ``k``: a delay longer than the
+    sequence is never read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> one = lambda v: np.array([[v]], complex)
+    >>> run_recurrence(one(0.5), one(0.25), one(1.0), one(0.5), np.array([2]), np.array([0.0]),
+    ...                np.array([0.0]), np.eye(1, 6))
+    array([[1.    , 0.5   , 0.5   , 0.375 , 0.3125, 0.25  ]])
     """
     xp = get_namespace(lam, x)
+    _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x)
     if is_numpy(xp) and _nb is not None:
         B, L = x.shape
         y = np.zeros((B, L), dtype=np.float64)
@@ -109,20 +150,71 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
                            np.ascontiguousarray(d, np.float64), np.ascontiguousarray(x, np.float64),
                            y, states, bool(return_states))
         return (y, states) if return_states else y
-    return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)
+    with np.errstate(over="ignore", invalid="ignore"):   # NumPy without Numba: an unstable system
+        return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)  # overflows quietly
+
+
+def _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x):
+    """Shapes, index range and interpolation weight of :func:`run_recurrence`'s arguments."""
+    if getattr(x, "ndim", None) != 2 or getattr(lam, "ndim", None) != 2:
+        raise ValueError(f"x must be (B, L) and lam (B, N2), got shapes {getattr(x, 'shape', None)}, "
+                         f"{getattr(lam, 'shape', None)}")
+    B, L = x.shape
+    want = {"lam": (B, lam.shape[1]), "mu": (B, lam.shape[1]), "bbar": (B, lam.shape[1]),
+            "c": (B, lam.shape[1]), "k": (B,), "alpha": (B,), "d": (B,)}
+    for name, arr in dict(lam=lam, mu=mu, bbar=bbar, c=c, k=k, alpha=alpha, d=d).items():
+        if tuple(arr.shape) != want[name]:
+            raise ValueError(f"{name} must have shape {want[name]} to match x {tuple(x.shape)} and lam "
+                             f"{tuple(lam.shape)}, got {tuple(arr.shape)}")
+    if B == 0:
+        return
+    if "int" not in str(k.dtype):
+        raise TypeError(f"k must be an integer array (the delay's integer part), got dtype {k.dtype}")
+    kmin, kmax = int(xp.min(k)), int(xp.max(k))
+    if kmin < 1 or kmax > MAX_DELAY_STEPS:
+        raise ValueError(f"k (integer part of the delay) must lie in [1, MAX_DELAY_STEPS = {MAX_DELAY_STEPS}], "
+                         f"got [{kmin}, {kmax}]")
+    amin, amax = float(xp.min(alpha)), float(xp.max(alpha))
+    if not (0.0 <= amin and amax <= 1.0):          # also False for NaN
+        raise ValueError(f"alpha (fractional part of the delay) must lie in [0, 1], got [{amin}, {amax}]")
 
 
 def delay_update(h_prev, h_k, h_k1, x_t, lam, m1, m2, bbar):
     """One step of the recurrence: ``lam h_{t-1} + m1 h_{t-k} + m2 h_{t-k-1} + bbar x_t``.
 
-    ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``; all arrays broadcast (states ``(..., N2)``, ``x_t``
-    ``(..., 1)``). The single definition used by the vector path here and by the decode step in ``nn``.
+    The single definition used by the vector path here and by the decode step in ``nn``.
+
+    Parameters
+    ----------
+    h_prev, h_k, h_k1 : array, complex ``(..., N2)``
+        States ``h_{t-1}``, ``h_{t-k}``, ``h_{t-k-1}``.
+    x_t : array, real ``(..., 1)``
+        Input at ``t``.
+    lam, m1, m2, bbar : array, complex ``(..., N2)``
+        ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``. All arguments broadcast.
+
+    Returns
+    -------
+    array, complex ``(..., N2)``
+        ``h_t``.
     """
     return lam * h_prev + m1 * h_k + m2 * h_k1 + bbar * x_t
 
 
 def readout(h, c, d, x_t):
-    """``y_t = 2 Re(sum_n c_n h_n) + d x_t`` for states ``h`` ``(..., N2)``, ``c`` ``(..., N2)``."""
+    """The output ``y_t = 2 Re(sum_n c_n h_n) + d x_t``.
+
+    Parameters
+    ----------
+    h, c : array, complex ``(..., N2)``
+        States and output coefficients.
+    d, x_t : array or float, real ``(...)``
+        Feedthrough and input.
+
+    Returns
+    -------
+    array, real ``(...)``
+    """
     xp = get_namespace(h)
     return 2 * xp.sum(xp.real(c * h), axis=-1) + d * x_t
 
@@ -135,9 +227,7 @@ def _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states):
     N2 = lam.shape[1]
     al = xp.astype(alpha, x.dtype)[:, None]                         # (B, 1)
     m1, m2 = mu * xp.astype(1 - al, lam.dtype), mu * xp.astype(al, lam.dtype)   # (B, N2)
-    hist = xp.zeros((B, N2, L + 1), dtype=lam.dtype)
-    if hasattr(lam, "device") and not is_numpy(xp):
-        hist = xp.asarray(hist, device=lam.device)
+    hist = xp.zeros((B, N2, L + 1), dtype=lam.dtype, device=None if is_numpy(xp) else lam.device)
     y = []
     kk = k[:, None, None]                                           # (B, 1, 1)
     for t in range(L):
@@ -150,5 +240,5 @@ def _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states):
         h = delay_update(hist[..., t - 1] if t else hist[..., L], hk, hk1, x[:, t:t + 1], lam, m1, m2, bbar)
         hist[..., t] = h
         y.append(readout(h, c, d, x[:, t]))                         # (B,)
-    y = xp.stack(y, axis=-1)                                        # (B, L)
+    y = xp.stack(y, axis=-1) if L else xp.zeros_like(x)             # (B, L)
     return (y, hist[..., :L]) if return_states else y

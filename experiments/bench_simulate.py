@@ -3,7 +3,7 @@
     python -m experiments.bench_simulate            # L = 8192, N2 = 32 modes, 16 channels, float64
     python -m experiments.bench_simulate --quick    # L = 1024, N2 = 8, 4 channels
 
-Both run the same recurrence (SPEC section 2)::
+Both run the same recurrence (docs/theory.md §2)::
 
     h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
@@ -22,19 +22,19 @@ import time
 import numpy as np
 
 import ddesys
+from ddesys.init import s4d_modes
+from verification.systems import ds4d_system
 
 
 def random_ds4d(rng, H, N2, L, dt_min=1e-3, dt_max=1e-1, p=0.1):
     """S4D-Inv base dynamics, log-uniform dt per channel, delayed branch p, delays uniform in [1, L/2]."""
-    n = np.arange(N2)
-    N = 2 * N2
-    a = -0.5 + 1j * (N / np.pi) * (N / (2 * n + 1) - 1)
-    dt = np.exp(rng.uniform(math.log(dt_min), math.log(dt_max), (H, 1)))
-    abar = np.exp(a * dt)
+    a = s4d_modes(N2, "inv")
+    dt = np.exp(rng.uniform(math.log(dt_min), math.log(dt_max), H))
     theta = np.pi + 0.1 * rng.standard_normal((H, N2))
-    return dict(lam=(1 - p) * abar, mu=p * np.abs(abar) * np.exp(1j * theta), bbar=(abar - 1) / a,
-                c=(rng.standard_normal((H, N2)) + 1j * rng.standard_normal((H, N2))) / np.sqrt(2),
-                delay=rng.uniform(1.0, max(1.0, L / 2), H), d=rng.standard_normal(H))
+    c = (rng.standard_normal((H, N2)) + 1j * rng.standard_normal((H, N2))) / np.sqrt(2)
+    delay = rng.uniform(1.0, max(1.0, L / 2), H)
+    lam, mu, bbar, c, delay = ds4d_system(a, dt, p, theta, c, delay)
+    return dict(lam=lam, mu=mu, bbar=bbar, c=c, delay=delay, d=rng.standard_normal(H))
 
 
 def python_loop(lam, mu, bbar, c, delay, d, x):

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 import nn as dnn
+from experiments._runs import OutError, atomic_write, prepare_out
 from verification.timing import decoder, interleaved, trainer
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
@@ -121,8 +122,8 @@ def run(scale="cpu", device="cpu", progress=True):
 
 def plot(res, path):
     """Figure 3: training / decoding throughput and memory against L, one line per model."""
-    from ddesys.plot import _plt
-    plt = _plt()
+    from ddesys.plot import pyplot
+    plt = pyplot()
     panels = [("train_tokens_per_s", "training throughput (tokens/s)"),
               ("decode_tokens_per_s", "decoding throughput (tokens/s)"),
               ("train_peak_bytes", "training memory, peak (MiB)"), ("decode_cache_bytes", "decoding cache (MiB)")]
@@ -166,14 +167,22 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=Path("efficiency_out"))
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
+    try:
+        prepare_out(args.out)                        # before any work: an unusable folder fails at once
+    except OutError as exc:
+        raise SystemExit(f"error: {exc}") from None
     t0 = time.perf_counter()
     res = run(args.scale, args.device, progress=not args.quiet)
     res["seconds"] = time.perf_counter() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "efficiency.json").write_text(json.dumps(res, indent=1))
-    plot(res, args.out / "efficiency.png")
+    atomic_write(args.out / "efficiency.json", json.dumps(res, indent=1))
+    wrote = [args.out / "efficiency.json"]
+    try:                                  # the figure is optional (a GPU image may lack matplotlib)
+        plot(res, args.out / "efficiency.png")
+        wrote.append(args.out / "efficiency.png")
+    except ImportError as e:
+        print(f"(no figure: {e})")
     print(table(res))
-    print(f"\nwrote {args.out / 'efficiency.json'} and {args.out / 'efficiency.png'} ({res['seconds']:.0f} s)")
+    print(f"\nwrote {' and '.join(map(str, wrote))} ({res['seconds']:.0f} s)")
     return 0
 
 

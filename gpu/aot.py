@@ -57,8 +57,8 @@ def _signature(kernel, args, meta):
 
 def _resources(cubin: bytes):
     """Registers, spill (LOCAL), stack and shared bytes of a cubin, read with the wheel's ``cuobjdump``.
-    (The fp64 ``cos``/``sin`` of libdevice reserve a small stack for their large-argument reduction;
-    the kernels' angles lie in ``[-2 pi, 0]`` and never take that path.)"""
+    (No kernel needs a stack: the transfer kernels gather the contour points from a table instead of
+    calling libdevice's float64 ``cos``/``sin``, whose large-argument reduction reserved one.)"""
     import triton.backends.nvidia as nv
     tool = os.path.join(os.path.dirname(nv.__file__), "bin", "cuobjdump")
     with tempfile.TemporaryDirectory() as d:

@@ -5,12 +5,13 @@ of the cache position; interpolate; update ``h_t``; write it into slot ``t mod R
 
 Ring buffer layout ``(B, R, H, N2)`` complex (slot-major: one token's states are contiguous).
 The reference is ``nn.DS4D.step``'s torch path (``ddesys.recurrence.delay_update`` / ``readout``).
+The launch runs under :func:`gpu.device_guard` (the buffer's CUDA device, not the current one).
 """
 from __future__ import annotations
 
 import torch
 
-from . import OPTIONS, triton_available
+from . import OPTIONS, device_guard, triton_available
 
 if triton_available():
     import triton
@@ -66,13 +67,39 @@ if triton_available():
         tl.store(Y + b * H + h, y)
 
 
+def check_decode_inputs(buf, x_t, lam, m1, m2, bbar, c, d, k):
+    """The ring buffer is written in place: complex64/complex128 ``(B, R, H, N2)`` and contiguous; every
+    other argument on its device with the matching shape (``x_t`` ``(B, H)``, coefficients ``(H, N2)``,
+    ``d`` and integer ``k`` ``(H,)``). Raises ``TypeError`` / ``ValueError`` naming the argument."""
+    if not isinstance(buf, torch.Tensor) or buf.dtype not in (torch.complex64, torch.complex128):
+        raise TypeError(f"decode_step: the ring buffer must be a complex64/complex128 tensor, got "
+                        f"{getattr(buf, 'dtype', type(buf).__name__)}")
+    if buf.dim() != 4:
+        raise ValueError(f"decode_step: the ring buffer must have shape (B, R, H, N2), got {tuple(buf.shape)}")
+    if not buf.is_contiguous():
+        raise ValueError("decode_step: the ring buffer must be contiguous (it is updated in place)")
+    B, R, H, N2 = buf.shape
+    shapes = dict(x_t=(B, H), lam=(H, N2), m1=(H, N2), m2=(H, N2), bbar=(H, N2), c=(H, N2), d=(H,), k=(H,))
+    values = dict(x_t=x_t, lam=lam, m1=m1, m2=m2, bbar=bbar, c=c, d=d, k=k)
+    for name, shape in shapes.items():
+        t = values[name]
+        if tuple(t.shape) != shape:
+            raise ValueError(f"decode_step: {name} must have shape {shape} for a buffer {tuple(buf.shape)}, "
+                             f"got {tuple(t.shape)}")
+        if t.device != buf.device:
+            raise ValueError(f"decode_step: {name} is on {t.device} but the ring buffer is on {buf.device}")
+    if k.dtype.is_floating_point or k.dtype.is_complex:
+        raise TypeError(f"decode_step: k must be an integer tensor, got {k.dtype}")
+
+
 def decode_launch(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
     """``(kernel, grid, args, meta, y)`` of one step: the one place its arguments are formed, shared by
     :func:`decode_step` and the ahead-of-time compile check (:mod:`gpu.aot`)."""
+    check_decode_inputs(buf, x_t, lam, m1, m2, bbar, c, d, k)
     B, R, H, N2 = buf.shape
     rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
     r = lambda z: torch.view_as_real(z.to(buf.dtype).contiguous()).contiguous()  # noqa: E731
-    y = torch.empty(B, H, dtype=rdt, device=buf.device)
+    y = torch.empty(B, H, dtype=rdt, device=buf.device)                          # (B, H)
     block = triton.next_power_of_2(N2)
     args = (torch.view_as_real(buf), x_t.to(rdt).contiguous(), r(lam), r(m1), r(m2), r(bbar), r(c),
             d.to(rdt).contiguous(), k.contiguous(), y, int(t), R, H, N2)
@@ -85,8 +112,7 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
     """One fused step. ``buf`` complex ``(B, R, H, N2)`` (updated in place), ``x_t`` real ``(B, H)``,
     ``lam, m1, m2, bbar, c`` complex ``(H, N2)``, ``d`` ``(H,)``, ``k`` int ``(H,)``, ``t`` the position.
     Returns ``y_t`` ``(B, H)`` in the buffer's real dtype."""
-    if not buf.is_contiguous():
-        raise ValueError("decode_step: the ring buffer must be contiguous (it is updated in place)")
     kernel, grid, args, meta, y = decode_launch(buf, x_t, lam, m1, m2, bbar, c, d, k, t)
-    kernel[grid](*args, **meta)
+    with device_guard(buf):
+        kernel[grid](*args, **meta)
     return y

@@ -94,22 +94,6 @@ def fft_conv(x, K):
     return torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(K, n=n), n=n)[..., :L]
 
 
-LOG_DT_RANGE = (-20.0, 10.0)
-LOG_RATE_RANGE = (math.log(1e-6), math.log(100.0))
-
-
-def continuous_poles(log_dt, nu_re, nu_im, dtype):
-    """``dt`` ``(C, 1)`` and ``a = -exp(nu_re) + i nu_im`` ``(C, N2)`` (SPEC section 7), guarded.
-
-    ``log_dt`` is clamped to ``[-20, 10]`` and the decay per step ``dt exp(nu_re)`` to ``[1e-6, 100]``,
-    so ``|abar| = exp(-dt exp(nu_re))`` stays in ``[e^-100, 1 - 1e-6]``: strictly stable and finite for
-    any finite parameters (without the clamp ``nu_re << 0`` rounds ``|abar|`` to exactly 1 and ``nu_re >> 0``
-    overflows). Inside the range this is exactly the SPEC's parameterization.
-    """
-    ldt = log_dt.to(dtype).clamp(*LOG_DT_RANGE)[:, None]            # (C, 1)
-    dt = torch.exp(ldt)                                             # (C, 1)
-    rate = torch.exp((nu_re.to(dtype) + ldt).clamp(*LOG_RATE_RANGE))  # (C, N2)  dt |Re a|
-    return dt, torch.complex(-rate / dt, nu_im.to(dtype))           # (C, 1), (C, N2)
 
 
 def check_cache(layer, cache, batch, what="step"):
@@ -119,8 +103,8 @@ def check_cache(layer, cache, batch, what="step"):
         raise TypeError(f"{name}.{what} needs the {want.__name__} from this layer's allocate_inference_cache(), "
                         f"got {type(cache).__name__}")
     state = cache.state
-    if state.shape[-2:] != (layer.H, layer.N2):
-        raise ValueError(f"{name}.{what}: the cache holds (H, N/2) = {tuple(state.shape[-2:])} states but this layer "
+    if cache.modes != (layer.H, layer.N2):
+        raise ValueError(f"{name}.{what}: the cache holds (H, N/2) = {cache.modes} states but this layer "
                          f"has ({layer.H}, {layer.N2}); was it allocated by another layer?")
     if batch != cache.batch_size:
         raise ValueError(f"{name}.{what}: input has batch {batch} but the cache was allocated for {cache.batch_size}")
@@ -140,51 +124,14 @@ def check_step_input(layer, x_t, cache):
     check_cache(layer, cache, x_t.shape[0])
 
 
-def encode_range(s_min, s_max):
-    """``(s_min, s_max)`` as an int64 tensor ``(2,)`` holding their float64 bit patterns (``s_max`` None ->
-    NaN): exact in a state dict and untouched by ``module.half()`` / ``.to(dtype)``."""
-    v = torch.tensor([s_min, math.nan if s_max is None else s_max], dtype=torch.float64)
-    return v.view(torch.int64).clone()
-
-
-def decode_range(t):
-    """Inverse of :func:`encode_range`: ``(s_min, s_max or None)``."""
-    s_min, s_max = t.detach().cpu().clone().view(torch.float64).tolist()
-    return s_min, (None if math.isnan(s_max) else s_max)
-
-
-def delay_range_mismatch(layer, saved):
-    """Why a checkpoint with delay range ``saved`` = ``(s_min, s_max)`` (None: saved before ranges were
-    stored) cannot load into ``layer``, or None. Equal ranges load; a layer whose range is not fixed yet
-    (``l_max=None``) adopts the checkpoint's."""
-    name = type(layer).__name__
-    if saved is None:
-        if layer.s_max is None:
-            return (f"{name}: this checkpoint does not record its delay range (saved by an older ddesys) and the "
-                    "layer has l_max=None: build the layer with the l_max it was trained with")
-        return None
-    s_min, s_max = saved
-    if s_max is None or layer.s_max is None:
-        return None if s_max is not None or layer.s_max is None else (
-            f"{name}: the checkpoint's delay range was not fixed yet (l_max=None, saved before any forward) but "
-            f"this layer's is (l_max={layer.l_max}); build the layer with l_max=None")
-    if (s_min, s_max) != (layer.s_min, layer.s_max):
-        l_ck = int(math.floor(s_max)) + 1
-        return (f"{name}: the checkpoint's delays are relative to s_min={s_min:g}, s_max={s_max:g} (l_max={l_ck}) "
-                f"but this layer has s_min={layer.s_min:g}, s_max={layer.s_max:g} (l_max={layer.l_max}): loading "
-                f"would move every delay. Build the layer with l_max={l_ck}"
-                f"{'' if s_min == layer.s_min else f', s_min={s_min:g}'}, or with l_max=None to adopt the "
-                "checkpoint's range")
-    return None
-
-
 class StepConstants:
     """Memo of a layer's decode constants (discretized coefficients, interpolation weights), so ``step``
     does not rediscretize every token (complex ``exp`` over ``(H, N/2)`` is most of a token's work).
 
     Recomputed when any of the layer's own parameters changed since the last call (an optimizer step
     or ``load_state_dict`` writes in place and bumps torch's per-tensor version counter), when the
-    dtype, device or a parameter object changed, or when ``discrete`` was overridden on the instance.
+    dtype, device or a parameter object changed, or when the layer's ``memo_key()`` (its ablation and
+    delay range) changed.
     Writes through ``param.data`` bypass torch's version counter (as they bypass autograd's checks):
     after such a write call :meth:`clear` (``layer._step_memo.clear()``) or use ``with torch.no_grad():
     param.copy_(...)``, which is tracked."""
@@ -197,9 +144,8 @@ class StepConstants:
 
     def get(self, layer, dtype, compute):
         """``compute()``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
-        fn = layer.discrete
-        key = (dtype, getattr(fn, "__func__", fn),
-               tuple((id(p), p._version, p.device, p.dtype) for p in layer._parameters.values()))
+        key = (dtype, layer.memo_key(),
+               tuple((id(p), p._version, p.device, p.dtype) for p in layer.parameters(recurse=False)))
         if key != self._key:
             self._value, self._key = compute(), key
         return self._value

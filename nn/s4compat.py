@@ -2,15 +2,21 @@
 
 :class:`S4D` and :class:`DS4D` here follow that module's contract, so an S4-style training script
 (``example.py``: ``z, _ = layer(z)``, ``setup_optimizer`` grouping parameters by their ``_optim`` dict)
-runs unchanged after ``from nn.s4compat import DS4D as S4D``::
-
-    layer = DS4D(d_model, d_state=64, dropout=0.1, transposed=True, lr=1e-3)
-    y, _ = layer(u)                      # u, y: (B, H, L)
+runs unchanged after ``from nn.s4compat import DS4D as S4D``.
 
 Each wraps the SSM core (:class:`nn.DS4D` / :class:`nn.S4D`, which are the SSM alone: FFT convolution
 plus the ``D`` skip) and adds S4's pointwise tail: GELU, channel dropout (one mask per (batch, channel),
 tied over the sequence, as S4's ``DropoutNd``), and ``Conv1d(H, 2H, 1)`` followed by ``GLU`` over the
 channel axis.
+
+Examples
+--------
+>>> import torch
+>>> from nn.s4compat import DS4D as S4D           # was: from src.models.s4.s4d import S4D
+>>> layer = S4D(16, d_state=8, dropout=0.1, transposed=True, lr=1e-3)
+>>> y, _ = layer(torch.randn(2, 16, 32))          # u, y: (B, H, L)
+>>> y.shape
+torch.Size([2, 16, 32])
 """
 from __future__ import annotations
 
@@ -77,8 +83,13 @@ class _S4Compat(nn.Module):
 
     @classmethod
     def kernel_arg_names(cls):
-        """Keyword arguments forwarded to the core (S4's ``dt_min``, ``dt_max`` and the core's own);
-        ``lr`` is handled here."""
+        """Keyword arguments forwarded to the core (S4's ``dt_min``, ``dt_max`` and the core's own).
+
+        Returns
+        -------
+        tuple of str
+            ``lr`` is handled here and not listed; ``dt_lr`` is refused (S4's ``lr`` replaces it).
+        """
         sig = inspect.signature(cls._core.__init__).parameters.values()
         return tuple(p.name for p in sig if p.name not in _OWN and p.name != "dt_lr"
                      and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
@@ -110,10 +121,26 @@ class _S4Compat(nn.Module):
         return self.kernel.D
 
     def forward(self, u, **kwargs):
-        """``u`` ``(B, H, L)`` (``transposed=False``: ``(B, L, H)``) -> ``(y, None)``, ``y`` in ``u``'s layout.
+        """SSM, GELU, dropout and the GLU output layer, S4's ``forward`` contract.
 
-        Extra keyword arguments are accepted and ignored, as in S4 (which absorbs ``return_output`` and
-        transformer masks)."""
+        Parameters
+        ----------
+        u : Tensor ``(B, H, L)``
+            (``transposed=False``: ``(B, L, H)``).
+        **kwargs
+            Accepted and ignored, as in S4 (which absorbs ``return_output`` and transformer masks).
+
+        Returns
+        -------
+        y : Tensor
+            In ``u``'s layout.
+        state : None
+
+        Raises
+        ------
+        ValueError
+            ``u`` not a 3-D tensor.
+        """
         if not torch.is_tensor(u) or u.dim() != 3:
             raise ValueError(f"{type(self).__name__} expects a 3-D tensor "
                              f"({'(B, H, L)' if self.transposed else '(B, L, H)'}), got "
@@ -129,8 +156,27 @@ class _S4Compat(nn.Module):
 
     # ------------------------------------------------------------------ decoding (inference only)
     def default_state(self, *batch_shape, device=None, dtype=None):
-        """A fresh decode state for ``batch_shape = (B,)``: the core's inference cache (on the layer's
-        device; ``device``, if given, must be that device)."""
+        """A fresh decode state: the core's inference cache, on the layer's device.
+
+        Parameters
+        ----------
+        *batch_shape : int
+            ``(B,)``: one batch dimension.
+        device : torch.device or str, optional
+            If given, must be the layer's device.
+        dtype : torch.dtype, optional
+            Passed to the core's ``allocate_inference_cache``.
+
+        Returns
+        -------
+        DS4DCache or S4DCache
+            The core's inference cache.
+
+        Raises
+        ------
+        ValueError
+            Not exactly one batch dimension; a ``device`` other than the layer's.
+        """
         if len(batch_shape) != 1:
             raise ValueError(f"default_state takes one batch dimension, got {batch_shape}")
         if device is not None and torch.device(device) != self.D.device:
@@ -139,8 +185,20 @@ class _S4Compat(nn.Module):
 
     @torch.no_grad()
     def step(self, u, state):
-        """One position ``u`` ``(B, H)`` -> ``(y, state)``, ``y`` ``(B, H)``; ``state`` (from
-        :meth:`default_state`) is updated in place and returned. No dropout (inference)."""
+        """One position, S4's ``step`` contract (inference: no dropout, no autograd).
+
+        Parameters
+        ----------
+        u : Tensor ``(B, H)``
+        state
+            From :meth:`default_state`; updated in place.
+
+        Returns
+        -------
+        y : Tensor ``(B, H)``
+        state
+            The same object, updated.
+        """
         y = self.activation(self.kernel.step(u, state))            # (B, H)
         y = self.output_linear(y.unsqueeze(-1)).squeeze(-1)         # (B, H, 1) -> (B, H)
         return y, state
@@ -176,10 +234,21 @@ class S4D(_S4Compat):
     kernel, layer : nn.S4D
         The SSM core (built with ``transposed=True``).
 
+    Raises
+    ------
+    TypeError
+        ``dt_lr`` (use ``lr``), an unknown keyword argument, a non-real ``lr``.
+    ValueError
+        ``dropout`` outside ``[0, 1)``.
+
     Notes
     -----
     ``forward(u) -> (y, None)``: ``(B, H, L) -> (B, H, L)`` (transposed). ``step(u, state) -> (y, state)``
     with ``(B, H)`` and ``state = default_state(B)``.
+
+    See Also
+    --------
+    DS4D : the delay version, same contract.
     """
 
     _core = _S4DCore
@@ -215,10 +284,32 @@ class DS4D(_S4Compat):
     kernel, layer : nn.DS4D
         The SSM core (built with ``transposed=True``).
 
+    Raises
+    ------
+    TypeError
+        ``dt_lr`` (use ``lr``), an unknown keyword argument, a non-real ``lr``.
+    ValueError
+        ``dropout`` outside ``[0, 1)``.
+
     Notes
     -----
     ``forward(u) -> (y, None)``: ``(B, H, L) -> (B, H, L)`` (transposed). ``step(u, state) -> (y, state)``
     with ``(B, H)`` and ``state = default_state(B)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from nn.s4compat import DS4D
+    >>> layer = DS4D(16, d_state=8, dropout=0.1, transposed=True, lr=1e-3, l_max=32)
+    >>> y, _ = layer(torch.randn(2, 16, 32))                 # (B, H, L) -> (B, H, L)
+    >>> y.shape
+    torch.Size([2, 16, 32])
+    >>> layer.kernel.log_dt._optim                           # S4's hint, read by setup_optimizer
+    {'lr': 0.001, 'weight_decay': 0.0}
+    >>> state = layer.eval().default_state(2)
+    >>> y_t, state = layer.step(torch.randn(2, 16), state)   # (B, H) -> (B, H)
+    >>> y_t.shape
+    torch.Size([2, 16])
     """
 
     _core = _DS4DCore

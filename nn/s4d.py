@@ -4,26 +4,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
-from ddesys.discretize import zoh
+from ddesys.parameterization import s4d_discrete
 from ddesys.recurrence import delay_update, readout
 from ddesys.transfer import vandermonde_kernel
 
-from .common import (StepConstants, check_cache, check_finite_params, check_input, check_sizes, check_step_input,
-                     compute_dtype, continuous_poles, fft_conv, init_dt, no_autocast, s4d_modes)
+from .autograd import vandermonde
+from .base import DiagonalSSM, split_channels
+from .common import check_finite_params, check_step_input
 from .optim import register_optim
 
 
 @dataclass
 class S4DCache:
-    """Decode state: ``h`` ``(B, H, N2)`` complex."""
+    """Decode state: ``h`` ``(B, H, N2)`` complex and the number ``t`` of tokens consumed."""
     h: torch.Tensor
     t: int = 0
 
     @property
     def state(self):
         return self.h
+
+    @property
+    def modes(self):
+        """``(H, N2)``: the channels and modes the cache holds."""
+        return tuple(self.h.shape[1:3])
 
     @property
     def batch_size(self):
@@ -34,85 +39,56 @@ class S4DCache:
         return self.h.numel() * self.h.element_size()
 
 
-class S4D(nn.Module):
+class S4D(DiagonalSSM):
     """S4D layer (Gu et al. 2022): ``h_t = exp(dt A) h_{t-1} + (exp(dt A) - 1)/A B x_t``.
 
     The SSM alone (FFT convolution plus the ``D`` skip); :class:`nn.s4compat.S4D` follows the S4
     repository's module contract, :class:`nn.SequenceBlock` wraps it in a residual block.
-
     Kernel by the Vandermonde product ``K_t = 2 Re sum_n C_n bbar_n e^{t dt A_n}``
     (:func:`ddesys.transfer.vandermonde_kernel`: fused Numba loop with its own backward on the CPU, the
     official ``polar``/``exp`` product elsewhere).
-    Args as :class:`nn.DS4D` (``init``, ``dt_min``, ``dt_max``, ``bidirectional``, ``transposed``,
-    ``dt_lr``). Shapes: ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
+
+    Parameters are those of :class:`nn.DS4D` that concern the base dynamics: ``d_model``, ``d_state``,
+    ``init``, ``dt_min``, ``dt_max``, ``bidirectional``, ``transposed``, ``dt_lr``, ``seed``. The kernel
+    runs in float32, or float64 for float64 input. Shapes: ``(B, L, H) -> (B, L, H)``; ``step``
+    ``(B, H) -> (B, H)``.
     """
 
     cache_type = S4DCache
 
-    def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
-                 bidirectional=False, transposed=False, dt_lr=None, seed=None):
-        super().__init__()
-        check_sizes(self, d_model, d_state)
-        self.H, self.N2 = d_model, d_state // 2
-        self.bidirectional, self.transposed = bidirectional, transposed
-        C = 2 * d_model if bidirectional else d_model
-        g = torch.Generator().manual_seed(seed) if seed is not None else None
-        a = s4d_modes(self.N2, init).expand(C, -1)                  # (C, N2)
-        self.log_dt = nn.Parameter(init_dt(C, dt_min, dt_max, g))  # (C,)
-        self.nu_re = nn.Parameter(torch.log(-a.real).clone())       # (C, N2)
-        self.nu_im = nn.Parameter(a.imag.clone())                   # (C, N2)
-        self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())
-        self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
-        self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
-        self._step_memo = StepConstants()
+    def __init__(self, d_model, d_state=64, *, init="inv", dt_min=1e-3, dt_max=1e-1, bidirectional=False,
+                 transposed=False, dt_lr=None, seed=None):
+        super().__init__(d_model, d_state, init=init, dt_min=dt_min, dt_max=dt_max, bidirectional=bidirectional,
+                         transposed=transposed, seed=seed)
         register_optim(self, "log_dt", {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
         for name in ("nu_re", "nu_im", "B"):
             register_optim(self, name, {"weight_decay": 0.0})
 
+    def memo_key(self):
+        return None
+
     def discrete(self, dtype=torch.float32):
-        """``lam, bbar, c`` complex ``(C, N2)`` and ``dtA`` ``(C, N2)``."""
+        """:class:`ddesys.parameterization.S4DDiscrete`: complex ``lam, bbar, c`` and ``dtA`` ``(C, N2)``."""
         f = lambda p: p.to(dtype)  # noqa: E731
-        dt, a = continuous_poles(self.log_dt, self.nu_re, self.nu_im, dtype)   # (C, 1), (C, N2)
-        B = torch.view_as_complex(f(self.B).contiguous())           # (C, N2)
-        lam, _, bbar = zoh(a, torch.zeros_like(a), B, dt)           # (C, N2)
-        return lam, bbar, torch.view_as_complex(f(self.C).contiguous()), a * dt
+        return s4d_discrete(f(self.log_dt), f(self.nu_re), f(self.nu_im), f(self.B), f(self.C))
 
     def kernel(self, L, dtype=torch.float32):
-        """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``)."""
-        lam, bbar, c, _ = self.discrete(dtype)
-        K = vandermonde_kernel(lam, c * bbar, L)                    # (C, L)
-        return K.view(2, self.H, L) if self.bidirectional else K
+        """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``) in ``dtype``."""
+        d = self.discrete(dtype)
+        return split_channels(vandermonde(d.lam, d.c * d.bbar, L), self.H, self.bidirectional)
 
-    def forward(self, x, mode="fft"):
-        """``(B, L, H) -> (B, L, H)``; ``mode="recurrent"`` steps through the sequence (verification)."""
-        if mode not in ("fft", "recurrent"):
-            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
-        xin = check_input(self, x)                                  # (B, H, L), any float dtype
-        check_finite_params(self)
-        L = xin.shape[-1]
-        if xin.shape[0] == 0:                                       # empty batch: empty output
-            y = self.D[:, None] * xin
-        elif mode == "recurrent":
-            if self.bidirectional:
-                raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
-            cache = self.allocate_inference_cache(xin.shape[0], dtype=xin.dtype)
-            y = torch.stack([self.step(xin[..., t], cache) for t in range(L)], dim=-1)
-        else:
-            with no_autocast(xin):                                  # FFTs in float32 or better
-                x = xin.to(compute_dtype(xin))                      # (B, H, L)
-                K = self.kernel(L, x.dtype).to(x.dtype)             # (H, L) or (2, H, L)
-                if self.bidirectional:
-                    y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
-                else:
-                    y = fft_conv(x, K)                              # (B, H, L)
-                y = (y + self.D[:, None] * x).to(xin.dtype)
-        return y if self.transposed else y.transpose(-1, -2)
+    def _kernel_for(self, x):
+        return self.kernel(x.shape[-1], x.dtype).to(x.dtype)
+
+    def _recurrent(self, x):
+        cache = self.allocate_inference_cache(x.shape[0], dtype=x.dtype)
+        return torch.stack([self.step(x[..., t], cache) for t in range(x.shape[-1])], dim=-1)   # (B, H, L)
 
     def allocate_inference_cache(self, batch_size, dtype=None):
-        if self.bidirectional:
-            raise ValueError("a bidirectional S4D layer sees the future; it cannot decode step by step")
-        cdt = torch.complex128 if dtype == torch.float64 else torch.complex64
-        return S4DCache(torch.zeros(batch_size, self.H, self.N2, dtype=cdt, device=self.D.device))
+        """A fresh :class:`S4DCache` (complex128 for ``torch.float64``, else complex64)."""
+        self._check_decodable()
+        check_finite_params(self)
+        return S4DCache(torch.zeros(batch_size, self.H, self.N2, dtype=self._cache_dtype(dtype), device=self.D.device))
 
     @torch.no_grad()
     def step(self, x_t, cache):
@@ -126,16 +102,12 @@ class S4D(nn.Module):
 
     @torch.no_grad()
     def prefill(self, x, cache):
-        """Consume a prompt ``(B, L, H)``; returns the FFT output and sets the cache state."""
-        xb = check_input(self, x).double()                           # (B, H, L)
-        check_cache(self, cache, xb.shape[0], what="prefill")
-        if cache.t != 0:
-            raise ValueError("prefill expects a fresh cache (t = 0)")
-        y = self.forward(x)
+        """Consume a prompt ``(B, L, H)``; returns the FFT output and sets the cache state
+        ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j``."""
+        xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         L = xb.shape[-1]
-        lam, bbar, _, dtA = self.discrete(torch.float64)
-        t = torch.arange(L - 1, -1, -1, dtype=torch.float64)          # powers lam^{L-1-j}
-        V = torch.exp(dtA[..., None] * t) * bbar[..., None]          # (H, N2, L)
-        cache.h.copy_(torch.einsum("bhl,hnl->bhn", xb.to(V.dtype), V).to(cache.h.dtype))
+        d = self.discrete(torch.float64)
+        V = vandermonde_kernel(d.lam, d.bbar, L, per_mode=True)      # (H, N2, L): bbar lam^t
+        cache.h.copy_(torch.einsum("bhl,hnl->bhn", xb.double().flip(-1).to(V.dtype), V).to(cache.h.dtype))
         cache.t = L
         return y

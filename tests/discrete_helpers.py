@@ -2,7 +2,7 @@
 ``test_simulate_and_inputs.py``, ``test_stability.py``).
 
 The reference values all come from the independent oracle ``tests/oracle.py`` (float64, written from
-SPEC sections 2-5 without importing ddesys); this module only wraps it and measures errors, it never
+docs/theory.md §2-§5 without importing ddesys); this module only wraps it and measures errors, it never
 runs ddesys code.
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch  # noqa: E402
 
 import gpu  # noqa: E402
-from ddesys.transfer import _sample_block, contour_points  # noqa: E402
+from ddesys.transfer import sample_points, contour_points  # noqa: E402
 from gpu import transfer as gt  # noqa: E402
 
 out = {}
@@ -19,7 +19,7 @@ for name, rdt, cdt in (("f32", torch.float32, torch.complex64), ("f64", torch.fl
     A = (0.3 * torch.randn(C, N2, 3, dtype=cdt, generator=g))
     cb = torch.randn(C, N2, dtype=cdt, generator=g)
     A64, cb64 = A.to(torch.complex128).requires_grad_(), cb.to(torch.complex128).requires_grad_()
-    ref = _sample_block(A64, cb64, contour_points(k, M, torch.complex128))           # reference, float64
+    ref = sample_points(A64, cb64, contour_points(k, M, torch.complex128))           # reference, float64
     refd = ref.detach()
     S = gt.sample_forward(A, cb, k, M)
     out[f"fwd_{name}"] = float((S.to(torch.complex128) - refd).abs().max() / refd.abs().max())
@@ -28,6 +28,19 @@ for name, rdt, cdt in (("f32", torch.float32, torch.complex64), ("f64", torch.fl
     gA, gcb = gt.sample_backward(A, cb, k, M, G.to(cdt))
     out[f"bwd_A_{name}"] = float((gA.to(torch.complex128) - gA_ref).abs().max() / gA_ref.abs().max())
     out[f"bwd_cb_{name}"] = float((gcb.to(torch.complex128) - gcb_ref).abs().max() / gcb_ref.abs().max())
+
+# backward over several blocks of modes (N2 = 20: a full block of 16 and a partial one) and a partial
+# block of frequencies (M = 40), float64
+A = 0.1 * torch.randn(2, 20, 3, dtype=torch.complex128, generator=g)
+cb = torch.randn(2, 20, dtype=torch.complex128, generator=g)
+k2 = torch.tensor([3, 17])
+A64, cb64 = A.clone().requires_grad_(), cb.clone().requires_grad_()
+ref = sample_points(A64, cb64, contour_points(k2, 40, torch.complex128))
+G = torch.randn(2, 40, dtype=torch.complex128, generator=g)
+gA_ref, gcb_ref = torch.autograd.grad((ref * G.conj()).real.sum(), (A64, cb64))
+gA, gcb = gt.sample_backward(A, cb, k2, 40, G)
+out["bwd_blocks_f64"] = max(float((gA - gA_ref).abs().max() / gA_ref.abs().max()),
+                            float((gcb - gcb_ref).abs().max() / gcb_ref.abs().max()))
 
 # the CuPy route (ddesys on CuPy arrays -> DLPack -> the same Triton kernel -> DLPack back), with NumPy
 # standing in for CuPy: CuPy cannot allocate without a GPU, and both speak DLPack
@@ -44,7 +57,7 @@ cb_np = rng.standard_normal((2, 3, N2)) + 1j * rng.standard_normal((2, 3, N2))
 k_np = rng.integers(1, M // 2, (2, 3))
 S_np = dtr._cupy_via_gpu(A_np, cb_np, k_np, M)
 assert isinstance(S_np, np.ndarray) and S_np.shape == (2, 3, M), (type(S_np), getattr(S_np, "shape", None))
-ref = _sample_block(torch.from_numpy(A_np.reshape(6, N2, 3)), torch.from_numpy(cb_np.reshape(6, N2)),
+ref = sample_points(torch.from_numpy(A_np.reshape(6, N2, 3)), torch.from_numpy(cb_np.reshape(6, N2)),
                     contour_points(torch.from_numpy(k_np.reshape(6)), M, torch.complex128)).numpy().reshape(2, 3, M)
 out["cupy_route"] = float(np.abs(S_np - ref).max() / np.abs(ref).max())
 del sys.modules["cupy"]
@@ -53,7 +66,7 @@ del sys.modules["cupy"]
 import nn as dnn  # noqa: E402
 
 layer = dnn.DS4D(4, 8, l_max=64, seed=0).double()
-assert gpu.enabled(layer.D)
+assert gpu.usable_for(layer.D)
 K_gpu = layer.kernel(64, M=256).detach()   # M = 4L: restoration amplifies FFT rounding less
 os.environ["DDESYS_REFERENCE"] = "1"
 K_ref = layer.kernel(64, M=256).detach()

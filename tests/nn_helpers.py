@@ -2,9 +2,9 @@
 
 References defined or used here never run the layer's own code path:
 
-* ``tests/oracle.py`` (written from SPEC.md, imports nothing from ``ddesys``): ``brute_force`` (plain
+* ``tests/oracle.py`` (written from the formulas of docs/theory.md, imports nothing from ``ddesys``): ``brute_force`` (plain
   Python loop over channel, mode and time) and ``impulse_response`` (NumPy loop over time);
-* :func:`spec_discrete`: SPEC section 7's parameterization recomputed in NumPy from the raw
+* :func:`spec_discrete`: the parameterization of docs/theory.md §7.2, recomputed in NumPy from the raw
   parameters (``log_dt, nu_re, nu_im, r, theta, nu_tau, B, C``), so ``layer.discrete`` is checked too;
 * :func:`vec_recurrence`: a NumPy delay recurrence vectorized over (batch, channel, mode), checked
   against ``brute_force`` (``test_nn_layers.py``) and used where the brute-force loop would be too
@@ -51,7 +51,7 @@ def _cplx(p):
 
 
 def spec_discrete(layer):
-    """SPEC section 7 in NumPy from the raw parameters: ``lam, mu, bbar, c`` ``(C, N2)`` complex128,
+    """docs/theory.md §7 in NumPy from the raw parameters: ``lam, mu, bbar, c`` ``(C, N2)`` complex128,
     ``delay`` ``(C,)`` and ``d`` ``(H,)`` float64. Written without ``nn`` / ``ddesys``."""
     dt = np.exp(_np(layer.log_dt))[:, None]
     a = -np.exp(_np(layer.nu_re)) + 1j * _np(layer.nu_im)
@@ -75,7 +75,7 @@ def vandermonde_kernel(log_dt, nu_re, nu_im, B, C, L):
 
 
 def vec_recurrence(lam, mu, bbar, c, delay, d, x):
-    """The SPEC section 2 recurrence, NumPy, vectorized over (batch, channel, mode), loop over time.
+    """The docs/theory.md §2 recurrence, NumPy, vectorized over (batch, channel, mode), loop over time.
 
     ``lam, mu, bbar, c`` ``(H, N2)``; ``delay, d`` ``(H,)``; ``x`` ``(B, H, L)`` -> ``y`` ``(B, H, L)``.
     The history is front-padded with ``P = k_max + 1`` zeros so ``t - k - 1`` is always a valid index.
@@ -106,7 +106,7 @@ def causal_conv(x, K):
 
 
 def layer_oracle(layer, x_bhl):
-    """``brute_force`` on the layer's SPEC parameters: ``x`` ``(B, H, L)`` -> ``(B, H, L)``."""
+    """``brute_force`` on the layer's parameters (docs/theory.md §7.2): ``x`` ``(B, H, L)`` -> ``(B, H, L)``."""
     lam, mu, bbar, c, delay, d = spec_discrete(layer)
     Bsz, H, L = x_bhl.shape
     return brute_force(lam, mu, bbar, c, delay, d, x_bhl).reshape(Bsz, H, L)

@@ -1,6 +1,6 @@
-"""Independent float64 reference implementations of the discrete delayed system (SPEC sections 2-5).
+"""Independent float64 reference implementations of the discrete delayed system (docs/theory.md §2-§5).
 
-Written from ``/work/shared/SPEC.md`` only; nothing here imports :mod:`ddesys`, so the tests compare
+Written from the formulas of ``docs/theory.md`` only; nothing here imports :mod:`ddesys`, so the tests compare
 two implementations, not one implementation with itself.
 
 The system, per channel ``b`` and stored complex mode ``n`` (conjugates implied)::
@@ -17,7 +17,7 @@ Functions:
   loop over ``t``, vectorized over channels and modes (fast enough for ``L`` in the thousands).
 * :func:`char_poly` / :func:`roots_radius`: the characteristic polynomial
   ``P(z) = z^{k+1} - lam z^k - mu((1 - alpha) z + alpha)`` and its spectral radius by ``np.roots``.
-* :func:`random_system`: random parameters following the DS4D initialization (SPEC section 7).
+* :func:`random_system`: random parameters following the DS4D initialization (docs/theory.md §7).
 """
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def roots_radius(lam, mu, k, alpha):
 
 
 def random_system(rng, H, N2, dt, L, init="inv", p=0.1, max_delay_frac=0.5, phase="pi"):
-    """Random stable parameters following the DS4D initialization (SPEC section 7).
+    """Random stable parameters following the DS4D initialization (docs/theory.md §7).
 
     Args:
         rng: ``np.random.Generator``.

@@ -34,3 +34,15 @@ def test_smoke_run_writes_json_and_figure(tmp_path):
             assert r["decode_cache_bytes"] == per_slot                  # one state per mode
         else:                                                           # ring buffer: k_max + 1 <= L slots
             assert r["L"] // 2 * per_slot <= r["decode_cache_bytes"] <= r["L"] * per_slot
+
+
+def test_runs_without_matplotlib(tmp_path):
+    """The GPU image may lack matplotlib: the benchmark still writes its JSON (no figure) and exits 0."""
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from experiments.efficiency import main\n"
+            f"sys.exit(main(['--scale', 'smoke', '--quiet', '--out', {str(tmp_path)!r}]))")
+    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "no figure" in res.stdout and json.loads((tmp_path / "efficiency.json").read_text())["rows"]
+    assert not (tmp_path / "efficiency.png").exists()

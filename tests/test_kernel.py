@@ -1,6 +1,6 @@
 """The ``DiscreteDelaySystem`` kernel (FFT with automatic and explicit settings, the recurrence
 kernel) and its frequency domain (``freqresp``, ``transfer``) against the independent oracle
-(`tests/oracle.py`, float64, written from SPEC sections 2-5 without importing ddesys).
+(`tests/oracle.py`, float64, written from docs/theory.md §2-§5 without importing ddesys).
 
 Default run: a few seconds of compute plus Numba compilation. `-m slow`: long kernels (L up to 8192,
 delays up to L/2) and a random sweep.
@@ -74,7 +74,7 @@ def test_fft_kernel_auto_matches_oracle(L, dt, init, phase, p):
 
 @pytest.mark.parametrize("dt", [1e-3, 1e-1])
 def test_fft_kernel_float32_synthesis(dt):
-    """``compute_dtype=float32``: the low-precision synthesis. SPEC section 5 puts its floor at a few
+    """``compute_dtype=float32``: the low-precision synthesis. docs/theory.md §5 puts its floor at a few
     1e-5 (worst float32 case over random systems); assert that documented bound."""
     rng = np.random.default_rng(7)
     L = 512
@@ -98,7 +98,7 @@ def test_fft_kernel_complex64_parameters():
 
 
 def test_fft_kernel_explicit_settings():
-    """Explicit (M, eps): the paper's setting M = 2L, eps = 1e-3, and a balanced one. SPEC section 5:
+    """Explicit (M, eps): the paper's setting M = 2L, eps = 1e-3, and a balanced one. docs/theory.md §5:
     the restored kernel is the aliased sum K_t + eps K_{t+M} + eps^2 K_{t+2M} + ..., which the oracle
     reproduces from a longer impulse response."""
     rng = np.random.default_rng(11)

@@ -1,4 +1,4 @@
-"""``nn`` layers and models against independent references: the parameterization (SPEC section 7),
+"""``nn`` layers and models against independent references: the parameterization (docs/theory.md §7),
 DS4D FFT and recurrent paths vs the brute-force oracle, SequenceModel FFT vs recurrent, p0 = 0 vs
 S4D, kernels, ``to_ddesys``, bidirectional layers, and both sampling paths (fused / reference, forward
 and gradcheck).
@@ -34,7 +34,7 @@ except ImportError:  # tests/ made a package
 
 
 # ---------------------------------------------------------------------------------------------------
-# 0. Reference self-checks and the parameterization (SPEC section 7)
+# 0. Reference self-checks and the parameterization (docs/theory.md §7)
 # ---------------------------------------------------------------------------------------------------
 def test_vec_recurrence_matches_brute_force():
     rng = np.random.default_rng(0)
@@ -74,7 +74,7 @@ def test_discrete_matches_spec_formulas(bidirectional):
 
 
 def test_init_follows_spec():
-    """SPEC section 7 initialization: S4D-Inv/Lin poles, dt in [dt_min, dt_max], p = p0, B = 1,
+    """docs/theory.md §7 initialization: S4D-Inv/Lin poles, dt in [dt_min, dt_max], p = p0, B = 1,
     grid delays (a uniform grid over [s_min, s_max] in random order), constant delays."""
     H, N2, l_max = 6, 8, 100
     layer = DS4D(H, d_state=2 * N2, l_max=l_max, p0=0.1, seed=0)
@@ -157,7 +157,7 @@ def test_ds4d_kernel_matches_oracle_impulse_response():
 
 
 def test_ds4d_float32_kernel_synthesis():
-    """``kernel_dtype=float32``: the SPEC section 5 float32 floor (a few 1e-5)."""
+    """``kernel_dtype=float32``: the docs/theory.md §5 float32 floor (a few 1e-5)."""
     L = 256
     layer = DS4D(4, d_state=16, l_max=L, seed=4, kernel_dtype=torch.float32)
     lam, mu, bbar, c, delay, _ = spec_discrete(layer)
@@ -238,7 +238,7 @@ def test_s4d_model_fft_vs_recurrent():
 
 
 # ---------------------------------------------------------------------------------------------------
-# 3. p0 = 0: DS4D is S4D (SPEC section 7)
+# 3. p0 = 0: DS4D is S4D (docs/theory.md §7)
 # ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("path", ["fused", "reference"])
 def test_s4d_kernel_matches_vandermonde(monkeypatch, path):

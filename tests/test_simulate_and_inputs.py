@@ -1,5 +1,5 @@
 """``DiscreteDelaySystem.simulate`` against the independent oracle (`tests/oracle.py`, float64, written
-from SPEC sections 2-5 without importing ddesys), the errors raised on bad input, and import hygiene
+from docs/theory.md §2-§5 without importing ddesys), the errors raised on bad input, and import hygiene
 (no CuPy / torch import attempted, the NumPy fallback without Numba) checked in subprocesses.
 
 Default run: a few seconds of compute plus Numba compilation. `-m slow`: a long sequence with delays

@@ -143,7 +143,7 @@ def test_ablations_give_the_brute_force_kernels():
     assert np.abs(K_both - ref).max() <= 1e-9 * np.abs(ref).max()
     ref = impulse_response(lam, 0 * mu, bbar, c, delay, L)
     assert np.abs(K_outer - ref).max() <= 1e-9 * np.abs(ref).max()
-    assert "discrete" not in layer.__dict__
+    assert layer.ablation is None
 
 
 def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkeypatch):

@@ -25,6 +25,8 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from verification.outdir import OutError, atomic_write, prepare_out  # noqa: E402
+
 CONFIGS = {
     "quick": dict(Ls=[1024, 2048], seeds=2, H=32, contour_L=1024, stab_samples=300, decode_H=32,
                   decode_lmax=2048, decode_len=1024, decode_positions=[256, 2048]),
@@ -82,10 +84,10 @@ def write_report(out, mode, info, results, elapsed):
         md += ["", f"## {i}. {r['name']}: {'PASS' if r['passed'] else 'FAIL'}", "",
                f"*Setup:* {r['setup']}", "", f"*Pass criterion:* {r['criterion']}", "", _table(r["rows"])]
         md += ["", *[f"![{p}]({p})" for p in r["plots"]]]
-    (out / "report.md").write_text("\n".join(md) + "\n")
     payload = {"mode": mode, "machine": info, "elapsed_s": elapsed,
                "checks": [{k: v for k, v in r.items()} for r in results]}
-    (out / "results.json").write_text(json.dumps(payload, indent=2, default=float))
+    atomic_write(out / "results.json", json.dumps(payload, indent=2, default=float))
+    atomic_write(out / "report.md", "\n".join(md) + "\n")
 
 
 def print_summary(results):
@@ -103,7 +105,10 @@ def main(argv=None):
     mode = "quick" if args.quick else "full"
     cfg = CONFIGS[mode]
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        prepare_out(out)                             # before any work: an unusable folder fails at once
+    except OutError as exc:
+        raise SystemExit(f"error: {exc}") from None
     info = machine_info()
     t_all = time.perf_counter()
     results = []
@@ -119,8 +124,12 @@ def main(argv=None):
             r["seconds"] = time.perf_counter() - t0
             results.append(r)
     elapsed = time.perf_counter() - t_all
-    write_report(out, mode, info, results, elapsed)
-    print_summary(results)
+    print_summary(results)                           # first: a failing write below still leaves the summary
+    try:
+        write_report(out, mode, info, results, elapsed)
+    except OSError as exc:
+        print(f"\nerror: cannot write the report to {out}: {exc}", file=sys.stderr)
+        return 1
     print(f"\nreport: {out / 'report.md'}  results: {out / 'results.json'}  ({elapsed:.0f} s)")
     return 0 if all(r["passed"] for r in results) else 1
 

@@ -6,7 +6,7 @@ import torch
 
 import nn as dnn
 from verification.timing import decoder, interleaved
-from ddesys._array import next_pow2
+from ddesys import next_pow2
 
 
 def _model(H, seed, L):

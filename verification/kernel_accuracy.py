@@ -20,7 +20,7 @@ import sys
 import numpy as np
 from tqdm import tqdm
 
-from ddesys._array import next_pow2
+from ddesys import next_pow2
 from verification.systems import random_delay_system
 
 BOUND = {"float64": 1e-10, "float32": 2e-6}

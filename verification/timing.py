@@ -39,15 +39,16 @@ def trainer(module, x, optimizer=torch.optim.SGD, lr=1e-4, device="cpu"):
     return step
 
 
-def decoder(layer, H, prompt_len, n_tokens, device="cpu"):
+def decoder(layer, H, prompt_len, n_tokens, device="cpu", batch=1):
     """A callable that decodes ``n_tokens`` after a prefilled prompt (cache state carried across calls;
     the ring buffer wraps, the per-token work does not change), and the cache. ``layer``: any module
-    with ``allocate_inference_cache`` / ``prefill`` / ``step`` (a layer or an ``nn.SequenceModel``).
+    with ``allocate_inference_cache`` / ``prefill`` / ``step`` (a layer or an ``nn.SequenceModel``), for
+    ``batch`` sequences.
     On CUDA the callable synchronizes before returning, so wall-clock timing is honest."""
-    cache = layer.allocate_inference_cache(1)
+    cache = layer.allocate_inference_cache(batch)
     with torch.no_grad():
-        layer.prefill(torch.randn(1, prompt_len, H, device=device), cache)
-    xs = torch.randn(n_tokens, 1, H, device=device)
+        layer.prefill(torch.randn(batch, prompt_len, H, device=device), cache)
+    xs = torch.randn(n_tokens, batch, H, device=device)
 
     def run():
         with torch.no_grad():

@@ -10,24 +10,26 @@ Tasks: ``sdigits`` (scikit-learn's 8x8 digits, 64 steps, unidirectional, delays 
 default delay grid). Only data that ships with a package or is generated is reachable here; other sets
 are read from local files in their original formats. S4D keeps ``--width``; DS4D takes the width whose
 parameter count is closest to it (the paper: within 1%). Writes ``results.json``, ``report.md`` and
-``curves.png`` to ``--out`` after every run; an interrupted sweep resumes.
+``curves.png`` to ``--out`` after every run. Reruns into the same folder merge (other configurations
+kept, the same one skipped; ``--no-resume``: rerun and replaced); every run checkpoints every
+``--checkpoint-every`` optimizer steps and on SIGINT / SIGTERM, and rerunning the command resumes it.
+Data parallel: ``torchrun --standalone --nproc_per_node=2 -m experiments.general ...``.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import datetime
+import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from .._runs import load_runs, save_runs
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, device_name, is_main_process,
+                     learning_rate, nonneg_int, positive_int, prepare_out)
 from .data import sdigits, smnist
 from .listops import listops
-from .train import RunConfig, build, train_run
 
 TASKS = ("sdigits", "listops", "smnist", "psmnist")
 # ours: the paper's Table 8 of hyperparameters was lost with its text (S4D-style recipes assumed at "paper")
@@ -51,20 +53,52 @@ def load(task, scale, data_dir=None, seed=0):
 
 def matched_width(cfg, data):
     """The DS4D width whose classifier's parameter count is closest to S4D's at ``cfg.width``."""
+    from .train import build
     n = lambda c: sum(p.numel() for p in build(c, data).parameters())   # noqa: E731
     budget = n(dataclasses.replace(cfg, family="s4d"))
     return min(range(max(2, cfg.width // 2), cfg.width + 1),
                key=lambda w: abs(n(dataclasses.replace(cfg, family="ds4d", width=w)) - budget))
 
 
-def report(runs, meta, out):
-    """``report.md`` (best / final test accuracy, mean +- std over seeds) and ``curves.png``."""
-    from ddesys.plot import _plt
+def _groups(runs):
+    """``{(task, model label): [finished runs over seeds]}``; the label shows H / lr / epochs / data
+    size only where one task and family has several settings."""
+    def canon(r):
+        return json.dumps({"c": {k: v for k, v in r["config"].items() if k != "seed"}, "d": r.get("data")},
+                          sort_keys=True)
+    settings = {}
+    for r in runs:
+        if r.get("status", "done") == "done":
+            settings.setdefault((r["task"], r["config"]["family"]), {}).setdefault(canon(r), r)
     groups = {}
     for r in runs:
-        groups.setdefault((r["task"], r["config"]["family"]), []).append(r)
-    lines = [f"# General sequence benchmarks ({meta['scale']} scale)", "", f"Command: `{meta['command']}`  ",
-             f"Date: {meta['date']}; device {meta['device']}; torch {meta['torch']}.", "",
+        if r.get("status", "done") != "done":
+            continue
+        c, fam = r["config"], r["config"]["family"]
+        label = fam
+        if len(settings[(r["task"], fam)]) > 1:
+            n_train = (r.get("data") or {}).get("n_train", "?")
+            label += f" (H={c['width']}, lr={c['lr']:g}, epochs={c['epochs']}, n_train={n_train})"
+        groups.setdefault((r["task"], label), []).append(r)
+    return groups
+
+
+def _report(store, out):
+    """:func:`report` once a run has finished (a figure needs one)."""
+    if _groups(store.all()):
+        return report(store.all(), store.meta, out)
+    return None
+
+
+def report(runs, meta, out):
+    """``report.md`` (best / final test accuracy, mean +- std over seeds) and ``curves.png``."""
+    from ddesys.plot import pyplot
+    groups = {}
+    groups.update(_groups(runs))
+    commands = meta.get("commands") or [meta.get("command", "")]
+    lines = [f"# General sequence benchmarks ({meta.get('scale', '?')} scale)", "",
+             "Commands: " + "; ".join(f"`{c}`" for c in commands) + "  ",
+             f"Date: {meta.get('date', '')}; device {meta.get('device', '')}; torch {meta.get('torch', '')}.", "",
              "| task | model | H | params | bidirectional | best test acc | final test acc | seeds | s/run |",
              "|---|---|---:|---:|---|---|---|---:|---:|"]
     for (task, fam), rs in groups.items():
@@ -73,16 +107,25 @@ def report(runs, meta, out):
         lines.append(f"| {task} | {fam} | {c['width']} | {rs[0]['n_params']:,} | {c.get('bidirectional', False)} | "
                      f"{b.mean():.4f} +- {b.std():.4f} | {f.mean():.4f} +- {f.std():.4f} | {len(rs)} | "
                      f"{np.mean([r['seconds'] for r in rs]):.0f} |")
+    bad = [r for r in runs if r.get("status", "done") != "done"]
+    if bad:
+        lines += ["", "Diverged runs (non-finite loss; not in the table): " + "; ".join(
+            f"{r['task']} {r['config']['family']} H={r['config']['width']} lr={r['config']['lr']:g} "
+            f"seed {r['config']['seed']} at epoch {r.get('diverged_epoch', '?')}" for r in bad) + "."]
     lines += ["", "![test accuracy per epoch](curves.png)", ""]
     (out / "report.md").write_text("\n".join(lines))
-    plt = _plt()
+    plt = pyplot()
     tasks = list(dict.fromkeys(t for t, _ in groups))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.3), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for (t, fam), rs in groups.items():
             if t == task:
-                acc = np.array([[c["test_acc"] for c in r["curve"]] for r in rs])
-                ax.plot(np.arange(1, acc.shape[1] + 1), acc.mean(0), "o-", ms=3, label=fam)
+                n = min(len(r["curve"]) for r in rs)
+                acc = np.array([[c["test_acc"] for c in r["curve"][:n]] for r in rs])
+                line, = ax.plot(np.arange(1, n + 1), acc.mean(0), "o-", ms=3, label=fam)
+                if len(rs) > 1:
+                    ax.fill_between(np.arange(1, n + 1), acc.mean(0) - acc.std(0), acc.mean(0) + acc.std(0),
+                                    color=line.get_color(), alpha=0.15)
         ax.set_title(task)
         ax.set_xlabel("epoch")
         ax.set_ylabel("test accuracy")
@@ -94,57 +137,91 @@ def report(runs, meta, out):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
     ap.add_argument("--tasks", nargs="+", choices=TASKS, default=["sdigits", "listops"])
     ap.add_argument("--models", nargs="+", choices=("ds4d", "s4d"), default=["ds4d", "s4d"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--seeds", nargs="+", type=nonneg_int, default=[0])
     ap.add_argument("--data-dir", type=Path, help="local folder with the task's files (smnist: IDX; listops: TSV)")
-    for name in ("width", "epochs", "batch", "n-layers", "d-state"):
-        ap.add_argument(f"--{name}", type=int)
-    ap.add_argument("--lr", type=float, help="base learning rate (default: the scale's)")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    for name in ("width", "epochs", "n-layers", "d-state"):
+        ap.add_argument(f"--{name}", type=positive_int)
+    ap.add_argument("--batch", type=positive_int, help="global batch (split across torchrun processes)")
+    ap.add_argument("--lr", type=learning_rate, help="base learning rate (default: the scale's)")
+    ap.add_argument("--dropout", type=float, help="dropout rate in [0, 1) (default 0.1)")
+    ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
+                    "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./general_out/<scale>")
-    ap.add_argument("--no-resume", action="store_true")
     ap.add_argument("--quiet", action="store_true")
+    add_run_arguments(ap)
     args = ap.parse_args(argv)
+    if args.dropout is not None and not 0 <= args.dropout < 1:
+        ap.error(f"--dropout must lie in [0, 1), got {args.dropout}")
+    return args
+
+
+def _rekey(run):
+    from .train import run_key
+    return run_key(run["task"], run["config"], run.get("data"))
+
+
+def main(argv=None):
+    args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
     s = dict(SCALES[args.scale])
-    for key in ("width", "epochs", "batch", "n_layers", "d_state", "lr"):
+    for key in ("width", "epochs", "batch", "n_layers", "d_state", "lr", "dropout"):
         if getattr(args, key) is not None:
             s[key] = getattr(args, key)
     out = args.out or Path("general_out") / args.scale
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {"scale": args.scale, "command": "python -m experiments.general " + " ".join(argv or sys.argv[1:]),
-            "date": datetime.date.today().isoformat(), "device": args.device, "torch": torch.__version__}
-    old = {} if args.no_resume else load_runs(out / "results.json")
-    runs, t0 = [], time.perf_counter()
-    from tqdm.auto import tqdm
-    for task in args.tasks:
-        data = load(task, args.scale, args.data_dir)
-        bidir = task == "listops"                     # the paper: bidirectional except sMNIST / SC (AR)
-        base = RunConfig(width=s["width"], n_layers=s["n_layers"], d_state=s["d_state"], epochs=s["epochs"],
-                         batch=s["batch"], lr=s["lr"], bidirectional=bidir)
-        for fam in args.models:
-            cfg = dataclasses.replace(base, family=fam)
-            if fam == "ds4d" and "s4d" in args.models:
-                cfg = dataclasses.replace(cfg, width=matched_width(cfg, data))
-            for seed in args.seeds:
-                c = dataclasses.replace(cfg, seed=seed)
-                if c.key(task) in old:
-                    runs.append(old[c.key(task)])
-                    continue
-                bar = tqdm(total=c.epochs, desc=f"{task} {fam} H={c.width} seed {seed}", disable=args.quiet)
-                runs.append(train_run(c, data, args.device,
-                                      progress=lambda e, row, bar=bar: (bar.update(1), bar.set_postfix(
-                                          acc=f"{row['test_acc']:.3f}"))))
-                bar.close()
-                meta["seconds"] = time.perf_counter() - t0
-                save_runs(out / "results.json", meta, runs)
-                report(runs, meta, out)
-    if runs:
-        print(report(runs, meta, out))
-    return 0
+    store = None
+    if is_main_process():                                # rank 0 alone owns the files (torchrun)
+        meta = {"scale": args.scale, "command": "python -m experiments.general " + " ".join(
+            sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
+        try:
+            prepare_out(out)
+            store = Store(out, "general", _rekey, meta, resume=not args.no_resume, move_bad=args.move_bad_results)
+        except (OutError, ResultsError) as exc:
+            raise SystemExit(f"error: {exc}") from None
+    import torch                                         # the heavy part starts here
+
+    from .._ckpt import Checkpoints
+    from .._dist import setup
+    from .._train import Job, run_sweep
+    from .train import RunConfig, train_run
+    ctx = setup(args.device)
+    try:
+        done = set(ctx.broadcast(store.keys() if ctx.main else None))
+        if ctx.main:
+            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe())
+        jobs, n_all = [], 0
+        for task in args.tasks:
+            data = load(task, args.scale, args.data_dir)
+            bidir = task == "listops"                 # the paper: bidirectional except sMNIST / SC (AR)
+            base = RunConfig(width=s["width"], n_layers=s["n_layers"], d_state=s["d_state"], epochs=s["epochs"],
+                             batch=s["batch"], lr=s["lr"], bidirectional=bidir, amp=args.amp,
+                             dropout=s.get("dropout", RunConfig.dropout))
+            for fam in args.models:
+                cfg = dataclasses.replace(base, family=fam)
+                if fam == "ds4d" and "s4d" in args.models:
+                    cfg = dataclasses.replace(cfg, width=matched_width(cfg, data))
+                for seed in args.seeds:
+                    c = dataclasses.replace(cfg, seed=seed)
+                    n_all += 1
+                    if c.key(data) not in done:
+                        total = c.epochs * -(-len(data.train.y) // c.batch)
+                        jobs.append(Job(c.key(data), f"{task} {fam} H={c.width} seed {seed}", total,
+                                        lambda ckpt, progress, ctx, c=c, data=data: train_run(
+                                            c, data, ckpt=ckpt, ctx=ctx, progress=progress)))
+        if ctx.main:
+            print(f"{n_all} runs ({n_all - len(jobs)} already in {store.path}; {len(store.runs)} there in all); "
+                  f"device {ctx.device}" + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
+        ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
+        code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
+                         on_saved=lambda: _report(store, out))
+        if ctx.main and code == 0 and jobs:
+            print(_report(store, out) or "no finished runs")
+        return code
+    finally:
+        ctx.close()
 
 
 if __name__ == "__main__":

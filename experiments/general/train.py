@@ -4,7 +4,10 @@ Model: :class:`nn.SequenceModel` (encoder, ``n_layers`` pre-norm GLU blocks, mea
 classifier). DS4D settings follow the paper's appendix C.4: on pixel tasks every channel starts at a
 delay of one image row (``delay_init="constant"``, ``tau0 = row``: 28 for sMNIST, 8 for sdigits) with
 ``theta0 = 0`` and ``p0 = 0.015``; token tasks use the default grid of delays. AdamW with weight decay
-on the ordinary parameters only, ``dt`` and delay at ``dt_lr``, cosine learning-rate decay.
+on the ordinary parameters only, ``dt`` and delay at ``dt_lr``, cosine learning-rate decay. The
+training order of epoch ``e`` is a permutation drawn from a generator seeded by ``(seed, e)``: the
+step count fixes the data, so checkpoints resume exactly and every torchrun rank sees the same global
+batch (see :mod:`experiments._train`).
 """
 from __future__ import annotations
 
@@ -17,6 +20,23 @@ import torch
 import torch.nn.functional as F
 
 import nn as dnn
+
+from .._ckpt import Diverged, Interrupted
+from .._dist import single
+from .._runs import config_key
+from .._train import Trainer
+
+
+def data_info(data):
+    """What identifies a data set in a run's key besides its task name (sizes and length)."""
+    return {"n_train": int(len(data.train.y)), "n_test": int(len(data.test.y)), "length": int(data.length)}
+
+
+def run_key(task, config, data):
+    """Key of a run in a results file: readable prefix + hash of task, config and data sizes."""
+    c = config
+    return config_key(f"{task}|{c['family']}|H{c['width']}|lr{c['lr']:g}|seed{c['seed']}|epochs{c['epochs']}",
+                      {"task": task, "config": c, "data": data})
 
 
 @dataclass
@@ -33,9 +53,17 @@ class RunConfig:
     batch: int = 64
     seed: int = 0
     bidirectional: bool = False
+    amp: str = "none"
 
-    def key(self, task):
-        return f"{task}|{self.family}|H{self.width}|lr{self.lr:g}|seed{self.seed}|epochs{self.epochs}"
+    def to_dict(self):
+        d = asdict(self)
+        if d["amp"] == "none":                       # as in files written before mixed precision
+            del d["amp"]
+        return d
+
+    def key(self, data):
+        """Identity of the run on ``data`` (a :class:`~experiments.general.data.Dataset`)."""
+        return run_key(data.name, self.to_dict(), data_info(data))
 
 
 def build(cfg, data):
@@ -66,46 +94,74 @@ def evaluate(model, x, y, device, batch=256):
     return hit / len(y), loss / len(y)
 
 
-def train_run(cfg, data, device="cpu", progress=None):
-    """Train; returns a JSON-ready dict: config, per-epoch ``curve`` (train loss, test loss / accuracy),
-    ``best_acc`` / ``final_acc``, ``n_params``, ``seconds``, and for DS4D the mean delay before and after.
-    Raises on a non-finite loss."""
+def _ce_sum(logits, labels):
+    return F.cross_entropy(logits, labels, reduction="sum")
+
+
+def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
+    """Train; returns a JSON-ready dict: config, ``status``, per-epoch ``curve`` (train loss, test loss /
+    accuracy), ``best_acc`` / ``final_acc``, ``n_params``, ``seconds``, and for DS4D the mean delay before
+    and after. ``progress``: ``(optimizer step, acc=)`` after each epoch; ``ckpt``, ``ctx``: as in
+    :func:`experiments.synthetic.train.train_run` (checkpoints every N optimizer steps, mid-epoch
+    included). A non-finite loss raises :class:`~experiments._ckpt.Diverged` with the run so far."""
+    ctx = ctx or single(device)
+    dev = ctx.device
     torch.manual_seed(cfg.seed)
-    model = build(cfg, data).to(device)
+    model = build(cfg, data).to(dev)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, cfg.weight_decay), lr=cfg.lr)
-    n_batches = math.ceil(len(data.train.y) / cfg.batch)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs * n_batches)
+    n = len(data.train.y)
+    n_batches = math.ceil(n / cfg.batch)
+    total = cfg.epochs * n_batches
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
+    tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     delays0 = _mean_delay(model)
-    rng = np.random.default_rng(cfg.seed)
-    curve, t0, best = [], time.perf_counter(), (-1.0, None)
-    for epoch in range(1, cfg.epochs + 1):
-        order = rng.permutation(len(data.train.y))
-        losses = []
-        for s in range(0, len(order), cfg.batch):
-            idx = order[s:s + cfg.batch]
-            xb = torch.from_numpy(data.train.x[idx]).to(device)
-            yb = torch.from_numpy(data.train.y[idx]).to(device)
-            loss = F.cross_entropy(model(xb), yb)
-            lv = loss.detach().item()
-            if not math.isfinite(lv):
-                raise FloatingPointError(f"{cfg.key(data.name)}: loss became {lv} in epoch {epoch}")
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(lv)
-        acc, test_loss = evaluate(model, data.test.x, data.test.y, device)
-        curve.append({"epoch": epoch, "train_loss": float(np.mean(losses)), "test_loss": test_loss, "test_acc": acc})
-        if acc > best[0]:
-            best = (acc, epoch)
-        if progress is not None:
-            progress(epoch, curve[-1])
-    out = {"key": cfg.key(data.name), "task": data.name, "config": asdict(cfg),
-           "n_params": sum(p.numel() for p in model.parameters()), "curve": curve, "best_acc": best[0],
-           "best_epoch": best[1], "final_acc": curve[-1]["test_acc"], "seconds": time.perf_counter() - t0}
-    if delays0 is not None:
-        out["mean_delay"] = {"init": delays0, "final": _mean_delay(model)}
-    return out
+    st = {"step": 0, "curve": [], "best_acc": -1.0, "best_epoch": None, "losses": [], "seconds": 0.0}
+    saved = ckpt.load() if ckpt is not None else None
+    if saved is not None:
+        tr.load_state_dict(saved["trainer"])
+        st.update(saved["run"])
+    t0, s0 = time.perf_counter(), st["seconds"]
+    key = cfg.key(data)
+
+    def record(status):
+        out = {"key": key, "task": data.name, "config": cfg.to_dict(), "data": data_info(data), "status": status,
+               "n_params": sum(p.numel() for p in model.parameters()), "curve": st["curve"],
+               "best_acc": st["best_acc"], "best_epoch": st["best_epoch"],
+               "final_acc": st["curve"][-1]["test_acc"] if st["curve"] else None,
+               "seconds": s0 + time.perf_counter() - t0}
+        if delays0 is not None:
+            out["mean_delay"] = {"init": delays0, "final": _mean_delay(model)}
+        return out
+
+    order, order_epoch = None, None
+    for step in range(st["step"] + 1, total + 1):
+        epoch, b = divmod(step - 1, n_batches)
+        epoch += 1
+        if order_epoch != epoch:
+            order, order_epoch = np.random.default_rng([cfg.seed, epoch]).permutation(n), epoch
+        idx = order[b * cfg.batch:(b + 1) * cfg.batch]
+        try:
+            loss, stop = tr.step(data.train.x[idx], data.train.y[idx], _ce_sum, len(idx), step)
+        except Diverged as exc:
+            err = Diverged(f"{key}: {str(exc).replace('at step', f'in epoch {epoch}, step')}", exc.step)
+            err.record = {**record("diverged"), "diverged_step": exc.step, "diverged_epoch": epoch}
+            raise err from None
+        st["losses"].append(loss)
+        if b == n_batches - 1:
+            acc, test_loss = evaluate(model, data.test.x, data.test.y, dev)
+            st["curve"].append({"epoch": epoch, "train_loss": float(np.mean(st["losses"])), "test_loss": test_loss,
+                                "test_acc": acc})
+            st["losses"] = []
+            if acc > st["best_acc"]:
+                st["best_acc"], st["best_epoch"] = acc, epoch
+            if progress is not None:
+                progress(step, acc=acc)
+        st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
+        if ckpt is not None and (stop or ckpt.due(step, total)):
+            ckpt.save({"trainer": tr.state_dict(), "run": st})
+        if stop:
+            raise Interrupted(key, step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
+    return record("done")
 
 
 @torch.no_grad()

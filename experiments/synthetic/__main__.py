@@ -5,27 +5,29 @@ at matched parameter counts.
     python -m experiments.synthetic --scale smoke         # seconds: checks the pipeline
     python -m experiments.synthetic --scale paper --device cuda      # full scale (GPU)
     python -m experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
+    python -m experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
+    torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
 copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). Results go
-to ``--out`` (``results.json``, ``report.md``, ``curves.png``), rewritten after every run; an
-interrupted sweep resumes where it stopped (runs already in ``results.json`` are skipped).
+to ``--out`` (``results.json``, ``report.md``, ``curves.png``), rewritten after every run. Reruns into
+the same folder merge: runs of other configurations are kept, runs of the same configuration are
+skipped (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
+``--checkpoint-every`` steps and on SIGINT / SIGTERM; rerunning the same command resumes it exactly.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import importlib.util
 import sys
-import time
 from pathlib import Path
 
-import torch
-
-from .._runs import load_runs, save_runs
-from . import report
-from .models import FAMILIES, HF_FAMILIES, build, match_width, n_params
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name,
+                     is_main_process, learning_rate, nonneg_int, positive_int, prepare_out)
+from . import FAMILIES, HF_FAMILIES
 from .tasks import KINDS, preset
-from .train import RunConfig, train_run
 
 SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs
     "smoke": dict(width=16, steps=20, batch=8, eval_every=10, val_size=32, d_state=(8, 8),
@@ -44,15 +46,44 @@ def _parse(argv):
     ap.add_argument("--protocols", nargs="+", choices=("fixed", "variable"), default=["fixed", "variable"])
     ap.add_argument("--models", nargs="+", choices=FAMILIES, help="default: the scale's (Mamba only at paper "
                     "scale: without mamba-ssm its CPU scan is ~20x slower than the others)")
-    ap.add_argument("--seeds", nargs="+", type=int)
-    ap.add_argument("--lrs", nargs="+", type=float, help="base learning rates swept (best one reported)")
-    for name in ("width", "steps", "batch", "eval-every", "val-size"):
-        ap.add_argument(f"--{name}", type=int)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--seeds", nargs="+", type=nonneg_int)
+    ap.add_argument("--lrs", nargs="+", type=learning_rate, help="base learning rates swept (best one reported)")
+    for name in ("width", "steps", "eval-every", "val-size"):
+        ap.add_argument(f"--{name}", type=positive_int)
+    ap.add_argument("--batch", type=positive_int, help="global batch (split across torchrun processes)")
+    ap.add_argument("--tokens", type=positive_int, help="data length T of every task (default: the scale's)")
+    ap.add_argument("--lag", type=nonneg_int, help="lag P of the fixed protocol (default: the scale's)")
+    ap.add_argument("--lag-range", nargs=2, type=nonneg_int, metavar=("P_MIN", "P_MAX"),
+                    help="lag range of the variable protocol (default: the scale's)")
+    ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
+                    "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
-    ap.add_argument("--no-resume", action="store_true", help="rerun runs already in results.json")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
-    return ap.parse_args(argv)
+    add_run_arguments(ap)
+    args = ap.parse_args(argv)
+    if args.lag_range is not None and args.lag_range[0] >= args.lag_range[1]:
+        ap.error(f"--lag-range needs P_MIN < P_MAX, got {args.lag_range[0]} {args.lag_range[1]}")
+    try:
+        args.task_list = _tasks(args)
+    except ValueError as exc:
+        ap.error(f"task size: {exc}")
+    return args
+
+
+def _tasks(args):
+    """The tasks of the sweep: the scale's presets with ``--tokens`` / ``--lag`` / ``--lag-range``."""
+    out = []
+    for kind in args.tasks:
+        for protocol in args.protocols:
+            t = preset(kind, protocol, args.scale)
+            if args.tokens is not None:
+                t = dataclasses.replace(t, T=args.tokens)
+            if protocol == "fixed" and args.lag is not None:
+                t = dataclasses.replace(t, P_min=args.lag, P_max=args.lag)
+            if protocol == "variable" and args.lag_range is not None:
+                t = dataclasses.replace(t, P_min=args.lag_range[0], P_max=args.lag_range[1])
+            out.append(t)
+    return out
 
 
 def _settings(args):
@@ -67,67 +98,85 @@ def _settings(args):
 
 
 def _available(models):
-    try:
-        import transformers  # noqa: F401
+    if importlib.util.find_spec("transformers") is not None:
         return models
-    except ImportError:
-        skipped = [m for m in models if m in HF_FAMILIES]
-        if skipped:
-            print(f"note: transformers is not installed, skipping {', '.join(skipped)} "
-                  "(pip install -e \".[experiments]\")")
-        return tuple(m for m in models if m not in HF_FAMILIES)
+    skipped = [m for m in models if m in HF_FAMILIES]
+    if skipped and is_main_process():
+        print(f"note: transformers is not installed, skipping {', '.join(skipped)} "
+              "(pip install -e \".[experiments]\")")
+    return tuple(m for m in models if m not in HF_FAMILIES)
 
 
-def _save(out, meta, runs):
-    save_runs(out / "results.json", meta, runs)
-    (out / "report.md").write_text(report.markdown(runs, meta))
-    report.plot_curves(runs, out / "curves.png")
+def _rekey(run):
+    from .train import run_key
+    return run_key(run["config"])
+
+
+def _save_report(out, store):
+    from . import report
+    runs = store.all()
+    atomic_write(out / "report.md", report.markdown(runs, store.meta))
+    if report.done(runs):
+        report.plot_curves(runs, out / "curves.png")
 
 
 def main(argv=None):
-    args = _parse(argv)
+    args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
     s = _settings(args)
     out = args.out or Path("synthetic_out") / args.scale
-    out.mkdir(parents=True, exist_ok=True)
-    models = _available(s["models"])
-    tasks = [preset(k, p, args.scale) for k in args.tasks for p in args.protocols]
-    old = {} if args.no_resume else load_runs(out / "results.json")
-    configs = []
-    for task in tasks:
-        n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])
-        budget = n_params(build("s4d", task.vocab, s["width"], n_layers, task.length, N))
-        for fam in models:
-            w = s["width"] if fam == "s4d" else match_width(fam, budget, task.vocab, n_layers, task.length, N)
-            for lr in s["lrs"]:
-                for seed in s["seeds"]:
-                    configs.append(RunConfig(task, fam, w, n_layers, N, lr, seed=seed, steps=s["steps"],
-                                             batch=s["batch"], eval_every=s["eval_every"], val_size=s["val_size"]))
-    meta = {"scale": args.scale, "command": "python -m experiments.synthetic " + " ".join(argv or sys.argv[1:]),
-            "date": datetime.date.today().isoformat(), "device": args.device, "torch": torch.__version__,
-            "tasks": [t.to_dict() for t in tasks], "settings": {k: list(v) if isinstance(v, tuple) else v
-                                                               for k, v in s.items()}}
-    runs = [old[c.key()] for c in configs if c.key() in old]
-    todo = [c for c in configs if c.key() not in old]
-    print(f"{len(configs)} runs ({len(configs) - len(todo)} already in {out / 'results.json'}); "
-          f"models {', '.join(models)}; device {args.device}")
-    from tqdm.auto import tqdm
-    t0 = time.perf_counter()
-    for cfg in tqdm(todo, desc="runs", disable=args.quiet):
-        bar = tqdm(total=cfg.steps, desc=f"{cfg.task.name} {cfg.family} lr={cfg.lr:g} s{cfg.seed}", leave=False,
-                   disable=args.quiet)
+    store = None
+    if is_main_process():                                # rank 0 alone owns the files (torchrun)
+        meta = {"scale": args.scale, "command": "python -m experiments.synthetic " + " ".join(
+            sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
+        try:
+            prepare_out(out)
+            store = Store(out, "synthetic", _rekey, meta, resume=not args.no_resume,
+                          move_bad=args.move_bad_results)
+        except (OutError, ResultsError) as exc:
+            raise SystemExit(f"error: {exc}") from None
+    import torch                                         # the heavy part starts here
 
-        def progress(step, loss, acc, bar=bar):
-            bar.update(step - bar.n)
-            bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{acc:.3f}")
-        runs.append(train_run(cfg, device=args.device, progress=progress))
-        bar.close()
-        meta["seconds"] = time.perf_counter() - t0
-        _save(out, meta, runs)
-    if not todo and runs:
-        _save(out, meta, runs)
-    print()
-    print(report.markdown(runs, meta) if runs else "no runs")
-    return 0
+    from .._ckpt import Checkpoints
+    from .._dist import setup
+    from .._train import Job, run_sweep
+    from .models import build, match_width, n_params
+    from .train import RunConfig, train_run
+    ctx = setup(args.device)
+    try:
+        models = _available(s["models"])
+        configs = []
+        for task in args.task_list:
+            n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])
+            budget = n_params(build("s4d", task.vocab, s["width"], n_layers, task.length, N))
+            for fam in models:
+                w = s["width"] if fam == "s4d" else match_width(fam, budget, task.vocab, n_layers, task.length, N)
+                for lr in s["lrs"]:
+                    for seed in s["seeds"]:
+                        configs.append(RunConfig(task, fam, w, n_layers, N, lr, seed=seed, steps=s["steps"],
+                                                 batch=s["batch"], eval_every=s["eval_every"],
+                                                 val_size=s["val_size"], amp=args.amp))
+        done = set(ctx.broadcast(store.keys() if ctx.main else None))
+        todo = [c for c in configs if c.key() not in done]
+        if ctx.main:
+            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe())
+            print(f"{len(configs)} runs ({len(configs) - len(todo)} already in {store.path}; "
+                  f"{len(store.runs)} there in all); models {', '.join(models)}; device {ctx.device}"
+                  + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
+        jobs = [Job(c.key(), f"{c.task.name} {c.family} lr={c.lr:g} s{c.seed}", c.steps,
+                    lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
+                for c in todo]
+        ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
+        code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
+                         on_saved=lambda: _save_report(out, store))
+        if ctx.main and code == 0:
+            if not todo and store.runs and not (out / "report.md").exists():
+                _save_report(out, store)
+            from . import report
+            print()
+            print(report.markdown(store.all(), store.meta) if store.runs else "no runs")
+        return code
+    finally:
+        ctx.close()
 
 
 if __name__ == "__main__":

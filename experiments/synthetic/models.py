@@ -14,8 +14,7 @@ from torch import nn
 
 import nn as dnn
 
-FAMILIES = ("ds4d", "s4d", "lstm", "mamba", "gpt2", "llama")
-HF_FAMILIES = ("mamba", "gpt2", "llama")
+from . import FAMILIES, HF_FAMILIES
 N_HEADS = 4                     # attention heads of the Transformer recipes
 
 

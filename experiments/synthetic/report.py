@@ -1,6 +1,8 @@
-"""Tables and figures from a synthetic results file: the paper's Figure 2 (learning curves), Table 6
-(best validation accuracy, mean +- std over seeds, each family at its best learning rate) and Table 1
-(DS4D mechanism: delays, their change from initialization, ablations)."""
+"""Tables and figures from a synthetic results file: the paper's Figure 2 (learning curves with seed
+bands), Table 6 (best validation accuracy, mean +- std over seeds, each family at its best learning
+rate), sample efficiency (accuracy within fixed step budgets, steps to reach 90% / 95% accuracy),
+accuracy by lag bucket and by output position, and Table 1 (DS4D mechanism: delays, their change from
+initialization, ablations). Runs that diverged are listed, not averaged."""
 from __future__ import annotations
 
 import json
@@ -9,23 +11,60 @@ from pathlib import Path
 
 import numpy as np
 
+BUDGETS = (0.25, 0.5, 1.0)          # step budgets, as fractions of a run's steps
+THRESHOLDS = (0.90, 0.95)           # accuracies whose first crossing measures sample efficiency
+
 
 def load(path):
     """Runs of a ``results.json`` (a list of :func:`train.train_run` dicts)."""
     return json.loads(Path(path).read_text())["runs"]
 
 
-def _groups(runs):
-    """``{(task, family): {lr: [runs over seeds]}}``."""
-    g = defaultdict(lambda: defaultdict(list))
+def done(runs):
+    return [r for r in runs if r.get("status", "done") == "done"]
+
+
+def _canon(d, drop=()):
+    return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
+
+
+def _task_labels(runs):
+    """``{canonical task dict: label}``: the task's name, with its sizes when one name has several."""
+    by_name = defaultdict(dict)
     for r in runs:
+        t = r["config"]["task"]
+        by_name[t["name"]][_canon(t)] = t
+    out = {}
+    for name, variants in by_name.items():
+        for key, t in variants.items():
+            out[key] = name if len(variants) == 1 else f"{name} (T={t['T']}, P={t['P_min']}..{t['P_max']})"
+    return out
+
+
+def _groups(runs):
+    """``{(task label, model label): {lr: [runs over seeds]}}``; a model label names the settings that
+    tell apart several groups of one family on one task (e.g. two step counts)."""
+    labels = _task_labels(runs)
+    settings = defaultdict(dict)
+    for r in done(runs):
         c = r["config"]
-        g[(c["task"]["name"], c["family"])][c["lr"]].append(r)
+        settings[(labels[_canon(c["task"])], c["family"])].setdefault(_canon(c, ("seed", "lr")), c)
+    g = defaultdict(lambda: defaultdict(list))
+    for r in done(runs):
+        c = r["config"]
+        task, fam = labels[_canon(c["task"])], c["family"]
+        variants = settings[(task, fam)]
+        label = fam
+        if len(variants) > 1:
+            diff = sorted(k for k in c if k not in ("seed", "lr", "task")
+                          and len({json.dumps(v.get(k)) for v in variants.values()}) > 1)
+            label = f"{fam} ({', '.join(f'{k}={c.get(k)}' for k in diff)})"
+        g[(task, label)][c["lr"]].append(r)
     return g
 
 
 def best_lr_runs(runs):
-    """``{(task, family): (lr, runs)}``: the learning rate with the highest mean best accuracy."""
+    """``{(task, model): (lr, runs)}``: the learning rate with the highest mean best accuracy."""
     out = {}
     for key, by_lr in _groups(runs).items():
         lr = max(by_lr, key=lambda v: np.mean([r["best_acc"] for r in by_lr[v]]))
@@ -33,14 +72,73 @@ def best_lr_runs(runs):
     return out
 
 
+def _ms(values, fmt="{:.3f}"):
+    v = np.array([x for x in values if x is not None], dtype=float)
+    if not len(v):
+        return "-"
+    return f"{fmt.format(v.mean())} +- {fmt.format(v.std())}"
+
+
 def accuracy_table(runs):
-    """Rows ``(task, family, width, params, lr, mean, std, n_seeds)``, tasks and families in run order."""
-    best = best_lr_runs(runs)
+    """Rows ``(task, model, width, params, lr, mean, std, n_seeds)``, tasks and families in run order."""
     rows = []
-    for (task, fam), (lr, rs) in best.items():
+    for (task, fam), (lr, rs) in best_lr_runs(runs).items():
         acc = np.array([r["best_acc"] for r in rs])
         rows.append((task, fam, rs[0]["config"]["width"], rs[0]["n_params"], lr, float(acc.mean()),
                      float(acc.std()), len(rs)))
+    return rows
+
+
+def acc_within(run, budget):
+    """Best validation accuracy among the evaluations at steps <= ``budget`` (``None``: none yet)."""
+    accs = [p["val_acc"] for p in run["curve"] if p["step"] <= budget]
+    return max(accs) if accs else None
+
+
+def steps_to(run, threshold):
+    """First evaluated step with validation accuracy >= ``threshold`` (``None``: not reached)."""
+    return next((p["step"] for p in run["curve"] if p["val_acc"] >= threshold), None)
+
+
+def efficiency_table(runs, budgets=BUDGETS, thresholds=THRESHOLDS):
+    """Rows ``(task, model, steps, [acc within each budget], [steps to each threshold])``: cells are
+    ``mean +- std`` strings over seeds; a threshold some seeds missed reads ``... (k/n seeds)``, one no
+    seed reached ``not reached``."""
+    rows = []
+    for (task, fam), (_, rs) in best_lr_runs(runs).items():
+        steps = rs[0]["config"]["steps"]
+        acc = [_ms([acc_within(r, max(1, round(f * steps))) for r in rs]) for f in budgets]
+        reach = []
+        for th in thresholds:
+            hit = [steps_to(r, th) for r in rs]
+            got = [h for h in hit if h is not None]
+            cell = "not reached" if not got else _ms(got, "{:.0f}")
+            reach.append(cell + (f" ({len(got)}/{len(hit)} seeds)" if got and len(got) < len(hit) else ""))
+        rows.append((task, fam, steps, acc, reach))
+    return rows
+
+
+def lag_table(runs):
+    """Variable-delay tasks: rows ``(task, model, [short, long] lag bounds, [short, long] mean +- std)``."""
+    rows = []
+    for (task, fam), (_, rs) in best_lr_runs(runs).items():
+        lags = [r["by_lag"] for r in rs if r.get("by_lag")]
+        if lags:
+            rows.append((task, fam, lags[0]["bounds"], [_ms([b["acc"][i] for b in lags]) for i in (0, 1)]))
+    return rows
+
+
+def position_table(runs, bins=4):
+    """Rows ``(task, model, [(first, last) output of each bin], [mean +- std accuracy of each bin])``: the
+    T outputs in up to ``bins`` contiguous bins (1-based), per-seed bin means, then over seeds."""
+    rows = []
+    for (task, fam), (_, rs) in best_lr_runs(runs).items():
+        pos = [np.array(r["by_position"]) for r in rs if r.get("by_position")]
+        if not pos:
+            continue
+        edges = np.array_split(np.arange(len(pos[0])), min(bins, len(pos[0])))
+        rows.append((task, fam, [(int(e[0]) + 1, int(e[-1]) + 1) for e in edges],
+                     [_ms([p[e].mean() for p in pos]) for e in edges]))
     return rows
 
 
@@ -49,7 +147,7 @@ def mechanism_table(runs):
     rows = []
     for (task, fam), (_, rs) in best_lr_runs(runs).items():
         ms = [r["mechanism"] for r in rs if "mechanism" in r]
-        if fam != "ds4d" or not ms:
+        if not fam.startswith("ds4d") or not ms:
             continue
         f = lambda k: float(np.mean([m[k] for m in ms]))  # noqa: E731
         rows.append((task, f("mean_delay"), f("mean_abs_dtau"), f("mean_abs_dmu"), f("acc"), f("acc_tau_min"),
@@ -57,11 +155,11 @@ def mechanism_table(runs):
     return rows
 
 
-def plot_curves(runs, path):
+def plot_curves(runs, path):  # needs a finished run (see done())
     """Validation accuracy vs step, one panel per task, each family at its best learning rate (mean over
     seeds, band = min..max)."""
-    from ddesys.plot import _plt
-    plt = _plt()
+    from ddesys.plot import pyplot
+    plt = pyplot()
     best = best_lr_runs(runs)
     tasks = list(dict.fromkeys(t for t, _ in best))
     cols = min(3, len(tasks))
@@ -73,7 +171,8 @@ def plot_curves(runs, path):
                 continue
             steps = [p["step"] for p in rs[0]["curve"]]
             acc = np.array([[p["val_acc"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
-            line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g})", lw=2 if fam == "ds4d" else 1.2)
+            line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g}, {len(acc)} seeds)",
+                            lw=2 if fam.startswith("ds4d") else 1.2)
             if len(acc) > 1:
                 ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
         ax.set_title(task)
@@ -89,20 +188,61 @@ def plot_curves(runs, path):
     plt.close(fig)
 
 
-def markdown(runs, meta):
-    """The report: setup, Table 6 analog, Table 1 analog, figure."""
+def _header(runs, meta):
+    commands = meta.get("commands") or [meta.get("command", "")]
+    worlds = sorted({r.get("world_size", 1) for r in runs})
     lines = [f"# Synthetic delay tasks ({meta.get('scale', '?')} scale)", "",
-             f"Command: `{meta.get('command', '')}`  ", f"Date: {meta.get('date', '')}; device: "
-             f"{meta.get('device', '')}; torch {meta.get('torch', '')}; total {meta.get('seconds', 0):.0f} s.", "",
+             "Commands: " + "; ".join(f"`{c}`" for c in commands) + "  ",
+             f"Date: {meta.get('date', '')}; device: {meta.get('device', '')}; torch {meta.get('torch', '')}; "
+             f"{len(runs)} runs, {sum(r.get('seconds', 0) for r in runs):.0f} s of training"
+             + (f"; processes per run: {', '.join(map(str, worlds))}" if worlds != [1] else "") + ".", "",
              "Tasks (ours; the paper's tables of T, P, w, V were lost with its text):", ""]
-    for t in meta.get("tasks", []):
-        lines.append(f"- {t['name']}: T={t['T']}, P in [{t['P_min']}, {t['P_max']}], V={t['vocab']}, "
+    labels = _task_labels(runs)
+    seen = {}
+    for r in runs:
+        seen.setdefault(_canon(r["config"]["task"]), r["config"]["task"])
+    for key, t in seen.items():
+        lines.append(f"- {labels[key]}: T={t['T']}, P in [{t['P_min']}, {t['P_max']}], V={t['vocab']}, "
                      f"data 1..{t['data_max']}" + (f", window {t['window']}" if t["kind"] != "copy" else "")
                      + (f", sigma {t['sigma']}" if t["kind"] == "wsum" else "") + f", context {t['length']}")
+    return lines
+
+
+def markdown(runs, meta):
+    """The report: setup, Table 6 analog, sample efficiency, lag and position breakdowns, Table 1 analog,
+    diverged runs, figure."""
+    lines = _header(runs, meta)
     lines += ["", "## Best validation accuracy (Table 6 protocol: mean +- std over seeds, best learning rate)", "",
               "| task | model | H | params | lr | accuracy | seeds |", "|---|---|---:|---:|---:|---|---:|"]
     for task, fam, w, n, lr, m, s, k in accuracy_table(runs):
         lines.append(f"| {task} | {fam} | {w} | {n:,} | {lr:g} | {m:.3f} +- {s:.3f} | {k} |")
+    eff = efficiency_table(runs)
+    if eff:
+        lines += ["", "## Sample efficiency (mean +- std over seeds, best learning rate)", "",
+                  "Accuracy within a budget: the best validation accuracy evaluated at or before that step. "
+                  "Steps to an accuracy: the first evaluated step at or above it.", "",
+                  "| task | model | steps | " + " | ".join(f"acc within {f:g} x steps" for f in BUDGETS) + " | "
+                  + " | ".join(f"steps to {t:.0%}" for t in THRESHOLDS) + " |",
+                  "|---|---|---:|" + "---|" * (len(BUDGETS) + len(THRESHOLDS))]
+        for task, fam, steps, acc, reach in eff:
+            lines.append(f"| {task} | {fam} | {steps} | " + " | ".join(acc + reach) + " |")
+    lag = lag_table(runs)
+    if lag:
+        lines += ["", "## Accuracy by lag (variable-delay tasks, best evaluation)", "",
+                  "| task | model | short lags | accuracy | long lags | accuracy |", "|---|---|---|---|---|---|"]
+        for task, fam, (b0, b1), (a0, a1) in lag:
+            lines.append(f"| {task} | {fam} | P in [{b0[0]}, {b0[1]}] | {a0} | P in [{b1[0]}, {b1[1]}] | {a1} |")
+    pos = position_table(runs)
+    if pos:
+        lines += ["", "## Accuracy by output position (best evaluation; outputs numbered from 1)", ""]
+        for width in sorted({len(b) for _, _, b, _ in pos}):
+            rows = [p for p in pos if len(p[2]) == width]
+            lines += ["| task | model | " + " | ".join(f"bin {i + 1}" for i in range(width)) + " |",
+                      "|---|---|" + "---|" * width]
+            for task, fam, bounds, acc in rows:
+                cells = [f"{a} (output{f' {lo}' if lo == hi else f's {lo}-{hi}'})" for (lo, hi), a in zip(bounds, acc)]
+                lines.append(f"| {task} | {fam} | " + " | ".join(cells) + " |")
+            lines.append("")
     mech = mechanism_table(runs)
     if mech:
         lines += ["", "## DS4D mechanism at the best checkpoint (Table 1 protocol)", "",
@@ -111,5 +251,15 @@ def markdown(runs, meta):
                   "|---|---:|---:|---:|---:|---:|---:|"]
         for task, d, dt, dm, a, a1, a2 in mech:
             lines.append(f"| {task} | {d:.1f} | {dt:.3f} | {dm:.4f} | {a:.3f} | {a1:.3f} | {a2:.3f} |")
+    bad = [r for r in runs if r.get("status", "done") != "done"]
+    if bad:
+        lines += ["", "## Diverged runs (non-finite loss; not in the tables above)", "",
+                  "| task | model | H | lr | seed | diverged at step | best accuracy before |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for r in bad:
+            c = r["config"]
+            best = f"{r['best_acc']:.3f}" if r.get("best_acc", -1) >= 0 else "no evaluation yet"
+            lines.append(f"| {c['task']['name']} | {c['family']} | {c['width']} | {c['lr']:g} | {c['seed']} | "
+                         f"{r.get('diverged_step', '?')} | {best} |")
     lines += ["", "![learning curves](curves.png)", ""]
     return "\n".join(lines)

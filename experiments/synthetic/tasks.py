@@ -1,4 +1,4 @@
-"""The paper's six synthetic delay tasks (appendix C.2, SPEC section 8) as teacher-forced token prediction.
+"""The paper's six synthetic delay tasks (the paper's appendix C.2) as teacher-forced token prediction.
 
 Vocabulary of ``V`` tokens: ``0`` = padding, ``1..m`` = data, ``V-1`` = go. One sequence is
 

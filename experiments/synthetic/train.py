@@ -2,13 +2,15 @@
 
 AdamW at a constant learning rate without weight decay; DS4D's and S4D's ``dt`` and delay on their own
 rate (``dt_lr``, 1e-4 as in the paper) through :func:`nn.param_groups`. Validation is teacher-forced
-token accuracy on the target segment of a fixed validation set (the same for every model and seed).
+token accuracy on the target segment of a fixed validation set (the same for every model and seed),
+also split by output position and, on variable-delay tasks, by lag bucket. Training batch ``s`` is
+drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so checkpoints resume exactly
+and every torchrun rank draws the same global batch (see :mod:`experiments._train`).
 """
 from __future__ import annotations
 
 import contextlib
 import copy
-import math
 import time
 from dataclasses import asdict, dataclass
 
@@ -17,16 +19,29 @@ import torch
 import torch.nn.functional as F
 
 import nn as dnn
+from ddesys.parameterization import ablation_kinds
 
+from .._ckpt import Diverged, Interrupted
+from .._dist import single
+from .._runs import config_key
+from .._train import Trainer
 from .models import build, n_params
 from .tasks import IGNORE, Task
 
 VAL_SEED = 12345                # the validation set is the same for every model, seed and learning rate
 
 
+def run_key(config):
+    """Key of a run in a results file from its config dict (readable prefix + hash of the config)."""
+    c = config
+    return config_key(f"{c['task']['name']}|{c['family']}|H{c['width']}|lr{c['lr']:g}|seed{c['seed']}|"
+                      f"steps{c['steps']}", c)
+
+
 @dataclass
 class RunConfig:
-    """One run: ``task`` x ``family`` at ``width`` (hidden size ``H``) with ``n_layers`` blocks."""
+    """One run: ``task`` x ``family`` at ``width`` (hidden size ``H``) with ``n_layers`` blocks; ``amp``
+    in ``none | bf16`` (autocast of the forward pass)."""
     task: Task
     family: str
     width: int
@@ -39,14 +54,17 @@ class RunConfig:
     batch: int = 32
     eval_every: int = 50
     val_size: int = 256
+    amp: str = "none"
 
     def key(self):
-        """Identity of the run in a results file (resume skips runs already there)."""
-        return f"{self.task.name}|{self.family}|H{self.width}|lr{self.lr:g}|seed{self.seed}|steps{self.steps}"
+        """Identity of the run in a results file: equal keys exactly for equal configurations."""
+        return run_key(self.to_dict())
 
     def to_dict(self):
         d = asdict(self)
         d["task"] = self.task.to_dict()
+        if d["amp"] == "none":                       # as in files written before mixed precision
+            del d["amp"]
         return d
 
 
@@ -66,6 +84,35 @@ def accuracy(model, tokens, labels, chunk=128):
     return hit / tot
 
 
+@torch.no_grad()
+def evaluate(model, tokens, labels, lags, task, chunk=128):
+    """Validation accuracy with its breakdown: ``{"acc", "by_position", "by_lag"}``. ``by_position[i]``:
+    accuracy of output ``i`` (0..T-1); ``by_lag`` (variable protocol only): accuracy of the sequences
+    with a short lag (``P <= (P_min + P_max) / 2``) and a long one, with their lag bounds and counts.
+    ``acc`` equals :func:`accuracy`."""
+    was = model.training
+    model.eval()
+    T = task.T
+    hits = []
+    for s in range(0, tokens.shape[0], chunk):
+        x, y, p = tokens[s:s + chunk], labels[s:s + chunk], lags[s:s + chunk]
+        pos = (T + p)[:, None] + torch.arange(T, device=x.device)         # (b, T) supervised positions
+        pred = model(x).argmax(-1)                                          # (b, L)
+        hits.append((pred.gather(1, pos) == y.gather(1, pos)).cpu())       # (b, T)
+    model.train(was)
+    hits = torch.cat(hits)                                                  # (n, T)
+    n = hits.shape[0]
+    out = {"acc": int(hits.sum()) / hits.numel(),
+           "by_position": [int(v) / n for v in hits.sum(0).tolist()]}
+    if task.protocol == "variable":
+        mid = (task.P_min + task.P_max) // 2
+        short = lags.cpu() <= mid
+        parts = [hits[short], hits[~short]]
+        out["by_lag"] = {"bounds": [[task.P_min, mid], [mid + 1, task.P_max]], "n": [len(h) for h in parts],
+                         "acc": [int(h.sum()) / h.numel() if h.numel() else None for h in parts]}
+    return out
+
+
 def ds4d_layers(model):
     return [m for m in model.modules() if isinstance(m, dnn.DS4D)]
 
@@ -83,31 +130,20 @@ def delay_state(model):
 
 @contextlib.contextmanager
 def ablate(model, kind):
-    """Temporarily ablate every DS4D layer of ``model``: ``"tau_min"`` collapses each delay to one step
-    (``k = 1``, ``alpha = 0``), ``"mu_zero"`` removes the delayed branch (``mu = 0``, ``lam`` kept)."""
+    """Temporarily ablate every DS4D layer of ``model`` through the layers' ``ablation`` option:
+    ``"tau_min"`` collapses each delay to one step (``k = 1``, ``alpha = 0``), ``"mu_zero"`` removes the
+    delayed branch (``mu = 0``, ``lam`` kept). Nested uses restore the outer setting."""
     if kind not in ("tau_min", "mu_zero"):
         raise ValueError(f"kind must be 'tau_min' or 'mu_zero', got {kind!r}")
     layers = ds4d_layers(model)
-
-    def patched(orig):
-        def discrete(dtype=None):
-            lam, mu, bbar, c, k, alpha, s = orig(dtype)
-            if kind == "mu_zero":
-                return lam, torch.zeros_like(mu), bbar, c, k, alpha, s
-            return lam, mu, bbar, c, torch.ones_like(k), torch.zeros_like(alpha), torch.ones_like(s)
-        return discrete
-
-    saved = [layer.__dict__.get("discrete") for layer in layers]     # an outer ablation, if nested
-    for layer in layers:
-        layer.discrete = patched(layer.discrete)                     # instance attribute shadows the method
+    saved = [layer.ablation for layer in layers]
+    for layer, prev in zip(layers, saved):
+        layer.ablation = ablation_kinds(prev) + (kind,)             # nested: both apply
     try:
         yield model
     finally:
         for layer, prev in zip(layers, saved):
-            if prev is None:
-                del layer.discrete
-            else:
-                layer.discrete = prev
+            layer.ablation = prev
 
 
 def mechanism(model, init_state, tokens, labels):
@@ -125,49 +161,74 @@ def mechanism(model, init_state, tokens, labels):
     return out
 
 
-def train_run(cfg: RunConfig, device="cpu", progress=None):
-    """Train one model; returns a JSON-ready dict: config, ``curve`` (step, train loss, val accuracy),
-    ``best_acc`` / ``best_step``, ``n_params``, ``seconds`` and, for DS4D, ``mechanism`` at the best
-    checkpoint. ``progress``: a callable ``(step, loss, acc)`` (e.g. a tqdm update). Raises on a
-    non-finite loss (with the step), never returns a silently diverged run."""
-    task = cfg.task
+def _loss_sum(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
+                           reduction="sum")
+
+
+def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
+    """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
+    loss, val accuracy), ``best_acc`` / ``best_step``, ``by_position`` / ``by_lag`` at the best evaluation,
+    ``n_params``, ``seconds`` and, for DS4D, ``mechanism`` at the best checkpoint.
+
+    ``progress``: a callable ``(step, loss=, acc=)``. ``ckpt``: a
+    :class:`~experiments._ckpt.RunCheckpoint` (resume from it, save to it every ``every`` steps and on a
+    stop request: :class:`~experiments._ckpt.Interrupted`). ``ctx``: a :class:`~experiments._dist.Ctx`
+    (torchrun), else one process on ``device``. A non-finite loss raises
+    :class:`~experiments._ckpt.Diverged` (a ``FloatingPointError`` naming the step) whose ``record`` is
+    the run so far with ``"status": "diverged"``."""
+    ctx = ctx or single(device)
+    dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     model = build(cfg.family, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
-                  seed=cfg.seed).to(device)
+                  seed=cfg.seed).to(dev)
     init_state = delay_state(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
-    rng = np.random.default_rng(cfg.seed)
-    vt, vl, _ = task.sample(cfg.val_size, np.random.default_rng(VAL_SEED))
-    vt, vl = torch.from_numpy(vt).to(device), torch.from_numpy(vl).to(device)
-    curve, best, best_state, t0, losses = [], (-1.0, 0), None, time.perf_counter(), []
-    for step in range(1, cfg.steps + 1):
-        x, y, _ = task.sample(cfg.batch, rng)
-        x, y = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
-        logits = model(x)                       # (B, L, V)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=IGNORE)
-        lv = loss.detach().item()
-        if not math.isfinite(lv):
-            raise FloatingPointError(f"{cfg.key()}: loss became {lv} at step {step}")
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(lv)
+    tr = Trainer(model, opt, ctx, amp=cfg.amp)
+    vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
+    st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
+    best_state = None
+    saved = ckpt.load() if ckpt is not None else None
+    if saved is not None:
+        tr.load_state_dict(saved["trainer"])
+        st.update(saved["run"])
+        best_state = saved["best_state"]
+    t0, s0 = time.perf_counter(), st["seconds"]
+
+    def record(status):
+        return {"key": cfg.key(), "config": cfg.to_dict(), "status": status, "n_params": n_params(model),
+                "curve": st["curve"], "best_acc": st["best_acc"], "best_step": st["best_step"],
+                "seconds": s0 + time.perf_counter() - t0, **st["best_detail"]}
+
+    for step in range(st["step"] + 1, cfg.steps + 1):
+        x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
+        try:
+            loss, stop = tr.step(x, y, _loss_sum, int((y != IGNORE).sum()), step)
+        except Diverged as exc:
+            err = Diverged(f"{cfg.key()}: {exc}", exc.step)
+            err.record = {**record("diverged"), "diverged_step": exc.step}
+            raise err from None
+        st["losses"].append(loss)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            acc = accuracy(model, vt, vl)
-            curve.append({"step": step, "loss": float(np.mean(losses)), "val_acc": acc})
-            losses = []
-            if acc > best[0]:
-                best = (acc, step)
+            det = evaluate(model, vt, vl, vp, task)
+            st["curve"].append({"step": step, "loss": float(np.mean(st["losses"])), "val_acc": det["acc"]})
+            st["losses"] = []
+            if det["acc"] > st["best_acc"]:
+                st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
                 if init_state:
                     best_state = copy.deepcopy(model.state_dict())
             if progress is not None:
-                progress(step, curve[-1]["loss"], acc)
-    out = {"key": cfg.key(), "config": cfg.to_dict(), "n_params": n_params(model), "curve": curve,
-           "best_acc": best[0], "best_step": best[1], "seconds": time.perf_counter() - t0}
+                progress(step, loss=st["curve"][-1]["loss"], acc=st["curve"][-1]["val_acc"])
+        st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
+        if ckpt is not None and (stop or ckpt.due(step, cfg.steps)):
+            ckpt.save({"trainer": tr.state_dict(), "run": st, "best_state": best_state})
+        if stop:
+            raise Interrupted(cfg.key(), step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
+    out = record("done")
     if init_state:
         model.load_state_dict(best_state)
         out["mechanism"] = mechanism(model, init_state, vt, vl)
     return out
 
 
-__all__ = ["RunConfig", "ablate", "accuracy", "mechanism", "train_run"]
+__all__ = ["RunConfig", "ablate", "accuracy", "evaluate", "mechanism", "run_key", "train_run"]

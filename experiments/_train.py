@@ -1,0 +1,134 @@
+"""The optimization step and the sweep loop shared by ``experiments.synthetic`` and ``experiments.general``.
+
+:class:`Trainer` owns one run's (DDP-wrapped) model, optimizer and scheduler: a step takes the global
+batch, trains this rank on its slice under optional bf16 autocast, sums the loss over the ranks (with
+the stop flag, so every rank stops at the same step) and refuses a non-finite loss before touching the
+weights (:class:`~experiments._ckpt.Diverged`). :func:`run_sweep` runs a list of jobs: it resumes from
+checkpoints, records diverged runs and goes on, stops cleanly on SIGINT / SIGTERM, and has rank 0 save
+the results after every run.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ._ckpt import STOP, Diverged, Interrupted, rng_state, set_rng_state
+
+
+class Trainer:
+    """``model`` (unwrapped; :attr:`model` is the DDP wrapper under torchrun), ``opt``, optional
+    ``sched`` (stepped after every optimizer step), ``amp`` in ``none | bf16``."""
+
+    def __init__(self, model, opt, ctx, sched=None, amp="none", stop=STOP):
+        if amp not in ("none", "bf16"):
+            raise ValueError(f"amp must be 'none' or 'bf16', got {amp!r}")
+        self.raw, self.opt, self.sched, self.ctx, self.stop = model, opt, sched, ctx, stop
+        self.amp = amp == "bf16"
+        self.model = ctx.wrap(model)
+        if ctx.rank:                                     # independent dropout masks on every rank
+            torch.manual_seed(torch.initial_seed() + 7919 * ctx.rank)
+
+    def step(self, x, y, loss_sum, n, step):
+        """One optimizer step on the global batch ``x``, ``y`` (NumPy arrays, identical on every rank).
+        ``loss_sum(logits, targets)``: the loss summed over a slice; ``n``: the global batch's count
+        (samples, or supervised tokens) that turns the sum into a mean. Returns ``(mean loss, stop)``."""
+        dev = self.ctx.device
+        a, b = self.ctx.shard(len(x))
+        weight = 1.0
+        if a == b:                                       # fewer samples than ranks: join the collectives, add 0
+            a, b, weight = 0, 1, 0.0
+        xs, ys = torch.from_numpy(x[a:b]).to(dev), torch.from_numpy(y[a:b]).to(dev)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.amp):
+            out = self.model(xs)
+        local = loss_sum(out.float(), ys) * weight
+        stop = self.stop.poll(step, self.ctx.rank)
+        stats = torch.stack([local.detach().to(torch.float64),
+                             torch.tensor(float(stop), dtype=torch.float64, device=local.device)])
+        total, stop = self.ctx.all_reduce_(stats).tolist()
+        mean = total / n
+        if not math.isfinite(mean):
+            raise Diverged(f"loss became {mean} at step {step}", step)
+        self.opt.zero_grad(set_to_none=True)
+        (local * (self.ctx.world / n)).backward()        # DDP averages over ranks: the global mean's gradient
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        return mean, stop > 0
+
+    def state_dict(self):
+        """Model, optimizer, scheduler and every rank's RNG states (a collective under torchrun)."""
+        return {"model": self.raw.state_dict(), "optimizer": self.opt.state_dict(),
+                "scheduler": self.sched.state_dict() if self.sched is not None else None,
+                "rng": self.ctx.gather(rng_state()), "world_size": self.ctx.world}
+
+    def load_state_dict(self, s):
+        self.raw.load_state_dict(s["model"])
+        self.opt.load_state_dict(s["optimizer"])
+        if self.sched is not None and s.get("scheduler") is not None:
+            self.sched.load_state_dict(s["scheduler"])
+        rngs = s["rng"]
+        set_rng_state(rngs[self.ctx.rank] if self.ctx.rank < len(rngs) else rngs[0])
+
+
+@dataclass
+class Job:
+    """One run of a sweep: ``fn(ckpt=, progress=, ctx=)`` returns its JSON-ready record."""
+    key: str
+    label: str
+    total: int
+    fn: Callable
+
+
+def run_sweep(jobs, store, ckpts, ctx, resume=True, quiet=False, on_saved=None, log=print):
+    """Run ``jobs`` in order; rank 0 records each in ``store`` (then calls ``on_saved()``). A diverged run
+    is recorded (``status: diverged``, its last good checkpoint kept) and the sweep goes on. SIGINT /
+    SIGTERM: the running job checkpoints and the sweep returns ``128 + signal`` (rerun to resume)."""
+    from tqdm.auto import tqdm
+    show = not quiet and ctx.main
+    say = log if ctx.main else (lambda *a, **k: None)
+    outer = tqdm(total=len(jobs), desc="runs", disable=not show)
+    with STOP:
+        for job in jobs:
+            flag = torch.tensor([float(STOP.signum is not None)], device=ctx.device)
+            if ctx.all_reduce_(flag).item() > 0:         # a signal between runs: stop before the next one
+                say(f"\nstopped before {job.label}. Rerun the same command to go on.")
+                return 128 + int(STOP.signum or 2)
+            if not resume:
+                ckpts.remove(job.key)
+            elif ctx.main and ckpts.path(job.key).exists():
+                say(f"resuming {job.label} from {ckpts.path(job.key)}")
+            bar = tqdm(total=job.total, desc=job.label, leave=False, disable=not show)
+
+            def progress(step, bar=bar, **post):
+                bar.update(step - bar.n)
+                bar.set_postfix({k: f"{v:.3f}" for k, v in post.items()})
+            try:
+                run = job.fn(ckpt=ckpts.handle(job.key), progress=progress, ctx=ctx)
+            except Diverged as exc:
+                if exc.record is None:
+                    raise
+                run = exc.record
+                kept = ckpts.path(job.key)
+                kept = f"last good checkpoint kept: {kept}" if kept.exists() else "no checkpoint written yet"
+                say(f"\n{exc}: recorded as diverged ({kept}); going on with the next run")
+            except Interrupted as exc:
+                say(f"\n{exc}. Rerun the same command to resume.")
+                return 128 + int(exc.signum)
+            finally:
+                bar.close()
+            run.update(ctx.describe())
+            if ctx.main:
+                store.put(run)
+                if on_saved is not None:
+                    on_saved()
+            if run.get("status", "done") == "done" and not ckpts.keep:
+                ckpts.remove(job.key)
+            outer.update(1)
+    outer.close()
+    return 0
+
+
+__all__ = ["Job", "Trainer", "run_sweep"]

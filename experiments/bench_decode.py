@@ -1,0 +1,134 @@
+"""Decoding benchmark: DS4D's step against S4D's, prefill memory, cache sizes, decode accuracy.
+
+    python -m experiments.bench_decode [--quick] [--only step|model|cache|prefill|accuracy]
+
+Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer tokens):
+
+1. ``step``: seconds per token of ``nn.DS4D.step`` and ``nn.S4D.step`` at batch 1 and 8, at an early
+   position (half the longest delay: some channels not yet reading) and past the longest delay; the
+   throughput ratio DS4D / S4D (goals: >= 1 at batch 1, >= 0.5 at batch 8) and DS4D late / early (<= 1.1).
+2. ``model``: a 4-layer ``SequenceModel`` step against four layer steps (the model's own overhead).
+3. ``cache``: bytes of the decode cache for each history dtype.
+4. ``prefill``: peak extra resident memory of ``DS4D.prefill`` at batch 16, l_max 8192 (quick: batch 4,
+   l_max 2048) next to the cache it fills.
+5. ``accuracy``: a 4-layer DS4D model decoding 8192 tokens (quick: 1024) against its FFT forward,
+   max |dy| / max |y| for the complex64 cache (goal <= 1e-5) and the 16-bit histories.
+
+Times are medians of runs interleaved between the variants (a shared machine's load hits all alike):
+read the ratios. Peak memory is the process's resident high-water mark (Linux ``/proc``), reset
+before the prefill.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+
+from nn import DS4D, S4D, SequenceModel
+from verification.timing import decoder, interleaved
+
+HISTORIES = {"complex64": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def step_section(H, N, l_max, n_tok, reps):
+    print(f"1. step, seconds per token (H={H}, N={N}, l_max={l_max}; DS4D delays on the default grid)")
+    ds, s4 = DS4D(H, N, l_max=l_max, seed=0), S4D(H, N, seed=0)
+    k_max = int(ds.discrete(torch.float64).k.max())
+    early, late = k_max // 2, k_max + 16
+    rows = []
+    for batch in (1, 8):
+        runs = [decoder(layer, H, p, n_tok, batch=batch)[0] for p in (early, late) for layer in (ds, s4)]
+        t = [v / n_tok for v in interleaved(runs, reps)]
+        rows.append((batch, t))
+        print(f"   batch {batch}: DS4D {t[0] * 1e6:7.1f} us (t={early}) {t[2] * 1e6:7.1f} us (t={late});  "
+              f"S4D {t[1] * 1e6:7.1f} / {t[3] * 1e6:7.1f} us;  DS4D/S4D throughput {t[1] / t[0]:.2f} / "
+              f"{t[3] / t[2]:.2f};  DS4D late/early {t[2] / t[0]:.2f}")
+    print("   goals: throughput ratio >= 1 at batch 1 and >= 0.5 at batch 8; late/early <= 1.1")
+    return rows
+
+
+def model_section(H, N, l_max, n_tok, reps):
+    print("\n2. model-level step (4 layers, batch 1) against 4 layer steps")
+    model = SequenceModel(H, H, d_model=H, n_layers=4, layer_kw=dict(d_state=N, l_max=l_max)).eval()
+    layer = model.blocks[0].layer
+    m_run = decoder(model, H, l_max // 2, n_tok)[0]
+    l_run = decoder(layer, H, l_max // 2, n_tok)[0]
+    tm, tl = (v / n_tok for v in interleaved([m_run, l_run], reps))
+    print(f"   model {tm * 1e6:.1f} us/token, 4 x layer {4 * tl * 1e6:.1f} us/token: overhead "
+          f"{(tm - 4 * tl) * 1e6:.1f} us/token ({tm / (4 * tl):.2f}x; norms, GLU, encoder, decoder)")
+
+
+def cache_section(H, N, l_max):
+    print(f"\n3. decode cache bytes, batch 1 (H={H}, N={N}, l_max={l_max})")
+    ds = DS4D(H, N, l_max=l_max, seed=0)
+    for name, hd in HISTORIES.items():
+        print(f"   {name:>10s}: {ds.allocate_inference_cache(1, history_dtype=hd).nbytes:,}")
+    print(f"   {'complex128':>10s}: {ds.allocate_inference_cache(1, dtype=torch.float64).nbytes:,}")
+    print(f"   S4D state: {S4D(H, N).allocate_inference_cache(1).nbytes:,}")
+
+
+def _rss(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def prefill_section(H, N, l_max, batch):
+    print(f"\n4. prefill memory: batch {batch}, prompt {l_max}, H={H}, N={N}")
+    ds = DS4D(H, N, l_max=l_max, seed=0)
+    x = torch.randn(batch, l_max, H)
+    cache = ds.allocate_inference_cache(batch)
+    cache.buf.fill_(1.0)                                       # touch the cache: its pages count before
+    try:
+        with open("/proc/self/clear_refs", "w") as f:          # reset the high-water mark
+            f.write("5")
+    except OSError:
+        print("   (cannot reset the resident high-water mark here: peak includes earlier work)")
+    base = _rss("VmRSS:")
+    cache.buf.zero_()
+    ds.prefill(x, cache)
+    peak = _rss("VmHWM:") - base
+    print(f"   cache {cache.nbytes / 2**30:.2f} GiB; peak extra memory during prefill {peak / 2**30:.2f} GiB "
+          f"(prompt spectrum B x H x M complex128: {batch * H * 2 * l_max * 16 / 2**30:.2f} GiB)")
+
+
+@torch.no_grad()
+def accuracy_section(H, N, L):
+    print(f"\n5. decode accuracy: 4-layer DS4D model, {L} tokens, against its FFT forward")
+    model = SequenceModel(4, 4, d_model=H, n_layers=4, layer_kw=dict(d_state=N, l_max=L)).eval()
+    torch.manual_seed(0)
+    x = torch.randn(1, L, 4)
+    y = model(x)                                               # (1, L, 4)
+    for name, hd in HISTORIES.items():
+        caches = [blk.layer.allocate_inference_cache(1, history_dtype=hd) for blk in model.blocks]
+        ys = torch.stack([model.step(x[:, t], caches) for t in range(L)], 1)
+        err = float((ys - y).abs().max() / y.abs().max())
+        goal = " (goal <= 1e-5)" if hd is None else ""
+        print(f"   {name:>10s} history: max |dy| / max |y| = {err:.2e}{goal}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=["step", "model", "cache", "prefill", "accuracy"])
+    args = ap.parse_args(argv)
+    H, N = 256, 64
+    l_max, n_tok, reps = (2048, 32, 3) if args.quick else (8192, 128, 7)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
+    if args.only in (None, "step"):
+        step_section(H, N, l_max, n_tok, reps)
+    if args.only in (None, "model"):
+        model_section(H, N, l_max, n_tok, reps)
+    if args.only in (None, "cache"):
+        cache_section(H, N, l_max)
+    if args.only in (None, "prefill"):
+        prefill_section(H, N, l_max, 4 if args.quick else 16)
+    if args.only in (None, "accuracy"):
+        accuracy_section(64 if args.quick else H, N, 1024 if args.quick else 8192)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""What DS4D and S4D share: parameters of the base dynamics, input and output, the FFT forward path."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .common import (StepConstants, check_cache, check_finite_params, check_input, check_sizes, compute_dtype,
+                     fft_conv, init_dt, no_autocast, s4d_modes)
+
+
+class DiagonalSSM(nn.Module):
+    """Base of :class:`nn.DS4D` and :class:`nn.S4D`: ``H`` channels of ``N/2`` complex modes.
+
+    Parameters (``C = 2H`` kernels when bidirectional, else ``H``): ``log_dt`` ``(C,)``, ``nu_re``,
+    ``nu_im`` ``(C, N2)`` (``a = -exp(nu_re) + i nu_im``), ``B``, ``C`` ``(C, N2, 2)`` (complex as real
+    pairs), ``D`` ``(H,)``. Subclasses add their own parameters between the base dynamics and ``B``
+    (:meth:`_init_branch`), and define ``kernel``, ``_kernel_for``, ``_recurrent`` and decoding.
+    """
+
+    cache_type = None
+
+    def __init__(self, d_model, d_state, *, init, dt_min, dt_max, bidirectional, transposed, seed):
+        super().__init__()
+        check_sizes(self, d_model, d_state)
+        self.H, self.N2 = d_model, d_state // 2
+        self.bidirectional, self.transposed = bidirectional, transposed
+        self._step_memo = StepConstants()
+        C = 2 * d_model if bidirectional else d_model
+        g = torch.Generator().manual_seed(seed) if seed is not None else None
+        a = s4d_modes(self.N2, init).expand(C, -1)                  # (C, N2) complex
+        self.log_dt = nn.Parameter(init_dt(C, dt_min, dt_max, g))  # (C,)
+        self.nu_re = nn.Parameter(torch.log(-a.real).clone())       # (C, N2)
+        self.nu_im = nn.Parameter(a.imag.clone())                   # (C, N2)
+        self._init_branch(C, g)
+        self.B = nn.Parameter(torch.view_as_real(torch.ones(C, self.N2, dtype=torch.cfloat)).clone())   # (C, N2, 2)
+        self.C = nn.Parameter(torch.view_as_real(torch.randn(C, self.N2, dtype=torch.cfloat, generator=g)))
+        self.D = nn.Parameter(torch.randn(d_model, generator=g))    # (H,)
+
+    def _init_branch(self, C, g):
+        """Parameters of a subclass, drawn after the base dynamics (keeps seeded layers reproducible)."""
+
+    def _prepare(self, L):
+        """Hook run by ``forward`` before anything else with the sequence length."""
+
+    # ------------------------------------------------------------------ training path
+    def forward(self, x, mode="fft"):
+        """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.
+
+        ``mode="fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
+        float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification (no autograd).
+        """
+        if mode not in ("fft", "recurrent"):
+            raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
+        xin = check_input(self, x)                                  # (B, H, L), any float dtype
+        self._prepare(xin.shape[-1])
+        check_finite_params(self)
+        if mode == "fft":
+            y = self._fft(xin)
+        elif self.bidirectional:
+            raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
+        elif xin.shape[0] == 0:
+            y = self.D[:, None] * xin
+        else:
+            y = self._recurrent(xin)
+        return y if self.transposed else y.transpose(-1, -2)
+
+    def _fft(self, xin):
+        """FFT path on ``(B, H, L)`` input of any float dtype -> ``(B, H, L)`` in that dtype."""
+        if xin.shape[0] == 0:                                       # empty batch: empty output
+            return self.D[:, None] * xin
+        with no_autocast(xin):                                      # FFTs and the kernel in float32 or better
+            x = xin.to(compute_dtype(xin))                          # (B, H, L)
+            K = self._kernel_for(x)                                 # (H, L) or (2, H, L), x's dtype
+            if self.bidirectional:
+                y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
+            else:
+                y = fft_conv(x, K)                                  # (B, H, L)
+            return (y + self.D[:, None] * x).to(xin.dtype)
+
+    # ------------------------------------------------------------------ decoding
+    def _check_decodable(self):
+        if self.bidirectional:
+            raise ValueError(f"a bidirectional {type(self).__name__} layer sees the future; it cannot decode "
+                             "step by step")
+
+    def _begin_prefill(self, x, cache):
+        """Validate a prompt and its cache; return the prompt ``(B, H, L)`` and the FFT outputs in the
+        caller's layout."""
+        xb = check_input(self, x)                                   # (B, H, L)
+        check_cache(self, cache, xb.shape[0], what="prefill")
+        if cache.t != 0:
+            raise ValueError("prefill expects a fresh cache (t = 0); allocate a new one")
+        check_finite_params(self)
+        y = self._fft(xb)                                           # (B, H, L); a prompt may be short
+        return xb, (y if self.transposed else y.transpose(-1, -2))
+
+    @staticmethod
+    def _cache_dtype(dtype):
+        """Complex dtype of a decode cache: complex128 for ``torch.float64``, else complex64."""
+        return torch.complex128 if dtype == torch.float64 else torch.complex64
+
+
+def split_channels(K, H, bidirectional):
+    """Kernels ``(C, L)`` as ``(2, H, L)`` when bidirectional."""
+    return K.view(2, H, K.shape[-1]) if bidirectional else K
+

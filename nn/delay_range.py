@@ -1,0 +1,124 @@
+"""The delay range of a DS4D layer: fixed at construction or from the first sequence, saved with the
+state dict, checked when a checkpoint loads (docs/theory.md §7)."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+
+def encode_range(s_min, s_max):
+    """``(s_min, s_max)`` as an int64 tensor ``(2,)`` holding their float64 bit patterns (``s_max`` None ->
+    NaN): exact in a state dict and untouched by ``module.half()`` / ``.to(dtype)``."""
+    v = torch.tensor([s_min, math.nan if s_max is None else s_max], dtype=torch.float64)
+    return v.view(torch.int64).clone()
+
+
+def decode_range(t):
+    """Inverse of :func:`encode_range`: ``(s_min, s_max or None)``."""
+    s_min, s_max = t.detach().cpu().clone().view(torch.float64).tolist()
+    return s_min, (None if math.isnan(s_max) else s_max)
+
+
+def delay_range_mismatch(layer, saved):
+    """Why a checkpoint with delay range ``saved`` = ``(s_min, s_max)`` (None: saved before ranges were
+    stored) cannot load into ``layer``, or None. Equal ranges load; a layer whose range is not fixed yet
+    (``l_max=None``) adopts the checkpoint's."""
+    name = type(layer).__name__
+    if saved is None:
+        if layer.s_max is None:
+            return (f"{name}: this checkpoint does not record its delay range (saved by an older ddesys) and the "
+                    "layer has l_max=None: build the layer with the l_max it was trained with")
+        return None
+    s_min, s_max = saved
+    if s_max is None or layer.s_max is None:
+        return None if s_max is not None or layer.s_max is None else (
+            f"{name}: the checkpoint's delay range was not fixed yet (l_max=None, saved before any forward) but "
+            f"this layer's is (l_max={layer.l_max}); build the layer with l_max=None")
+    if (s_min, s_max) != (layer.s_min, layer.s_max):
+        l_ck = int(math.floor(s_max)) + 1
+        return (f"{name}: the checkpoint's delays are relative to s_min={s_min:g}, s_max={s_max:g} (l_max={l_ck}) "
+                f"but this layer has s_min={layer.s_min:g}, s_max={layer.s_max:g} (l_max={layer.l_max}): loading "
+                f"would move every delay. Build the layer with l_max={l_ck}"
+                f"{'' if s_min == layer.s_min else f', s_min={s_min:g}'}, or with l_max=None to adopt the "
+                "checkpoint's range")
+    return None
+
+
+class DelayRange:
+    """Mixin of :class:`nn.DS4D`: the range ``[s_min, s_max]`` that gives ``nu_tau`` its meaning
+    (``s = s_min + (s_max - s_min) sigmoid(nu_tau)``). Needs ``s_min``, ``delay_init``, ``tau0``,
+    ``_grid_order`` and the parameter ``nu_tau``; registers the ``delay_range`` buffer."""
+
+    def _init_range(self, s_min, l_max, s_max):
+        if not (math.isfinite(s_min) and s_min >= 1.0):
+            raise ValueError(f"DS4D needs 1 <= s_min < s_max (delays of at least one step), got s_min={s_min}")
+        self.s_min, self.s_max, self.l_max = float(s_min), None, None
+        self._length_checked = False
+        # (s_min, s_max) as float64 bit patterns in an int64 buffer: saved in the state dict, never cast by
+        # .half() / .to(dtype); s_max NaN until the range is fixed (l_max=None, before the first sequence)
+        self.register_buffer("delay_range", encode_range(self.s_min, None))
+        if l_max is not None or s_max is not None:
+            self._set_range(l_max, s_max)
+
+    def _set_range(self, l_max, s_max=None):
+        """Fix the delay range ``[s_min, s_max]`` (``s_max = l_max - 1`` unless given) and place the
+        initial delays in it (grid or constant). Called once: at construction, or at the first
+        sequence when ``l_max=None``."""
+        s_max = float(l_max - 1) if s_max is None else float(s_max)
+        if not (1.0 <= self.s_min < s_max) or not math.isfinite(s_max):
+            raise ValueError(f"DS4D needs 1 <= s_min < s_max, got s_min={self.s_min}, s_max={s_max} (l_max={l_max}); "
+                             "pass a larger l_max (or s_max)")
+        if self.delay_init == "constant" and not self.s_min < self.tau0 < s_max:
+            raise ValueError(f"delay_init='constant' needs tau0 strictly inside (s_min, s_max) = ({self.s_min}, "
+                             f"{s_max}), got tau0={self.tau0} (raise l_max or lower tau0)")
+        C, (s_min, ds) = self.nu_tau.shape[0], (self.s_min, s_max - self.s_min)
+        if self.delay_init == "grid":
+            grid = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1]   # (C,)
+            s0 = grid[self._grid_order]
+        else:
+            s0 = torch.full((C,), float(self.tau0), dtype=torch.float64)
+        with torch.no_grad():
+            self.nu_tau.copy_(torch.logit((s0 - s_min) / ds).to(self.nu_tau))       # (C,)
+        self._adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
+
+    def _adopt_range(self, s_max, l_max):
+        self.s_max, self.l_max = float(s_max), int(l_max)
+        self.delay_range.copy_(encode_range(self.s_min, self.s_max))
+        self._step_memo.clear()
+
+    def _prepare(self, L):
+        """At the first sequence: fix the range from its length (``l_max=None``), or warn once when the
+        given range is much longer than the sequences, so most delays would never act."""
+        if self.s_max is None:
+            self._set_range(L)
+        elif not self._length_checked and self.s_max > 2 * L:
+            warnings.warn(f"DS4D: delays are spread over [{self.s_min:g}, {self.s_max:g}] steps (l_max={self.l_max}) "
+                          f"but the sequence has {L} steps: channels with delays >= {L} never act. Pass "
+                          f"l_max={L} (or leave l_max=None: the range then comes from the first sequence).",
+                          UserWarning, stacklevel=5)
+        self._length_checked = True
+
+    def _require_range(self, what):
+        if self.s_max is None:
+            raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
+                               f"pass (or build the layer with l_max) before {what}")
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """The checkpoint's ``delay_range`` must equal the layer's; a layer whose range is not fixed yet
+        adopts it; checkpoints saved before the range was stored load as before."""
+        key = prefix + "delay_range"
+        saved = decode_range(state_dict[key]) if key in state_dict else None
+        err = delay_range_mismatch(self, saved)
+        if err:
+            error_msgs.append(err)
+            return
+        if saved is None:                            # checkpoint from before the range was saved
+            state_dict[key] = self.delay_range.clone()
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        if saved is not None and saved[1] is not None and self.s_max is None:
+            self.s_min = saved[0]
+            self._adopt_range(saved[1], int(math.floor(saved[1])) + 1)

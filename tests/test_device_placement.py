@@ -1,0 +1,140 @@
+"""Device placement without a GPU: every layer method and every kernel-synthesis function run on PyTorch's
+``meta`` device (shapes and dtypes, no data), under a dispatch mode that flags every CPU tensor an op
+makes or reads.
+
+On CUDA, a tensor built without ``device=`` lands on the CPU: either it meets CUDA tensors and the op
+raises (``DS4D.prefill``'s ``torch.full``, ``S4D.prefill``'s ``torch.arange`` did), or it is copied to the
+GPU, a blocking host-to-device copy (``arange`` in ``synthesize_kernel`` did, every training forward).
+On ``meta`` both show as a CPU tensor inside the computation. 0-d CPU tensors are allowed: torch treats
+them as scalars on any device (no copy, no error).
+"""
+import inspect
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+import nn as dnn
+from ddesys import recurrence
+from ddesys import transfer as tr
+
+META = torch.device("meta")
+SCALAR = 5        # what a host read (``int(k.max())``) returns on meta: the largest delay, in steps
+
+
+class CpuTensorGuard(TorchDispatchMode):
+    """Records every aten op that makes or reads a CPU tensor of dimension >= 1. Host reads of a meta
+    scalar (``int(t)``, ``t.item()``) have no value to return; they get ``SCALAR`` (``5`` for integers,
+    ``0.5`` for floats), so code that sizes a buffer from a delay still runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.offenders = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default:
+            t = args[0]
+            return 0.5 if t.is_floating_point() else (True if t.dtype == torch.bool else SCALAR)
+        out = func(*args, **kwargs)
+        if any(isinstance(t, torch.Tensor) and t.device.type == "cpu" and t.dim() > 0
+               for t in tree_leaves((args, kwargs, out))):
+            self.offenders.append(str(func))
+        return out
+
+
+def _run_clean(fn):
+    """``fn()`` under the guard; fails naming the ops that touched a CPU tensor."""
+    with CpuTensorGuard() as guard:
+        out = fn()
+    assert not guard.offenders, f"CPU tensors inside a meta computation (missing device=?): {guard.offenders}"
+    return out
+
+
+def _assert_meta(*tensors):
+    for t in tree_leaves(tensors):
+        if isinstance(t, torch.Tensor):
+            assert t.device == META, t.device
+
+
+def _layer_calls(layer, x):
+    """name -> callable for every public method of ``layer`` (x: meta ``(B, L, H)``)."""
+    B, L, _ = x.shape
+
+    def step():
+        cache = layer.allocate_inference_cache(B)
+        _assert_meta(cache.buf if hasattr(cache, "buf") else cache.h)
+        assert cache.batch_size == B and cache.nbytes > 0
+        return [layer.step(x[:, t], cache) for t in range(3)]
+
+    def prefill_then_step():
+        cache = layer.allocate_inference_cache(B, dtype=torch.float64)
+        y = layer.prefill(x.double(), cache)
+        _assert_meta(cache.buf if hasattr(cache, "buf") else cache.h)
+        return y, layer.step(x[:, 0].double(), cache)
+
+    calls = {"forward": lambda: (layer(x), layer(x, mode="recurrent")), "kernel": lambda: layer.kernel(L),
+             "discrete": lambda: layer.discrete(), "allocate_inference_cache": step, "step": step,
+             "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key()}
+    if isinstance(layer, dnn.DS4D):
+        calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
+    return calls
+
+
+# to_ddesys hands the layer to the NumPy analysis classes: a host copy by design (no data on meta)
+HOST_BY_DESIGN = {"to_ddesys"}
+
+
+@pytest.mark.parametrize("cls", [dnn.DS4D, dnn.S4D])
+def test_every_public_layer_method_stays_on_the_layers_device(cls):
+    layer = (cls(4, 8, l_max=16, seed=0) if cls is dnn.DS4D else cls(4, 8, seed=0)).to(META)
+    x = torch.randn(2, 12, 4, device=META)
+    calls = _layer_calls(layer, x)
+    own = {n for klass in cls.__mro__ if klass.__module__.startswith("nn.")          # the project's classes
+           for n, v in vars(klass).items() if not n.startswith("_") and inspect.isfunction(v)}
+    assert own - HOST_BY_DESIGN == set(calls), "a public method without a device-placement check"
+    for name, fn in calls.items():
+        _assert_meta(_run_clean(fn))
+
+
+def test_bidirectional_layers_stay_on_device():
+    for layer in (dnn.DS4D(4, 8, l_max=16, bidirectional=True, seed=0), dnn.S4D(4, 8, bidirectional=True, seed=0)):
+        layer = layer.to(META)
+        _assert_meta(_run_clean(lambda: layer(torch.randn(2, 12, 4, device=META))))
+
+
+def test_training_backward_stays_on_device():
+    """The reference (unfused) training path, forward and backward, as it runs on CUDA without Triton."""
+    for layer in (dnn.DS4D(4, 8, l_max=16, seed=0), dnn.S4D(4, 8, seed=0)):
+        layer = layer.to(META)
+        x = torch.randn(2, 12, 4, device=META)
+        grads = _run_clean(lambda: torch.autograd.grad(layer(x).square().sum(), list(layer.parameters())))
+        _assert_meta(grads)
+
+
+@pytest.mark.parametrize("cdt", [torch.complex64, torch.complex128])
+def test_kernel_synthesis_builds_nothing_on_the_host(cdt):
+    """``synthesize_kernel`` (both outputs), ``vandermonde_kernel``, ``contour_points``, ``sample_transfer``
+    (forward and backward) and the vector recurrence build their index vectors on the data's device."""
+    rdt = torch.float32 if cdt == torch.complex64 else torch.float64
+    C, N2, L, M = 3, 4, 10, 32
+    lam, mu, cb = (torch.zeros(C, N2, dtype=cdt, device=META) for _ in range(3))
+    k = torch.zeros(C, dtype=torch.int64, device=META)
+    alpha, rho = torch.zeros(C, dtype=rdt, device=META), torch.zeros(C, dtype=rdt, device=META)
+    _assert_meta(_run_clean(lambda: tr.synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho)))
+    _assert_meta(_run_clean(lambda: tr.synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=True)))
+    _assert_meta(_run_clean(lambda: tr.vandermonde_kernel(lam, cb, L)))
+    _assert_meta(_run_clean(lambda: tr.contour_points(k, M, cdt)))
+    A = torch.zeros(C, N2, 3, dtype=cdt, device=META, requires_grad=True)
+    cbg = cb.clone().requires_grad_()
+    _assert_meta(_run_clean(lambda: torch.autograd.grad(tr.sample_transfer(A, cbg, k, M).abs().sum(), (A, cbg))))
+    x = torch.zeros(C, L, dtype=rdt, device=META)
+    _assert_meta(_run_clean(lambda: recurrence.run_recurrence(lam, mu, cb, cb, k, alpha, alpha, x)))
+
+
+def test_the_guard_catches_a_host_tensor():
+    """The guard itself: a forgotten ``device=`` is reported (else the tests above prove nothing)."""
+    with pytest.raises(AssertionError, match="arange"):
+        _run_clean(lambda: torch.zeros(3, device=META) + torch.arange(3).to(META))
+    _run_clean(lambda: torch.zeros(3, device=META) + torch.tensor(2.0))      # 0-d: a scalar, allowed

@@ -1,0 +1,32 @@
+"""The ``Examples`` sections of the public docstrings run and print what they say (``doctest``).
+
+One test per module: ``doctest.testmod`` with pytest's default flag (``ELLIPSIS``). The examples use
+tiny sizes (the whole file runs in seconds); the ``nn`` modules need torch and are skipped without it.
+"""
+import doctest
+import importlib
+
+import pytest
+
+DDESYS = ["ddesys.discrete", "ddesys.continuous", "ddesys.stability", "ddesys.contour", "ddesys.discretize",
+          "ddesys.interpolation", "ddesys.recurrence", "ddesys.plot", "ddesys.parameterization",
+          "ddesys.transfer"]
+NN = ["nn.ds4d", "nn.model", "nn.optim", "nn.s4compat"]
+
+
+def _run(name):
+    module = importlib.import_module(name)
+    res = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False, report=True)
+    assert res.attempted > 0, f"{name}: no examples found (remove it from the list or add some)"
+    assert res.failed == 0, f"{name}: {res.failed} of {res.attempted} doctest examples failed (output above)"
+
+
+@pytest.mark.parametrize("name", DDESYS)
+def test_ddesys_doctests(name):
+    _run(name)
+
+
+@pytest.mark.parametrize("name", NN)
+def test_nn_doctests(name):
+    pytest.importorskip("torch")
+    _run(name)
