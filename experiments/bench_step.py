@@ -9,7 +9,9 @@
    * ``fused f16`` / ``fused bf16``: the same with a 16-bit history (uint16 bit patterns, half the bytes);
    * ``fused tz``: the fused step on the torch cache's own buffer (``torch.zeros``, small pages), where the
      other fused columns use a NumPy-allocated buffer (huge pages: ddesys/step.py, Memory);
-   * ``torch``: ``nn.DS4D.step``, the current CPU path (``DDESYS_REFERENCE`` unset);
+   * ``torch``: ``nn.DS4D.step``'s torch path (advanced indexing; ``DDESYS_REFERENCE=1`` during its calls);
+   * ``layer``: ``nn.DS4D.step`` as it runs by default (on the CPU it calls the fused step itself; this
+     column adds the layer's checks and tensor<->NumPy plumbing to the ``fused tz`` column);
    * ``S4D``: ``nn.S4D.step`` (no delay: the throughput to match),
 
    at an early position (t = 32: most channels have not reached their delay) and past the longest delay
@@ -17,7 +19,8 @@
    >= 1 at batch 1, >= 0.5 at batch 8), fused / torch step, and fused late / early (goal <= 1.1).
 2. Accuracy of the decode caches on a DS4D layer's own parameters (l_max 256, 3 x R tokens): max |dy| /
    max |y| against the float64 recurrence (``layer(x, mode="recurrent")`` on float64 input, an independent
-   compiled loop) for the complex64 cache (fused and torch step) and the float16 / bfloat16 history.
+   compiled loop) for the complex64 cache (fused step alone, through nn.DS4D.step, and the layer's torch
+   path) and the float16 / bfloat16 history.
 
 Times are medians of runs interleaved between the variants (verification.timing.interleaved), with an
 untimed 3 ms busy pause after the torch steps (their OpenMP threads spin a while after each op and
@@ -28,6 +31,7 @@ runs wrap back to t=32 before reaching k_max / 2, so they stay before the longes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 
@@ -73,10 +77,27 @@ def fused_runner(buf, consts, xs, n, pos, fmt16=None):
     return run
 
 
-def torch_runner(layer, cache, xs, n, pos):
+@contextlib.contextmanager
+def reference_mode(on):
+    """``DDESYS_REFERENCE=1`` inside (nn.DS4D.step then takes its torch gather path), as before after."""
+    before = os.environ.get("DDESYS_REFERENCE")
+    if on:
+        os.environ["DDESYS_REFERENCE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("DDESYS_REFERENCE", None)
+        else:
+            os.environ["DDESYS_REFERENCE"] = before
+
+
+def torch_runner(layer, cache, xs, n, pos, reference=False):
+    """Callable decoding ``n`` tokens with ``layer.step``; ``reference``: with ``DDESYS_REFERENCE=1`` (the
+    torch gather path of nn.DS4D.step; S4D has one path)."""
     def run():
-        cache.t = pos()
-        with torch.no_grad():
+        with reference_mode(reference), torch.no_grad():
+            cache.t = pos()
             for i in range(n):
                 layer.step(xs[i], cache)
     return run
@@ -104,7 +125,7 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
     print(f"   delays k in [{int(k.min())}, {k_max}] (R = {k_max + 1} slots); early position t={early} "
           f"({int((k < early).sum())} of {H} channels past their delay), late t={late} (all)")
     hdr = (f"{'batch':>5s} {'position':>9s} {'fused':>10s} {'f16':>10s} {'bf16':>10s} {'torch':>10s} {'S4D':>10s}"
-           f" {'fused tz':>10s}")
+           f" {'fused tz':>10s} {'layer':>10s}")
     print(hdr + f" {'S4D/fused':>10s} {'torch/fused':>12s}")
     summary = {}
     for B in batches:
@@ -124,9 +145,10 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
             fns = [fused_runner(buf, consts, xs, n, P()), fused_runner(buf16, consts, xs, n, P(), "float16"),
                    fused_runner(buf16b, consts, xs, n, P(), "bfloat16"),
                    fused_runner(cache.buf.numpy(), consts, xs, n, P()), torch_runner(ds, cache, xs_t, n, P()),
+                   torch_runner(ds, cache, xs_t, n, P(), reference=True),
                    torch_runner(s4, s4cache, xs_t, n, P()), settle]
             t = [v / n for v in interleaved(fns, reps)]
-            t = t[:3] + t[4:6] + t[3:4]                 # columns: fused f16 bf16 torch S4D "fused tz"
+            t = t[:3] + [t[5], t[6], t[3], t[4]]        # fused f16 bf16 torch S4D "fused tz" layer
             res[name] = t
             print(f"{B:5d} {name + ' ' + str(pos):>9s} " + " ".join(f"{v * 1e6:8.1f}us" for v in t)
                   + f" {t[4] / t[0]:10.2f} {t[3] / t[0]:12.2f}")
@@ -170,10 +192,11 @@ def accuracy_section(H, N):
         for t in range(L):
             y[:, t] = fstep.decode_step(buf, xs[t], *consts, t, y_t, fmt16=fmt16)
         out[name] = np.abs(y - y64).max() / scale
-    cache = ds.allocate_inference_cache(B)
-    with torch.no_grad():
-        yt = torch.stack([ds.step(x[:, t], cache) for t in range(L)], 1).numpy()
-    out["complex64 cache, torch step"] = np.abs(yt - y64).max() / scale
+    for name, ref in (("complex64 cache, layer step", False), ("complex64 cache, torch step", True)):
+        cache = ds.allocate_inference_cache(B)
+        with reference_mode(ref), torch.no_grad():
+            ys = torch.stack([ds.step(x[:, t], cache) for t in range(L)], 1).numpy()
+        out[name] = np.abs(ys - y64).max() / scale
     for name, e in out.items():
         print(f"   {name:30s} {e:9.2e}")
     base = out["complex64 cache, fused"]
@@ -190,8 +213,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch threads (the Numba budget follows)")
     ap.add_argument("--no-accuracy", action="store_true")
     args = ap.parse_args(argv)
-    if os.environ.get("DDESYS_REFERENCE"):
-        print("note: DDESYS_REFERENCE is set; the 'torch' column then times the reference path")
+    if os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0"):
+        print("note: DDESYS_REFERENCE is set: the 'layer' column then times the torch path too")
     if args.threads:
         torch.set_num_threads(args.threads)
     H, N = (64, 64) if args.quick else (256, 64)

@@ -452,20 +452,20 @@ def test_no_per_token_allocation(kind):
 
 
 # ---------------------------------------------------------------------------------------------- the nn layer
-def test_layer_wiring_matches_ds4d_step():
-    """The lines nn.DS4D.step needs (see ddesys/step.py's report), here outside the layer: constants from
-    ``_step_constants`` as NumPy views, the cache's buffer viewed once, ``y`` in ``rdt``; equal to the
-    layer's own torch step token by token (float32), before and after the longest delay."""
+def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
+    """The call nn.DS4D.step makes (constants from ``_step_constants`` as NumPy views, the cache's buffer
+    viewed, ``y`` in ``rdt``), here outside the layer, equals the layer's torch reference step
+    (``DDESYS_REFERENCE=1``) token by token in float32, before and after the longest delay; and the layer's
+    own default step (which calls the fused step) matches too."""
     torch = pytest.importorskip("torch")
     import nn as dnn
     torch.manual_seed(0)
     H, N, B = 16, 8, 2
     layer = dnn.DS4D(H, N, l_max=48)
-    cache_ref = layer.allocate_inference_cache(B)
-    cache = layer.allocate_inference_cache(B)
+    cache_ref, cache, cache_layer = (layer.allocate_inference_cache(B) for _ in range(3))
     rdt = torch.float32
     with torch.no_grad():
-        lam, m1, m2, bbar, c, k, k_max, _ = layer._step_constants(rdt)
+        lam, m1, m2, bbar, c, k = layer._step_constants(rdt)[:6]
         consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (lam, m1, m2, bbar, c)) + (
             layer.D.detach().to(rdt).contiguous().numpy(), k.contiguous().numpy())
     buf_np = cache.buf.numpy()                                  # once per cache
@@ -473,12 +473,16 @@ def test_layer_wiring_matches_ds4d_step():
     xs = torch.randn(2 * R + 3, B, H)
     for t in range(xs.shape[0]):
         x_t = xs[t]
+        monkeypatch.setenv("DDESYS_REFERENCE", "1")
         y_ref = layer.step(x_t, cache_ref)
+        monkeypatch.delenv("DDESYS_REFERENCE")
+        y_layer = layer.step(x_t, cache_layer)
         xt = x_t.detach().to(rdt)
         y = torch.empty(x_t.shape, dtype=rdt)
         decode_step(buf_np, xt.numpy(), *consts, cache.t, y.numpy())
         cache.t += 1
         torch.testing.assert_close(y.to(x_t.dtype), y_ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(y_layer, y, rtol=0, atol=0)
     torch.testing.assert_close(cache.buf, cache_ref.buf, rtol=1e-5, atol=1e-5)
 
 
