@@ -22,7 +22,8 @@
    compiled loop) for the complex64 cache (fused step alone, through nn.DS4D.step, and the layer's torch
    path) and the float16 / bfloat16 history.
 
-Times are medians of runs interleaved between the variants (verification.timing.interleaved), with an
+Times are medians of runs interleaved between the variants and both positions
+(verification.timing.interleaved), with an
 untimed 3 ms busy pause after the torch steps (their OpenMP threads spin a while after each op and
 would otherwise take the next variant's core): on a shared machine read the ratios, not the absolutes.
 Positions advance as in real decoding (every token writes a slot last written R tokens ago); the early
@@ -139,15 +140,18 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
         xs_t = torch.randn(n_tok, B, H)
         xs = xs_t.numpy()
         n = n_tok
-        res = {}
-        for name, pos, wrap in (("early", early, k_max // 2), ("late", late, None)):
+        fns, names = [], (("early", early, k_max // 2), ("late", late, None))
+        for name, pos, wrap in names:                     # both positions in one interleaved round
             P = lambda: positions(pos, n, wrap)          # noqa: E731 - one position counter per variant
-            fns = [fused_runner(buf, consts, xs, n, P()), fused_runner(buf16, consts, xs, n, P(), "float16"),
-                   fused_runner(buf16b, consts, xs, n, P(), "bfloat16"),
-                   fused_runner(cache.buf.numpy(), consts, xs, n, P()), torch_runner(ds, cache, xs_t, n, P()),
-                   torch_runner(ds, cache, xs_t, n, P(), reference=True),
-                   torch_runner(s4, s4cache, xs_t, n, P()), settle]
-            t = [v / n for v in interleaved(fns, reps)]
+            fns += [fused_runner(buf, consts, xs, n, P()), fused_runner(buf16, consts, xs, n, P(), "float16"),
+                    fused_runner(buf16b, consts, xs, n, P(), "bfloat16"),
+                    fused_runner(cache.buf.numpy(), consts, xs, n, P()), torch_runner(ds, cache, xs_t, n, P()),
+                    torch_runner(ds, cache, xs_t, n, P(), reference=True),
+                    torch_runner(s4, s4cache, xs_t, n, P()), settle]
+        times = [v / n for v in interleaved(fns, reps)]
+        res = {}
+        for j, (name, pos, _) in enumerate(names):
+            t = times[8 * j:8 * j + 7]
             t = t[:3] + [t[5], t[6], t[3], t[4]]        # fused f16 bf16 torch S4D "fused tz" layer
             res[name] = t
             print(f"{B:5d} {name + ' ' + str(pos):>9s} " + " ".join(f"{v * 1e6:8.1f}us" for v in t)
