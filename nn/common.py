@@ -144,8 +144,11 @@ class StepConstants:
 
     def get(self, layer, dtype, compute):
         """``compute()``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
+        names = layer.__dict__.get("_memo_names")
+        if names is None:                            # the layer's own parameters, by name (fixed once built)
+            names = layer.__dict__["_memo_names"] = tuple(n for n, _ in layer.named_parameters(recurse=False))
         key = (dtype, layer.memo_key(),
-               tuple((id(p), p._version, p.device, p.dtype) for p in layer.parameters(recurse=False)))
+               tuple((id(p), p._version, p.device, p.dtype) for p in map(layer.__getattr__, names)))
         if key != self._key:
             self._value, self._key = compute(), key
         return self._value
