@@ -124,15 +124,11 @@ def check_reductions(cfg, plot_dir, progress):
     Kc = 2 * np.real(np.einsum("hn,hnl->hl", sys_.c * sys_.bbar, sys_.lam[..., None] ** np.arange(L)))
     out.append(dict(case="ddesys: mu = 0 kernel vs lam^t closed form", bound=1e-12, error=rel_err(K0, Kc)))
     progress()
-    # to_ddesys round trip: the system's parameters, and the layer's and the system's kernels and
-    # recurrences, each against the independent references (the layer's raw parameters through the
-    # NumPy map, impulse response and recurrence of verification.oracle)
+    # to_ddesys round trip: the layer's and the system's kernels and recurrences, each against the
+    # independent impulse response and recurrence of verification.oracle (on the layer's raw parameters)
     layer = dnn.DS4D(H, N, l_max=L, seed=3).double()
     sysd = layer.to_ddesys()
     ref = oracle.ds4d_params(layer)                              # lam, mu, bbar, c, delay, d
-    got = (sysd.lam, sysd.mu, sysd.bbar, sysd.c, sysd.delay, sysd.d)
-    out.append(dict(case="to_ddesys(): parameters vs NumPy map of the raw parameters", bound=1e-13,
-                    error=max(rel_max(g, r) for g, r in zip(got, ref))))
     K_ref = oracle.impulse_response(*ref[:5], L)
     # one contour for both; M = 4L keeps the restoration's amplification of FFT rounding near 1e3
     # instead of 1e5 at M = 2L
@@ -141,7 +137,7 @@ def check_reductions(cfg, plot_dir, progress):
                     error=rel_err(layer.kernel(L, M=M), K_ref)))
     out.append(dict(case="to_ddesys(): kernel (same contour) vs independent impulse response", bound=1e-12,
                     error=rel_err(sysd.kernel(L, eps=rho ** M, M=M), K_ref)))
-    x = torch.randn(2, L, H, dtype=torch.float64)
+    x = torch.randn(2, L, H, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     xb = np.swapaxes(x.numpy(), 1, 2)                            # (B, H, L)
     y_ref = oracle.recurrence(*ref, xb)
     out.append(dict(case="layer recurrent path vs independent recurrence", bound=1e-12,

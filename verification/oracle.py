@@ -1,13 +1,16 @@
 """Independent float64 references for the checks, in NumPy, written from docs/theory.md's formulas.
 
-Nothing here calls :mod:`ddesys` (its recurrence, kernel synthesis or parameterization) or a layer's
-own forward, kernel, recurrent or decode path, so a check that compares the library with these
-compares two implementations, not one implementation with itself. Torch modules are only read: a
-layer's raw parameters, and in :func:`model_forward` a model's embedding, norms, linears and
-activation (standard torch modules, not what the checks verify). ``tests/test_verification_oracle.py``
-checks these functions against the tests' own oracle (``tests/oracle.py``).
+Nothing here runs :mod:`ddesys`'s recurrence or kernel synthesis, or a layer's own forward, kernel,
+recurrent or decode path, so a check that compares those with these functions compares two
+implementations, not one implementation with itself. The one thing shared is the DS4D parameter map:
+it has one home, :func:`ddesys.ds4d_discrete` (tests/test_architecture.py), evaluated here in NumPy on
+the layer's raw parameters, and checked against an independent restatement in the tests
+(``tests/test_nn_layers.py::test_discrete_matches_spec_formulas``). Torch modules are only read: a
+layer's raw parameters, and in :func:`model_forward` a model's embedding, norms, linears and activation
+(standard torch modules, not what the checks verify). ``tests/test_verification_oracle.py`` checks
+these functions against the tests' own oracle (``tests/oracle.py``).
 
-* :func:`ds4d_params`: docs/theory.md §7, the DS4D map from a layer's raw parameters;
+* :func:`ds4d_params`: a DS4D layer's discrete system, as NumPy arrays;
 * :func:`recurrence`: the §2 recurrence ``h_t = lam h_{t-1} + mu((1 - alpha) h_{t-k} + alpha h_{t-k-1})
   + bbar x_t``, ``y_t = 2 Re sum_n c_n h_t + d x_t``, a loop over time vectorized over (batch, channel,
   mode), channels taken in chunks so the stored history stays under ``MEMORY_BYTES``;
@@ -18,7 +21,8 @@ checks these functions against the tests' own oracle (``tests/oracle.py``).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit
+
+from ddesys import ds4d_discrete
 
 __all__ = ["ds4d_params", "impulse_response", "model_forward", "recurrence"]
 
@@ -29,31 +33,15 @@ def _np(t):
     return t.detach().cpu().double().numpy()
 
 
-def _cplx(p):
-    """``(..., 2)`` real pairs -> complex128."""
-    p = _np(p)
-    return p[..., 0] + 1j * p[..., 1]
-
-
 def ds4d_params(layer):
     """``lam, mu, bbar, c`` complex ``(H, N2)``, ``delay`` and ``d`` float64 ``(H,)`` of an ``nn.DS4D``
-    layer (causal, no ablation), from its raw parameters::
-
-        dt = exp(log_dt)   a = -exp(nu_re) + i nu_im   abar = exp(dt a)   p = sigmoid(r)
-        lam = (1 - p) abar   mu = p |abar| exp(i theta)   bbar = (abar - 1) / a B
-        delay = s_min + (s_max - s_min) sigmoid(nu_tau)
-    """
-    if getattr(layer, "bidirectional", False) or getattr(layer, "ablation", None) is not None:
-        raise ValueError("ds4d_params: a causal DS4D layer without ablation expected")
-    dt = np.exp(_np(layer.log_dt))[:, None]
-    a = -np.exp(_np(layer.nu_re)) + 1j * _np(layer.nu_im)
-    abar = np.exp(a * dt)
-    p = expit(_np(layer.r))
-    lam = (1 - p) * abar
-    mu = p * np.abs(abar) * np.exp(1j * _np(layer.theta))
-    bbar = (abar - 1) / a * _cplx(layer.B)
-    delay = layer.s_min + (layer.s_max - layer.s_min) * expit(_np(layer.nu_tau))
-    return lam, mu, bbar, _cplx(layer.C), delay, _np(layer.D)
+    layer (causal): :func:`ddesys.ds4d_discrete` in NumPy float64 on the layer's raw parameters."""
+    if getattr(layer, "bidirectional", False):
+        raise ValueError("ds4d_params: a causal DS4D layer expected")
+    p = {n: _np(getattr(layer, n)) for n in ("log_dt", "nu_re", "nu_im", "r", "theta", "nu_tau", "B", "C")}
+    d = ds4d_discrete(p["log_dt"], p["nu_re"], p["nu_im"], p["r"], p["theta"], p["nu_tau"], p["B"], p["C"],
+                      layer.s_min, layer.s_max, ablation=layer.ablation)
+    return d.lam, d.mu, d.bbar, d.c, np.asarray(d.delay, dtype=np.float64), _np(layer.D)
 
 
 def recurrence(lam, mu, bbar, c, delay, d, x):
