@@ -1,7 +1,9 @@
 """``nn`` layers and models against independent references: the parameterization (docs/theory.md §7),
-DS4D FFT and recurrent paths vs the brute-force oracle, SequenceModel FFT vs recurrent, p0 = 0 vs
-S4D, kernels, ``to_ddesys``, bidirectional layers, and both sampling paths (fused / reference, forward
-and gradcheck).
+DS4D FFT and recurrent paths vs the brute-force oracle, SequenceModel FFT and recurrent paths vs a
+reference model (the paper's Table 7 bounds), p0 = 0 vs S4D, kernels, ``to_ddesys``, bidirectional
+layers, and both sampling paths (fused / reference, forward and gradcheck). Where two library paths
+share code (the layer and ``to_ddesys`` share the kernel synthesis and the recurrence), each is checked
+against the oracle, never one against the other.
 
 The references (``tests/oracle.py``'s ``brute_force`` / ``impulse_response``, and ``spec_discrete``,
 ``vec_recurrence``, ``vandermonde_kernel``, ``causal_conv``, ``reference_model_forward`` in
