@@ -2,14 +2,12 @@
 ``test_simulate_and_inputs.py``, ``test_stability.py``).
 
 The reference values all come from the independent oracle ``tests/oracle.py`` (float64, written from
-docs/theory.md §2-§5 without importing ddesys); this module only wraps it and measures errors, it never
-runs ddesys code.
+docs/theory.md §2-§5 without importing ddesys); this module only wraps it, it never runs ddesys
+code. The error measures are ``tests/oracle.py``'s.
 """
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from oracle import impulse_response
@@ -18,13 +16,6 @@ except ImportError:  # tests/ made a package
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO = TESTS_DIR.parent
-
-
-def rel_err(K, K_ref):
-    """Per-channel ``max_t |K - K_ref| / max_t |K_ref|``, maximized over channels."""
-    K = np.asarray(K, dtype=np.float64).reshape(-1, K_ref.shape[-1])
-    K_ref = K_ref.reshape(-1, K_ref.shape[-1])
-    return float((np.abs(K - K_ref).max(-1) / np.abs(K_ref).max(-1)).max())
 
 
 def oracle_kernel(s, L):

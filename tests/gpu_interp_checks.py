@@ -1,5 +1,7 @@
 """Run under TRITON_INTERPRET=1 DDESYS_GPU_INTERPRET=1 (see test_gpu.py): the Triton kernels on CPU
-tensors against the reference paths. Prints one JSON line of measured errors."""
+tensors against the reference paths, and the layer's kernel, decode and FFT output through them against
+the independent oracle (``tests/oracle.py``; this script's folder is on ``sys.path``). Prints one JSON
+line of measured errors."""
 import json
 import os
 import sys
@@ -65,12 +67,17 @@ del sys.modules["cupy"]
 # the full layer: kernel through the Triton path (dispatch) vs the reference path
 import nn as dnn  # noqa: E402
 
+from nn_helpers import bhl, spec_discrete  # noqa: E402
+from oracle import brute_force, impulse_response, rel_err, rel_max  # noqa: E402
+
 layer = dnn.DS4D(4, 8, l_max=64, seed=0).double()
+lam, mu, bbar, c, delay, d = spec_discrete(layer)
 assert gpu.usable_for(layer.D)
 K_gpu = layer.kernel(64, M=256).detach()   # M = 4L: restoration amplifies FFT rounding less
 os.environ["DDESYS_REFERENCE"] = "1"
 K_ref = layer.kernel(64, M=256).detach()
 out["layer_kernel"] = float((K_gpu - K_ref).abs().max() / K_ref.abs().max())
+out["layer_kernel_oracle"] = rel_err(K_gpu, impulse_response(lam, mu, bbar, c, delay, 64))
 
 # decode kernel over a sequence that wraps the ring buffer, against the reference step
 x = torch.randn(2, 150, 4, dtype=torch.float64, generator=g)
@@ -83,6 +90,9 @@ for mode in ("gpu", "ref"):
 assert outs["gpu"][2] < 150, "sequence must wrap the ring buffer"
 out["decode_y"] = float((outs["gpu"][0] - outs["ref"][0]).abs().max() / outs["ref"][0].abs().max())
 out["decode_cache"] = float((outs["gpu"][1] - outs["ref"][1]).abs().max() / outs["ref"][1].abs().max())
-out["fft_vs_decode"] = float((outs["gpu"][0] - layer(x).detach()).abs().max() / outs["ref"][0].abs().max())
+y_oracle = brute_force(lam, mu, bbar, c, delay, d, bhl(x)).reshape(2, 4, 150)
+out["decode_oracle"] = rel_max(bhl(outs["gpu"][0]), y_oracle)
+os.environ["DDESYS_REFERENCE"] = "0"
+out["fft_oracle"] = rel_max(bhl(layer(x)), y_oracle)        # the FFT path, kernel through the Triton path
 print(json.dumps(out))
 sys.exit(0)

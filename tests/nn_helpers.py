@@ -6,6 +6,7 @@ References defined or used here never run the layer's own code path:
   Python loop over channel, mode and time) and ``impulse_response`` (NumPy loop over time);
 * :func:`spec_discrete`: the parameterization of docs/theory.md §7.2, recomputed in NumPy from the raw
   parameters (``log_dt, nu_re, nu_im, r, theta, nu_tau, B, C``), so ``layer.discrete`` is checked too;
+  :func:`spec_s4d`: the same for an S4D layer (``mu = 0``);
 * :func:`vec_recurrence`: a NumPy delay recurrence vectorized over (batch, channel, mode), checked
   against ``brute_force`` (``test_nn_layers.py``) and used where the brute-force loop would be too
   slow (models, see :func:`reference_model_forward`);
@@ -15,7 +16,8 @@ References defined or used here never run the layer's own code path:
 
 The oracles take NumPy arrays or read a layer's raw parameters. Only :func:`make_model` and
 :func:`_s4d_twin` build ``nn`` objects (the modules under test), and :func:`reference_model_forward`
-reuses a model's norms and linears but replaces every DS4D layer by :func:`vec_recurrence`.
+reuses a model's norms and linears but replaces every DS4D / S4D layer by :func:`vec_recurrence`.
+The error measures (``rel_err``, ``rel_max``, ``rrmse``) are ``tests/oracle.py``'s.
 """
 from __future__ import annotations
 
@@ -50,18 +52,32 @@ def _cplx(p):
     return p[..., 0] + 1j * p[..., 1]
 
 
+def _abar(layer):
+    """``a = -exp(nu_re) + i nu_im`` and ``abar = exp(dt a)``, ``(C, N2)``."""
+    dt = np.exp(_np(layer.log_dt))[:, None]
+    a = -np.exp(_np(layer.nu_re)) + 1j * _np(layer.nu_im)
+    return a, np.exp(a * dt)
+
+
 def spec_discrete(layer):
     """docs/theory.md §7 in NumPy from the raw parameters: ``lam, mu, bbar, c`` ``(C, N2)`` complex128,
     ``delay`` ``(C,)`` and ``d`` ``(H,)`` float64. Written without ``nn`` / ``ddesys``."""
-    dt = np.exp(_np(layer.log_dt))[:, None]
-    a = -np.exp(_np(layer.nu_re)) + 1j * _np(layer.nu_im)
-    abar = np.exp(a * dt)
+    a, abar = _abar(layer)
     p = 1.0 / (1.0 + np.exp(-_np(layer.r)))
     lam = (1 - p) * abar
     mu = p * np.abs(abar) * np.exp(1j * _np(layer.theta))
     bbar = (abar - 1) / a * _cplx(layer.B)
     delay = layer.s_min + (layer.s_max - layer.s_min) / (1.0 + np.exp(-_np(layer.nu_tau)))
     return lam, mu, bbar, _cplx(layer.C), delay, _np(layer.D)
+
+
+def spec_s4d(layer):
+    """An S4D layer as the delayed system with ``mu = 0`` (ZOH, explicit B): ``lam = abar``,
+    ``bbar = (abar - 1)/a B``, ``c = C``, delay 1 step (never read), ``d = D``; same layout as
+    :func:`spec_discrete`."""
+    a, abar = _abar(layer)
+    return abar, np.zeros_like(abar), (abar - 1) / a * _cplx(layer.B), _cplx(layer.C), np.ones(abar.shape[0]), \
+        _np(layer.D)
 
 
 def vandermonde_kernel(log_dt, nu_re, nu_im, B, C, L):
@@ -112,23 +128,6 @@ def layer_oracle(layer, x_bhl):
     return brute_force(lam, mu, bbar, c, delay, d, x_bhl).reshape(Bsz, H, L)
 
 
-def rel_max(a, ref):
-    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    return float(np.abs(a - ref).max() / np.abs(ref).max())
-
-
-def rel_max_per_channel(K, K_ref):
-    """``max_t |K - K_ref| / max_t |K_ref|`` per channel, maximized over channels."""
-    K = np.asarray(K, np.float64).reshape(-1, K_ref.shape[-1])
-    K_ref = np.asarray(K_ref, np.float64).reshape(-1, K_ref.shape[-1])
-    return float((np.abs(K - K_ref).max(-1) / np.abs(K_ref).max(-1)).max())
-
-
-def rrmse(a, ref):
-    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    return float(np.sqrt(np.mean((a - ref) ** 2) / np.mean(ref**2)))
-
-
 def next_pow2(n):
     return 1 << (int(n) - 1).bit_length()
 
@@ -151,13 +150,16 @@ def make_model(L, seed, layer="ds4d", n_layers=4, **kw):
 
 
 def reference_model_forward(model, x):
-    """SequenceModel's forward (pre-norm, GLU, no dropout) with every DS4D layer replaced by
-    :func:`vec_recurrence` on :func:`spec_discrete` parameters; the norms and linears are the model's."""
+    """SequenceModel's forward (pre-norm, GLU, no dropout, no pooling) with every DS4D / S4D layer
+    replaced by :func:`vec_recurrence` on :func:`spec_discrete` / :func:`spec_s4d` parameters; the
+    embedding, norms and linears are the model's."""
+    assert model.pool is None
     h = model.encoder(x)
     for blk in model.blocks:
         assert blk.prenorm and blk.drop.p == 0.0
         z = blk.norm(h)
-        y = torch.from_numpy(vec_recurrence(*spec_discrete(blk.layer), bhl(z))).transpose(1, 2)
+        spec = spec_s4d if isinstance(blk.layer, S4D) else spec_discrete
+        y = torch.from_numpy(vec_recurrence(*spec(blk.layer), bhl(z))).transpose(1, 2)
         h = h + blk.glu(blk.out(blk.act(y)))
     return model.decoder(model.norm(h))
 

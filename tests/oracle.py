@@ -18,6 +18,7 @@ Functions:
 * :func:`char_poly` / :func:`roots_radius`: the characteristic polynomial
   ``P(z) = z^{k+1} - lam z^k - mu((1 - alpha) z + alpha)`` and its spectral radius by ``np.roots``.
 * :func:`random_system`: random parameters following the DS4D initialization (docs/theory.md §7).
+* :func:`rel_err`, :func:`rel_max`, :func:`rrmse`: the tests' error measures (their one definition).
 """
 from __future__ import annotations
 
@@ -216,4 +217,33 @@ def random_system(rng, H, N2, dt, L, init="inv", p=0.1, max_delay_frac=0.5, phas
     return dict(lam=lam, mu=mu, bbar=bbar, c=c, delay=delay, d=d)
 
 
-__all__ = ["brute_force", "char_poly", "impulse_response", "random_system", "roots_radius", "split_delay"]
+def _f64(a):
+    """NumPy float64 (complex128 when complex) from an array or a torch tensor (read, never imported)."""
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    a = np.asarray(a)
+    return a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
+
+
+def rel_err(K, K_ref):
+    """Kernels ``(..., L)``: per channel ``max_t |K - K_ref| / max_t |K_ref|``, maximized over channels."""
+    K_ref = _f64(K_ref)
+    K = _f64(K).reshape(-1, K_ref.shape[-1])
+    K_ref = K_ref.reshape(-1, K_ref.shape[-1])
+    return float((np.abs(K - K_ref).max(-1) / np.abs(K_ref).max(-1)).max())
+
+
+def rel_max(a, ref):
+    """``max |a - ref| / max |ref|`` over all elements."""
+    a, ref = _f64(a), _f64(ref)
+    return float(np.abs(a - ref).max() / np.abs(ref).max())
+
+
+def rrmse(a, ref):
+    """Relative RMSE ``sqrt(mean |a - ref|^2 / mean |ref|^2)``."""
+    a, ref = _f64(a), _f64(ref)
+    return float(np.sqrt(np.mean(np.abs(a - ref) ** 2) / np.mean(np.abs(ref) ** 2)))
+
+
+__all__ = ["brute_force", "char_poly", "impulse_response", "random_system", "rel_err", "rel_max", "roots_radius",
+           "rrmse", "split_delay"]

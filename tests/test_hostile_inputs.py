@@ -20,11 +20,11 @@ import ddesys
 from ddesys import DelaySystem, DiscreteDelaySystem
 from ddesys.recurrence import run_recurrence
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from discrete_helpers import REPO, oracle_kernel, rel_err
-    from oracle import brute_force, roots_radius
+    from discrete_helpers import REPO, oracle_kernel
+    from oracle import brute_force, rel_err, roots_radius
 except ImportError:  # tests/ made a package
-    from tests.discrete_helpers import REPO, oracle_kernel, rel_err
-    from tests.oracle import brute_force, roots_radius
+    from tests.discrete_helpers import REPO, oracle_kernel
+    from tests.oracle import brute_force, rel_err, roots_radius
 
 
 def _system(delay, lam=(0.5 + 0.2j, -0.3 + 0j), mu=(0.2 - 0.1j, 0.4j), d=0.3):

@@ -18,11 +18,13 @@ import nn as dnn
 from nn import DS4D, S4D, SequenceModel, param_groups
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model, rel_max,
-                            rrmse, spec_discrete, vandermonde_kernel)
+    from nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,
+                            reference_model_forward, spec_discrete, vandermonde_kernel)
+    from oracle import rel_max, rrmse
 except ImportError:  # tests/ made a package
-    from tests.nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model, rel_max,
-                                  rrmse, spec_discrete, vandermonde_kernel)
+    from tests.nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,
+                                  reference_model_forward, spec_discrete, vandermonde_kernel)
+    from tests.oracle import rel_max, rrmse
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -136,29 +138,30 @@ def test_s4d_prefill_step_matches_fft_and_vandermonde(P):
         K = vandermonde_kernel(s4.log_dt, s4.nu_re, s4.nu_im, s4.B, s4.C, L)
         return causal_conv(bhl(x), K) + d[:, None] * bhl(x)
 
-    with torch.no_grad():
-        y = s4(x)
-        assert rel_max(bhl(y), ref()) <= 1e-12
-        assert rel_max(_decode(s4, x, P, s4.allocate_inference_cache(2, F64)), y) <= 1e-12
-    _sgd_update(s4, x)
-    with torch.no_grad():
-        y = s4(x)
-        assert rel_max(bhl(y), ref()) <= 1e-12
-        assert rel_max(_decode(s4, x, P, s4.allocate_inference_cache(2, F64)), y) <= 1e-12
+    for round_ in range(2):                                        # before and after an SGD step
+        with torch.no_grad():
+            y_ref = ref()
+            assert rel_max(bhl(s4(x)), y_ref) <= 1e-12
+            assert rel_max(bhl(_decode(s4, x, P, s4.allocate_inference_cache(2, F64))), y_ref) <= 1e-12
+        if round_ == 0:
+            _sgd_update(s4, x)
 
 
 @pytest.mark.parametrize("layer", ["ds4d", "s4d"])
 def test_model_prefill_step_matches_fft(layer):
+    """Model decoding (prefill + step, and step only) and the FFT forward, each against the reference
+    model (its SSM layers replaced by the NumPy recurrence)."""
     L = 48
     m = make_model(32, 0, layer=layer, n_layers=2, d_state=8).double()
     x = torch.randn(2, L, D_IN, dtype=F64, generator=torch.Generator().manual_seed(0))
     for round_ in range(2):                                        # before and after an SGD step
         with torch.no_grad():
-            y = m(x)
+            y_ref = reference_model_forward(m, x)
+            assert rel_max(m(x), y_ref) <= 1e-10
             caches = m.allocate_inference_cache(2, F64)
             assert len(caches) == 2
-            assert rel_max(_decode(m, x, 20, caches), y) <= 1e-10
-            assert rel_max(_decode(m, x, 0, m.allocate_inference_cache(2, F64)), y) <= 1e-10
+            assert rel_max(_decode(m, x, 20, caches), y_ref) <= 1e-10
+            assert rel_max(_decode(m, x, 0, m.allocate_inference_cache(2, F64)), y_ref) <= 1e-10
         if round_ == 0:
             _sgd_update(m, x)
 
@@ -172,7 +175,9 @@ def test_model_token_prefill_step():
     with torch.no_grad():
         y = m(ids)
         assert y.shape == (3, L, V)
-        assert rel_max(_decode(m, ids, 10, m.allocate_inference_cache(3, F64)), y) <= 1e-10
+        y_ref = reference_model_forward(m, ids)
+        assert rel_max(y, y_ref) <= 1e-10
+        assert rel_max(_decode(m, ids, 10, m.allocate_inference_cache(3, F64)), y_ref) <= 1e-10
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -16,12 +16,11 @@ from hypothesis import strategies as st
 from nn import DS4D, S4D
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from oracle import impulse_response
-    from nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, rel_max_per_channel, spec_discrete
+    from oracle import impulse_response, rel_err
+    from nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, spec_discrete
 except ImportError:  # tests/ made a package
-    from tests.oracle import impulse_response
-    from tests.nn_helpers import (D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, rel_max_per_channel,
-                                  spec_discrete)
+    from tests.oracle import impulse_response, rel_err
+    from tests.nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, spec_discrete
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -76,7 +75,7 @@ def test_delay_gradient_nonzero_and_matches_oracle(tiny_layer):
     sig = 1 / (1 + np.exp(-_np(layer.nu_tau)))
     dK_dnu = dK_ds * ((layer.s_max - layer.s_min) * sig * (1 - sig))[:, None]
     assert np.abs(J).max(-1).min() > 1e-6                       # nonzero for every channel
-    assert rel_max_per_channel(J, dK_dnu) <= 1e-6
+    assert rel_err(J, dK_dnu) <= 1e-6
 
     x = torch.randn(2, L, 2, dtype=F64, generator=torch.Generator().manual_seed(2))
     layer.zero_grad()

@@ -121,7 +121,7 @@ def test_prepare_out_probes_by_writing(tmp_path, monkeypatch):
     even when its permission bits look fine: the check creates a file."""
     def refuse(*a, **k):
         raise PermissionError(30, "Read-only file system")
-    from verification import outdir
+    from verification import outdir                      # the probe's home; experiments._runs re-exports it
     monkeypatch.setattr(outdir.tempfile, "mkstemp", refuse)
     with pytest.raises(_runs.OutError, match="not writable .Read-only file system"):
         _runs.prepare_out(tmp_path)

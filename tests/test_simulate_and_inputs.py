@@ -18,11 +18,11 @@ import pytest
 
 from ddesys import DiscreteDelaySystem
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from discrete_helpers import REPO, TESTS_DIR, oracle_kernel, rel_err
-    from oracle import brute_force, random_system, roots_radius
+    from discrete_helpers import REPO, TESTS_DIR, oracle_kernel
+    from oracle import brute_force, random_system, rel_err, roots_radius
 except ImportError:  # tests/ made a package
-    from tests.discrete_helpers import REPO, TESTS_DIR, oracle_kernel, rel_err
-    from tests.oracle import brute_force, random_system, roots_radius
+    from tests.discrete_helpers import REPO, TESTS_DIR, oracle_kernel
+    from tests.oracle import brute_force, random_system, rel_err, roots_radius
 
 
 # ---------------------------------------------------------------------------------------------------

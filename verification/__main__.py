@@ -44,7 +44,7 @@ def _checks():
 
 def _work(cfg):
     """Progress units per check (for the bar)."""
-    return [len(cfg["Ls"]) * 3 * cfg["seeds"], 8, 3, 10, 3, 1 + len(cfg["decode_positions"])]
+    return [len(cfg["Ls"]) * (3 * cfg["seeds"] + 1), 8, 3, 10, 3, 1 + len(cfg["decode_positions"])]
 
 
 def machine_info():

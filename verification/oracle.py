@@ -1,0 +1,99 @@
+"""Independent float64 references for the checks, in NumPy, written from docs/theory.md's formulas.
+
+Nothing here runs :mod:`ddesys`'s recurrence or kernel synthesis, or a layer's own forward, kernel,
+recurrent or decode path, so a check that compares those with these functions compares two
+implementations, not one implementation with itself. The one thing shared is the DS4D parameter map:
+it has one home, :func:`ddesys.ds4d_discrete` (tests/test_architecture.py), evaluated here in NumPy on
+the layer's raw parameters, and checked against an independent restatement in the tests
+(``tests/test_nn_layers.py::test_discrete_matches_spec_formulas``). Torch modules are only read: a
+layer's raw parameters, and in :func:`model_forward` a model's embedding, norms, linears and activation
+(standard torch modules, not what the checks verify). ``tests/test_verification_oracle.py`` checks
+these functions against the tests' own oracle (``tests/oracle.py``).
+
+* :func:`ds4d_params`: a DS4D layer's discrete system, as NumPy arrays;
+* :func:`recurrence`: the §2 recurrence ``h_t = lam h_{t-1} + mu((1 - alpha) h_{t-k} + alpha h_{t-k-1})
+  + bbar x_t``, ``y_t = 2 Re sum_n c_n h_t + d x_t``, a loop over time vectorized over (batch, channel,
+  mode), channels taken in chunks so the stored history stays under ``MEMORY_BYTES``;
+* :func:`impulse_response`: the kernel ``K_t`` (``d`` excluded), the recurrence driven by a unit impulse;
+* :func:`model_forward`: ``nn.SequenceModel``'s forward (pre-norm, dropout 0) with every DS4D layer
+  replaced by :func:`recurrence` on :func:`ds4d_params`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ddesys import ds4d_discrete
+
+__all__ = ["ds4d_params", "impulse_response", "model_forward", "recurrence"]
+
+MEMORY_BYTES = 256 * 2**20            # history kept per chunk of channels
+
+
+def _np(t):
+    return t.detach().cpu().double().numpy()
+
+
+def ds4d_params(layer):
+    """``lam, mu, bbar, c`` complex ``(H, N2)``, ``delay`` and ``d`` float64 ``(H,)`` of an ``nn.DS4D``
+    layer (causal): :func:`ddesys.ds4d_discrete` in NumPy float64 on the layer's raw parameters."""
+    if getattr(layer, "bidirectional", False):
+        raise ValueError("ds4d_params: a causal DS4D layer expected")
+    p = {n: _np(getattr(layer, n)) for n in ("log_dt", "nu_re", "nu_im", "r", "theta", "nu_tau", "B", "C")}
+    d = ds4d_discrete(p["log_dt"], p["nu_re"], p["nu_im"], p["r"], p["theta"], p["nu_tau"], p["B"], p["C"],
+                      layer.s_min, layer.s_max, ablation=layer.ablation)
+    return d.lam, d.mu, d.bbar, d.c, np.asarray(d.delay, dtype=np.float64), _np(layer.D)
+
+
+def recurrence(lam, mu, bbar, c, delay, d, x):
+    """``lam, mu, bbar, c`` ``(H, N2)``; ``delay`` (``>= 1`` step), ``d`` ``(H,)``; real ``x``
+    ``(B, H, L)`` -> ``y`` float64 ``(B, H, L)``. States before ``t = 0`` are zero."""
+    lam, mu, bbar, c = (np.asarray(v, dtype=np.complex128) for v in (lam, mu, bbar, c))
+    delay, d = np.asarray(delay, dtype=np.float64), np.asarray(d, dtype=np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    Bsz, H, L = x.shape
+    N2 = lam.shape[-1]
+    k = np.floor(delay).astype(np.int64)
+    alpha = delay - k
+    y = np.empty((Bsz, H, L))
+    chunk = max(1, int(MEMORY_BYTES // ((L + 1) * max(Bsz, 1) * N2 * 16)))
+    for c0 in range(0, H, chunk):
+        ch = slice(c0, min(H, c0 + chunk))
+        lm, bb, cc = lam[ch], bbar[ch], c[ch]
+        m1, m2 = mu[ch] * (1 - alpha[ch, None]), mu[ch] * alpha[ch, None]
+        kc, dc, xc = k[ch], d[ch], x[:, ch]
+        rows = np.arange(lm.shape[0])
+        hist = np.zeros((L + 1, Bsz, lm.shape[0], N2), dtype=np.complex128)    # row L stays zero
+        for t in range(L):
+            j1 = np.where(t - kc >= 0, t - kc, L)                              # (Hc,) before t = 0: zero row
+            j2 = np.where(t - kc - 1 >= 0, t - kc - 1, L)
+            h1 = hist[j1, :, rows].transpose(1, 0, 2)                          # (B, Hc, N2)
+            h2 = hist[j2, :, rows].transpose(1, 0, 2)
+            h = lm * hist[t - 1 if t else L] + m1 * h1 + m2 * h2 + bb * xc[:, :, t, None]
+            hist[t] = h
+            y[:, ch, t] = 2 * (cc * h).real.sum(-1) + dc * xc[:, :, t]
+    return y
+
+
+def impulse_response(lam, mu, bbar, c, delay, L):
+    """Kernel ``K`` float64 ``(H, L)``: the response to a unit impulse at ``t = 0`` without ``d``."""
+    H = np.shape(delay)[0]
+    x = np.zeros((1, H, L))
+    x[:, :, 0] = 1.0
+    return recurrence(lam, mu, bbar, c, delay, np.zeros(H), x)[0]
+
+
+def model_forward(model, x):
+    """``nn.SequenceModel`` output (no pooling) for float64 ``x``, every DS4D layer replaced by
+    :func:`recurrence`; the model must be pre-norm, without dropout, in float64."""
+    import torch
+    if getattr(model, "pool", None) is not None:
+        raise ValueError("model_forward: a model without pooling expected")
+    with torch.no_grad():
+        h = model.encoder(x)                                                   # (B, L, H)
+        for blk in model.blocks:
+            if not blk.prenorm or blk.drop.p != 0.0:
+                raise ValueError("model_forward: pre-norm blocks without dropout expected")
+            z = blk.norm(h).double().cpu().numpy().transpose(0, 2, 1)          # (B, H, L)
+            y = recurrence(*ds4d_params(blk.layer), z).transpose(0, 2, 1)      # (B, L, H)
+            h = h + blk.glu(blk.out(blk.act(torch.from_numpy(np.ascontiguousarray(y)).to(h))))
+        return model.decoder(model.norm(h))
