@@ -32,9 +32,9 @@ from . import FAMILIES
 SCALES = {   # sequence, lags, band (Hz), S4D width, layers, N, steps, batch, eval_every, val_size, seeds
     "smoke": dict(L=64, lags=(16,), freq=100.0, width=8, n_layers=2, d_state=8, steps=6, batch=4, eval_every=3,
                   val_size=8, seeds=(0,)),
-    "cpu": dict(L=1024, lags=(256,), freq=50.0, width=32, n_layers=2, d_state=64, steps=300, batch=8,
+    "cpu": dict(L=1024, lags=(256,), freq=100.0, width=32, n_layers=2, d_state=64, steps=300, batch=8,
                 eval_every=25, val_size=32, seeds=(0,)),
-    "paper": dict(L=4096, lags=(1024,), freq=50.0, width=128, n_layers=4, d_state=64, steps=5000, batch=32,
+    "paper": dict(L=4096, lags=(1024,), freq=100.0, width=128, n_layers=4, d_state=64, steps=5000, batch=32,
                   eval_every=250, val_size=256, seeds=(0, 1, 2)),
 }
 
