@@ -115,9 +115,26 @@ def test_diagnostics_on_known_delays_and_a_perfect_delay_line():
         def forward(self, x):
             return torch.nn.functional.pad(x, (0, 0, 25, 0))[:, :x.shape[1]]
     x = torch.randn(3, 100, 1)
-    (r,) = response(Shift(), x, [25])
+    (r,) = response(Shift(), x, [25], freq=100.0, dt=1e-3)
     assert r["g_at_lag"] == 1.0 and r["at_lag"] == 1.0 and r["peak"] == 25
     assert r["echoes"] == r["before"] == r["elsewhere"] == 0.0
+    assert r["in_band_error"] < 1e-12 and r["in_band_gain"] == pytest.approx(1.0)
+    (r,) = response(Shift(), x, [24], freq=100.0, dt=1e-3)                 # one step off: an in-band error
+    assert r["at_lag"] == 1.0 and r["in_band_error"] > 0.1
+
+    class Smooth(torch.nn.Module):                           # the delay seen through a band-limited kernel
+        def forward(self, x):
+            L = x.shape[1]
+            h = np.zeros(L)
+            h[25] = 1.0
+            H = np.fft.rfft(h)
+            H[np.fft.rfftfreq(L, 1e-3) > 100.0] = 0          # exact in the band, nothing above it
+            k = torch.as_tensor(np.fft.irfft(H, n=L), dtype=x.dtype)
+            X = torch.fft.rfft(torch.nn.functional.pad(x[..., 0], (0, L)), n=2 * L)   # linear, not circular
+            K = torch.fft.rfft(torch.nn.functional.pad(k, (0, L)), n=2 * L)
+            return torch.fft.irfft(X * K, n=2 * L)[:, :L, None]
+    (r,) = response(Smooth(), x, [25], freq=100.0, dt=1e-3)
+    assert r["at_lag"] < 0.9 and r["in_band_error"] < 1e-6                 # smeared, yet an exact delay in band
 
 
 # ------------------------------------------------------------------------------------------ training and CLI

@@ -11,7 +11,9 @@ At the end of a run (final weights):
 * every run: the end-to-end linearized response ``g[j] = mean over sequences of d y[t0] / d x[t0 - j]``
   at the last position ``t0 = L - 1`` (a perfect delay line has ``g = 1`` at the lag and 0 elsewhere):
   its value at the lag, the share of its energy within one step of the lag, at the echoes (2x, 3x the
-  lag), before the lag and elsewhere, and where it peaks;
+  lag), before the lag and elsewhere, where it peaks, and how far its frequency response is from an
+  exact delay over the input's band (``in_band_error``: the linear part of the error, apart from
+  what the nonlinear block adds);
 * DS4D: every channel's final delay (``layer.discrete(torch.float64).delay``) and branch allocation
   ``p = sigmoid(r)``, summarized against each lag (nearest channel, share of channels within one step,
   nearest sum of at most one delay per layer), how far the delays moved from initialization, the share of
@@ -34,7 +36,7 @@ from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
 from .._train import Trainer
-from .data import Task
+from .data import Task, n_band
 from .models import Arch, build, n_params
 
 VAL_SEED = 12345                # the validation set is the same for every model and seed
@@ -103,10 +105,14 @@ def _window_energy(e, centre, half=1):
     return float(e[a:b].sum()) if a < b else 0.0, (a, b)
 
 
-def response(model, x, lags):
+def response(model, x, lags, freq=None, dt=None):
     """End-to-end linearized response at the last position (module docstring), per lag: ``{"g_at_lag",
-    "at_lag", "echoes", "before", "elsewhere", "peak", "g"}`` (energy shares of ``g``; ``g`` itself
-    subsampled is not stored)."""
+    "at_lag", "echoes", "before", "elsewhere", "peak", "g"}`` (energy shares of ``g``, and ``g`` itself to
+    6 significant digits). With the task's ``freq`` and ``dt``, also ``in_band_error``: the relative
+    distance of ``g``'s frequency response from an exact delay, ``sqrt(mean |G_k - exp(-2 pi i k lag /
+    L)|^2)`` over the input's Fourier bins ``k = 1..m`` (only the band matters: the input has nothing
+    above it, so a smeared, sinc-like ``g`` can be an exact band-limited delay), and ``in_band_gain``,
+    the mean ``|G_k|`` over those bins (1 for a delay)."""
     was = model.training
     model.eval()
     xi = x.detach().clone().requires_grad_(True)
@@ -128,8 +134,16 @@ def response(model, x, lags):
             mask[c:d] = False
         before = float(e[:a].sum())
         mask[:a] = False
-        out.append({"g_at_lag": float(g[lag]), "at_lag": at / tot, "echoes": echo / tot, "before": before / tot,
-                    "elsewhere": float(e[mask].sum()) / tot, "peak": int(np.argmax(np.abs(g)))})
+        r = {"g_at_lag": float(g[lag]), "at_lag": at / tot, "echoes": echo / tot, "before": before / tot,
+             "elsewhere": float(e[mask].sum()) / tot, "peak": int(np.argmax(np.abs(g)))}
+        if freq is not None:
+            m = n_band(L, dt, freq)
+            G = np.fft.rfft(g)[1:m + 1]                                      # (m,) in-band bins
+            H = np.exp(-2j * np.pi * np.arange(1, m + 1) * lag / L)
+            r.update(in_band_error=float(np.sqrt(np.mean(np.abs(G - H) ** 2))),
+                     in_band_gain=float(np.mean(np.abs(G))))
+        r["g"] = [float(f"{v:.6g}") for v in g]
+        out.append(r)
     model.train(was)
     return out
 
@@ -217,7 +231,7 @@ def kernel_shares(model, L, lags):
 
 def diagnose(model, vx, vy, task, init_delays):
     """The end-of-run measurements of the module docstring (``init_delays``: :func:`delays` at init)."""
-    out = {"response": response(model, vx, task.lags)}
+    out = {"response": response(model, vx, task.lags, task.freq, task.dt)}
     if init_delays:
         now = delays(model)
         out["delays"] = [s.tolist() for s in now]
