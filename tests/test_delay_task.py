@@ -1,7 +1,6 @@
 """experiments/delay: the band-limited input (spectrum, RMS, start), the delayed targets, parameter
 matching, the diagnostics on a hand-built delay line, and the resumable CLI (merge, exact resume)."""
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -152,9 +151,8 @@ def test_training_run_records_curve_delays_and_diagnosis():
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))).key() == cfg.key()
 
 
-def test_cli_smoke_writes_results_and_report_and_reruns_merge(tmp_path):
-    env = dict(os.environ, MPLBACKEND="Agg")
-    os.environ.update(env)
+def test_cli_smoke_writes_results_and_report_and_reruns_merge(tmp_path, monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
     args = SMOKE + ["--out", str(tmp_path)]
     assert delay_main(args) == 0
     runs = _runs_of(tmp_path)
@@ -162,7 +160,8 @@ def test_cli_smoke_writes_results_and_report_and_reruns_merge(tmp_path):
     assert runs[0]["n_params"] == pytest.approx(runs[1]["n_params"], rel=0.1)
     text = (tmp_path / "report.md").read_text()
     assert "## Relative RMSE at the end of training" in text and "## Where the DS4D delays ended" in text
-    assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "delays.png").stat().st_size > 0
+    for fig in ("curves.png", "delays.png", "response.png"):
+        assert (tmp_path / fig).stat().st_size > 0
     assert delay_main(args + ["--seeds", "1", "--models", "ds4d"]) == 0          # another seed: merged
     runs2 = _runs_of(tmp_path)
     assert [(r["config"]["arch"]["family"], r["config"]["seed"]) for r in runs2] == [("s4d", 0), ("ds4d", 0),

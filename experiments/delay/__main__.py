@@ -12,7 +12,7 @@ DS4D against S4D at matched parameter counts, with DS4D's options exposed for th
 Every DS4D variant's width is chosen so its parameter count is closest to S4D's at ``--width`` with
 the same block options. ``--p0`` and ``--delay-init`` take several values (every combination runs);
 ``--delay-init lag`` puts every channel's delay at the first lag. Results go to ``--out``
-(``results.json``, ``report.md``, ``curves.png``, ``delays.png``), rewritten after every run. Reruns
+(``results.json``, ``report.md``, ``curves.png``, ``delays.png``, ``response.png``), rewritten after every run. Reruns
 into the same folder merge: other configurations are kept, the same configuration is skipped
 (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
 ``--checkpoint-every`` steps and on SIGINT / SIGTERM; rerunning the same command resumes it exactly.
@@ -145,6 +145,7 @@ def _save_report(out, store):
     if report.done(runs):
         report.plot_curves(runs, out / "curves.png")
         report.plot_delays(runs, out / "delays.png")
+        report.plot_response(runs, out / "response.png")
 
 
 def main(argv=None):

@@ -220,15 +220,19 @@ def plot_delays(runs, path):
     fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.2 * nrows), squeeze=False)
     for ax, ((task, label), rs) in zip(axes.flat, g.items()):
         lag, L = rs[0]["config"]["task"]["lags"][0], rs[0]["config"]["task"]["L"]
-        bins = np.linspace(-lag, L - lag, 65)
         n_layers = len(rs[0]["diagnosis"]["delays"])
+        every = np.concatenate([np.concatenate([r["diagnosis"][k][j] for r in rs]) for j in range(n_layers)
+                                for k in ("delays", "delay_init")]) - lag
+        lim = float(np.abs(every).max())
+        zoom = lim < L / 16                                   # all near the lag: one-step bins around it
+        bins = np.arange(-np.ceil(lim) - 1, np.ceil(lim) + 2) - 0.5 if zoom else np.linspace(-lag, L - lag, 65)
         for j in range(n_layers):
             fin = np.concatenate([r["diagnosis"]["delays"][j] for r in rs]) - lag
             ini = np.concatenate([r["diagnosis"]["delay_init"][j] for r in rs]) - lag
             h = ax.hist(fin, bins=bins, alpha=0.6, label=f"layer {j + 1}")
             ax.hist(ini, bins=bins, histtype="step", color=h[2][0].get_facecolor(), alpha=0.5, lw=0.8)
-        for m in range(2, L // lag + 1):
-            ax.axvline((m - 1) * lag, color="gray", lw=0.6, ls=":")
+        for m in range(2, L // lag + 1) if not zoom else ():
+            ax.axvline((m - 1) * lag, color="gray", lw=0.6, ls=":")            # the delay at 2x, 3x the lag
         ax.axvline(0, color="k", lw=0.8)
         ax.set_title(f"{label}\n{task}", fontsize=8)
         ax.set_xlabel("final delay - lag (steps)")
@@ -242,6 +246,38 @@ def plot_delays(runs, path):
 
 
 # ------------------------------------------------------------------------------------------ markdown
+def plot_response(runs, path, half=48):
+    """The end-to-end linearized response ``g[j]`` around the first lag (``lag +- half``), one line per
+    run that stored it (seed in the label), one panel per task; an exact delay is 1 at the lag."""
+    from ddesys.plot import pyplot
+    plt = pyplot()
+    items = [(t, label, r) for (t, label), rs in groups(runs).items() for r in rs
+             if r.get("diagnosis", {}).get("response") and "g" in r["diagnosis"]["response"][0]]
+    if not items:
+        return False
+    tasks = list(dict.fromkeys(t for t, _, _ in items))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(7.0 * len(tasks), 4.2), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        for t, label, r in items:
+            if t != task:
+                continue
+            lag = r["config"]["task"]["lags"][0]
+            g = np.array(r["diagnosis"]["response"][0]["g"])
+            j = np.arange(max(0, lag - half), min(len(g), lag + half + 1))
+            ax.plot(j - lag, g[j], label=f"{label} s{r['config']['seed']}",
+                    lw=1.2 if label.startswith("s4d") else 1.8, ls="--" if label.startswith("s4d") else "-")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_title(task)
+        ax.set_xlabel("j - lag (steps)")
+        ax.set_ylabel("g[j] = mean d y[L-1] / d x[L-1-j]")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def _header(runs, meta):
     commands = meta.get("commands") or [meta.get("command", "")]
     lines = [f"# Continuous delay task ({meta.get('scale', '?')} scale)", "",
@@ -303,7 +339,9 @@ def markdown(runs, meta):
         lines += ["", "## DS4D channel kernels: branch allocation and where the energy sits (final weights)", "",
                   "Each channel kernel's energy split into: before its delay s (the undelayed S4D-like part), at s "
                   "(floor(s)-1 .. floor(s)+2), at the echoes 2s, 3s, ..., and elsewhere; means over channels and "
-                  "seeds, and over the channels within one step of the first lag. p: sigmoid(r), mean over modes.", "",
+                  "seeds, and over the channels within one step of the first lag. p: the branch allocation sigmoid(r) "
+                  "= |mu| / (|lam| + |mu|), mean over modes. The kernel excludes the layer's D skip (which adds to "
+                  "its first tap).", "",
                   "| task | model | layer | p (all) | before / at s / echoes / elsewhere (all) | p (near lag) | "
                   "before / at s / echoes / elsewhere (near lag) | channels near lag |",
                   "|---|---|---:|---:|---|---:|---|---:|"]
@@ -325,8 +363,9 @@ def markdown(runs, meta):
                   "at the lag and 0 elsewhere. Shares of the energy of g: within one step of the lag, at its echoes "
                   "(2x, 3x the lag), before the lag, elsewhere; peak: argmax |g| per seed. The input is band-limited, so "
                   "a smeared (sinc-like) g can still be an exact delay of it: in-band error is the relative distance "
-                  "of g's frequency response from exp(-i w lag) over the input's Fourier bins (the linearized "
-                  "model's error; the rest of the relative RMSE is nonlinear), in-band gain the mean |G| there.", "",
+                  "of g's frequency response from exp(-i w lag) over the input's Fourier bins, in-band gain the mean "
+                  "|G| there. g is the mean Jacobian of a nonlinear model at one position: it describes the model's "
+                  "linear part, it does not bound or split the relative RMSE.", "",
                   "| task | model | lag | g(lag) | at lag | echoes | before | elsewhere | peak | in-band error | "
                   "in-band gain |", "|---|---|---:|---|---|---|---|---|---|---|---|"]
         for task, label, lag, g, sh, peaks, band in rt:
@@ -343,4 +382,6 @@ def markdown(runs, meta):
     lines += ["", "![relative RMSE vs step](curves.png)", ""]
     if dl:
         lines += ["![final delays](delays.png)", ""]
+    if any("g" in (r.get("diagnosis", {}).get("response") or [{}])[0] for r in done(runs)):
+        lines += ["![linearized response around the lag](response.png)", ""]
     return "\n".join(lines)

@@ -205,8 +205,10 @@ def kernel_shares(model, L, lags):
     out = []
     for layer in ds4d_layers(model):
         K = layer.kernel(L).double().cpu().numpy()                          # (H, L)
-        s = layer.discrete(torch.float64).delay.cpu().numpy()
-        p = torch.sigmoid(layer.r.double()).mean(-1).cpu().numpy()          # (H,)
+        d = layer.discrete(torch.float64)
+        s = d.delay.cpu().numpy()
+        # p = |mu| / (|lam| + |mu|): the branch allocation read off the discrete system (|lam| + |mu| = |abar|)
+        p = (d.mu.abs() / (d.lam.abs() + d.mu.abs())).mean(-1).cpu().numpy()   # (H,)
         rows = []
         for h in range(K.shape[0]):
             e = K[h] ** 2
