@@ -1,0 +1,387 @@
+"""Tables and figures from a delay-task results file: relative RMSE (mean +- std over seeds) and its
+ratio to S4D's, relative RMSE within step budgets, where DS4D's channel delays ended relative to the
+lag, how each DS4D channel kernel splits its energy (before its delay, at it, at its echoes), the
+branch allocation, the ablations, and the end-to-end linearized response of every model. Runs that
+diverged are listed, not averaged."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .models import Arch
+
+BUDGETS = (0.25, 0.5, 1.0)
+BLOCK = ("n_layers", "d_state", "init", "dt_lr", "glu", "prenorm", "norm")
+
+
+def load(path):
+    return json.loads(Path(path).read_text())["runs"]
+
+
+def done(runs):
+    return [r for r in runs if r.get("status", "done") == "done"]
+
+
+def _canon(d, drop=()):
+    return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
+
+
+def groups(runs):
+    """``{(task name, model label): [runs over seeds]}`` in run order; the model label is the arch's
+    label, plus the settings that tell apart several groups sharing it (e.g. two step counts)."""
+    variants = defaultdict(dict)
+    for r in done(runs):
+        c = r["config"]
+        variants[(c["task"]["name"], Arch(**c["arch"]).label())].setdefault(_canon(c, ("seed",)), c)
+    g = defaultdict(list)
+    for r in done(runs):
+        c = r["config"]
+        key = (c["task"]["name"], Arch(**c["arch"]).label())
+        label = key[1]
+        vs = variants[key]
+        if len(vs) > 1:
+            diff = sorted(k for k in c if k not in ("seed", "task", "arch")
+                          and len({json.dumps(v.get(k)) for v in vs.values()}) > 1)
+            label += " [" + ", ".join(f"{k}={c.get(k)}" for k in diff) + "]"
+        g[(key[0], label)].append(r)
+    return g
+
+
+def _ms(values, fmt="{:.3f}"):
+    v = np.array([x for x in values if x is not None], dtype=float)
+    if not len(v):
+        return "-"
+    return f"{fmt.format(v.mean())} +- {fmt.format(v.std())}"
+
+
+def _s4d_reference(g, task, run):
+    """The S4D group on ``task`` with the same block options, steps and lr as ``run`` (or None)."""
+    c = run["config"]
+    for (t, _), rs in g.items():
+        d = rs[0]["config"]
+        if t == task and d["arch"]["family"] == "s4d" and all(d["arch"].get(k) == c["arch"].get(k) for k in BLOCK) \
+                and all(d.get(k) == c.get(k) for k in ("steps", "lr", "batch")):
+            return rs
+    return None
+
+
+def error_table(runs):
+    """Rows ``(task, model, H, params, final mean, final std, best "m +- s", ratio to S4D, n_seeds, per-lag)``."""
+    g = groups(runs)
+    rows = []
+    for (task, label), rs in g.items():
+        fin = np.array([r["rel_rmse"] for r in rs])
+        ref = _s4d_reference(g, task, rs[0])
+        ratio = float(fin.mean() / np.mean([r["rel_rmse"] for r in ref])) if ref else None
+        lags = rs[0]["config"]["task"]["lags"]
+        per_lag = [_ms([r["by_lag"][i] for r in rs]) for i in range(len(lags))] if len(lags) > 1 else None
+        rows.append((task, label, rs[0]["config"]["width"], rs[0]["n_params"], float(fin.mean()), float(fin.std()),
+                     _ms([r["best_rel_rmse"] for r in rs]), ratio, len(rs), per_lag))
+    return rows
+
+
+def within(run, budget):
+    v = [p["val_rel_rmse"] for p in run["curve"] if p["step"] <= budget]
+    return v[-1] if v else None
+
+
+def budget_table(runs):
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        steps = rs[0]["config"]["steps"]
+        rows.append((task, label, steps, [_ms([within(r, max(1, round(f * steps))) for r in rs]) for f in BUDGETS]))
+    return rows
+
+
+def _diag(rs, key):
+    return [r["diagnosis"][key] for r in rs if key in r.get("diagnosis", {})]
+
+
+def delay_table(runs):
+    """DS4D rows per lag ``(task, model, lag, [nearest per layer "m +- s"], within-1 share, nearest chain,
+    mean |dtau|, per-seed nearest (min over layers))``."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        sums = _diag(rs, "delay_summary")
+        if not sums:
+            continue
+        dtau = _ms(_diag(rs, "mean_abs_dtau"), "{:.1f}")
+        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
+            per = [s[i] for s in sums]
+            nl = len(per[0]["layers"])
+            rows.append((task, label, lag, [_ms([p["layers"][j]["nearest"] for p in per], "{:.1f}") for j in range(nl)],
+                         _ms([p["within_1"] for p in per]), _ms([p["nearest_chain"] for p in per], "{:.1f}"), dtau,
+                         [round(p["nearest"], 1) for p in per]))
+    return rows
+
+
+def histogram_table(runs):
+    """DS4D rows ``(task, model, lag, edges, counts summed over seeds and layers)`` of ``s / lag``."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        sums = _diag(rs, "delay_summary")
+        if not sums:
+            continue
+        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
+            h = np.sum([s[i]["hist_over_lag"] for s in sums], axis=0)
+            rows.append((task, label, lag, sums[0][i]["hist_edges"], h.astype(int).tolist()))
+    return rows
+
+
+def kernel_table(runs):
+    """DS4D rows per layer ``(task, model, layer, p, shares all channels, shares near-lag channels, n near)``;
+    shares are ``(before, at delay, echoes, elsewhere)`` means over seeds."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        ks = _diag(rs, "kernels")
+        if not ks:
+            continue
+        for j in range(len(ks[0])):
+            al = [k[j]["all"] for k in ks]
+            nr = [k[j]["near_lag"] for k in ks if k[j]["near_lag"]]
+            cols = ("before", "at_delay", "echoes", "elsewhere")
+            rows.append((task, label, j + 1, float(np.mean([a["p"] for a in al])),
+                         [float(np.mean([a[c] for a in al])) for c in cols],
+                         [float(np.mean([a[c] for a in nr])) for c in cols] if nr else None,
+                         float(np.mean([a["p"] for a in nr])) if nr else None,
+                         float(np.mean([k[j]["n_near"] for k in ks]))))
+    return rows
+
+
+def ablation_table(runs):
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        if not _diag(rs, "rel_rmse_tau_min"):
+            continue
+        rows.append((task, label, _ms([r["rel_rmse"] for r in rs]), _ms(_diag(rs, "rel_rmse_tau_min")),
+                     _ms(_diag(rs, "rel_rmse_mu_zero"))))
+    return rows
+
+
+def response_table(runs):
+    """Rows per lag ``(task, model, lag, g at lag, shares at lag / echoes / before / elsewhere, peaks)``."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        resp = _diag(rs, "response")
+        if not resp:
+            continue
+        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
+            rr = [r[i] for r in resp]
+            rows.append((task, label, lag, _ms([r["g_at_lag"] for r in rr]),
+                         [_ms([r[c] for r in rr]) for c in ("at_lag", "echoes", "before", "elsewhere")],
+                         [r["peak"] for r in rr],
+                         [_ms([r.get(c) for r in rr]) + (f" ({sum(c in r for r in rr)} seeds)" if 0 < sum(
+                             c in r for r in rr) < len(rr) else "") for c in ("in_band_error", "in_band_gain")]))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------ figures
+def plot_curves(runs, path):
+    """Validation relative RMSE vs step (log scale), one panel per task: mean over seeds, band min..max."""
+    from ddesys.plot import pyplot
+    plt = pyplot()
+    g = groups(runs)
+    tasks = list(dict.fromkeys(t for t, _ in g))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.0 * len(tasks), 4.2), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        for (t, label), rs in g.items():
+            if t != task:
+                continue
+            steps = [p["step"] for p in rs[0]["curve"]]
+            v = np.array([[p["val_rel_rmse"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
+            line, = ax.plot(steps, v.mean(0), label=f"{label} ({len(v)} seeds)",
+                            lw=1.2 if label.startswith("s4d") else 2, ls="--" if label.startswith("s4d") else "-")
+            if len(v) > 1:
+                ax.fill_between(steps, v.min(0), v.max(0), color=line.get_color(), alpha=0.15)
+        ax.set_title(task)
+        ax.set_xlabel("step")
+        ax.set_ylabel("validation relative RMSE")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_delays(runs, path):
+    """Final DS4D channel delays minus the first lag (all seeds), one panel per DS4D variant, one colour
+    per layer; initial delays as a faint outline."""
+    from ddesys.plot import pyplot
+    plt = pyplot()
+    g = {k: rs for k, rs in groups(runs).items() if _diag(rs, "delays")}
+    if not g:
+        return
+    cols = min(3, len(g))
+    nrows = -(-len(g) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.2 * nrows), squeeze=False)
+    for ax, ((task, label), rs) in zip(axes.flat, g.items()):
+        lag, L = rs[0]["config"]["task"]["lags"][0], rs[0]["config"]["task"]["L"]
+        n_layers = len(rs[0]["diagnosis"]["delays"])
+        every = np.concatenate([np.concatenate([r["diagnosis"][k][j] for r in rs]) for j in range(n_layers)
+                                for k in ("delays", "delay_init")]) - lag
+        lim = float(np.abs(every).max())
+        zoom = lim < L / 16                                   # all near the lag: one-step bins around it
+        bins = np.arange(-np.ceil(lim) - 1, np.ceil(lim) + 2) - 0.5 if zoom else np.linspace(-lag, L - lag, 65)
+        for j in range(n_layers):
+            fin = np.concatenate([r["diagnosis"]["delays"][j] for r in rs]) - lag
+            ini = np.concatenate([r["diagnosis"]["delay_init"][j] for r in rs]) - lag
+            h = ax.hist(fin, bins=bins, alpha=0.6, label=f"layer {j + 1}")
+            ax.hist(ini, bins=bins, histtype="step", color=h[2][0].get_facecolor(), alpha=0.5, lw=0.8)
+        for m in range(2, L // lag + 1) if not zoom else ():
+            ax.axvline((m - 1) * lag, color="gray", lw=0.6, ls=":")            # the delay at 2x, 3x the lag
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_title(f"{label}\n{task}", fontsize=8)
+        ax.set_xlabel("final delay - lag (steps)")
+        ax.set_ylabel("channels (all seeds)")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(g):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------ markdown
+def plot_response(runs, path, half=48):
+    """The end-to-end linearized response ``g[j]`` around the first lag (``lag +- half``), one line per
+    run that stored it (seed in the label), one panel per task; an exact delay is 1 at the lag."""
+    from ddesys.plot import pyplot
+    plt = pyplot()
+    items = [(t, label, r) for (t, label), rs in groups(runs).items() for r in rs
+             if r.get("diagnosis", {}).get("response") and "g" in r["diagnosis"]["response"][0]]
+    if not items:
+        return False
+    tasks = list(dict.fromkeys(t for t, _, _ in items))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(7.0 * len(tasks), 4.2), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        for t, label, r in items:
+            if t != task:
+                continue
+            lag = r["config"]["task"]["lags"][0]
+            g = np.array(r["diagnosis"]["response"][0]["g"])
+            j = np.arange(max(0, lag - half), min(len(g), lag + half + 1))
+            ax.plot(j - lag, g[j], label=f"{label} s{r['config']['seed']}",
+                    lw=1.2 if label.startswith("s4d") else 1.8, ls="--" if label.startswith("s4d") else "-")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_title(task)
+        ax.set_xlabel("j - lag (steps)")
+        ax.set_ylabel("g[j] = mean d y[L-1] / d x[L-1-j]")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def _header(runs, meta):
+    commands = meta.get("commands") or [meta.get("command", "")]
+    lines = [f"# Continuous delay task ({meta.get('scale', '?')} scale)", "",
+             "Commands: " + "; ".join(f"`{c}`" for c in commands) + "  ",
+             f"Date: {meta.get('date', '')}; device: {meta.get('device', '')}; torch {meta.get('torch', '')}; "
+             f"{len(runs)} runs, {sum(r.get('seconds', 0) for r in runs):.0f} s of training.", "", "Tasks:", ""]
+    seen = {}
+    for r in runs:
+        seen.setdefault(r["config"]["task"]["name"], r["config"])
+    for name, c in seen.items():
+        t = c["task"]
+        lines.append(f"- {name}: L = {t['L']} samples at dt = {t['dt']:g} s, band limit {t['freq']:g} Hz "
+                     f"({t['bins']} Fourier bins, about {2 * t['freq'] * t['lags'][0] * t['dt']:.0f} degrees of "
+                     f"freedom per lag window), RMS 0.5, lags {t['lags']}; AdamW lr {c['lr']:g}, batch {c['batch']}, "
+                     f"{c['steps']} steps, validation {c['val_size']} sequences")
+    lines += ["", "Relative RMSE = RMSE / RMS(target) on the validation set (0: exact; 1: predicting zero)."]
+    return lines
+
+
+def markdown(runs, meta):
+    lines = _header(runs, meta)
+    rows = error_table(runs)
+    multi = any(r[9] for r in rows)
+    lines += ["", "## Relative RMSE at the end of training (mean +- std over seeds)", "",
+              "| task | model | H | params | final | best | / S4D | seeds |" + (" per lag |" if multi else ""),
+              "|---|---|---:|---:|---|---|---:|---:|" + ("---|" if multi else "")]
+    for task, label, w, n, m, s, best, ratio, k, per in rows:
+        lines.append(f"| {task} | {label} | {w} | {n:,} | {m:.4f} +- {s:.4f} | {best} | "
+                     f"{'-' if ratio is None else f'{ratio:.2f}'} | {k} |" + (f" {' / '.join(per or [])} |" if multi else ""))
+    lines += ["", "## Relative RMSE within a step budget (last evaluation at or before it)", "",
+              "| task | model | steps | " + " | ".join(f"{f:g} x steps" for f in BUDGETS) + " |",
+              "|---|---|---:|" + "---|" * len(BUDGETS)]
+    for task, label, steps, cells in budget_table(runs):
+        lines.append(f"| {task} | {label} | {steps} | " + " | ".join(cells) + " |")
+    dl = delay_table(runs)
+    if dl:
+        nl = max(len(r[3]) for r in dl)
+        lines += ["", "## Where the DS4D delays ended (final weights; mean +- std over seeds)", "",
+                  "Nearest: the smallest |s - lag| over a layer's channels. Within 1: the share of all channels "
+                  "with |s - lag| <= 1. Chain: the smallest |sum of delays - lag| taking at most one channel per layer "
+                  "(layers chain; a layer can be passed through its residual path). "
+                  "|d tau|: mean distance moved from initialization.", "",
+                  "| task | model | lag | " + " | ".join(f"nearest, layer {j + 1}" for j in range(nl))
+                  + " | within 1 | chain | abs d tau | nearest per seed |",
+                  "|---|---|---:|" + "---|" * nl + "---|---|---|---|"]
+        for task, label, lag, near, w1, chain, dtau, per in dl:
+            lines.append(f"| {task} | {label} | {lag} | " + " | ".join(near) + f" | {w1} | {chain} | {dtau} | {per} |")
+        hist = histogram_table(runs)
+        if hist:
+            edges = hist[0][3]
+            lines += ["", "Final delays s / lag, channels of every layer and seed per bin (last bin: >= "
+                      f"{edges[-2]:g}):", "",
+                      "| model | lag | " + " | ".join(f"{a:g}-{b:g}" for a, b in zip(edges[:-1], edges[1:])) + " |",
+                      "|---|---:|" + "---:|" * (len(edges) - 1)]
+            for task, label, lag, _, h in hist:
+                lines.append(f"| {label} | {lag} | " + " | ".join(map(str, h)) + " |")
+    kt = kernel_table(runs)
+    if kt:
+        lines += ["", "## DS4D channel kernels: branch allocation and where the energy sits (final weights)", "",
+                  "Each channel kernel's energy split into: before its delay s (the undelayed S4D-like part), at s "
+                  "(floor(s)-1 .. floor(s)+2), at the echoes 2s, 3s, ..., and elsewhere; means over channels and "
+                  "seeds, and over the channels within one step of the first lag. p: the branch allocation sigmoid(r) "
+                  "= |mu| / (|lam| + |mu|), mean over modes. The kernel excludes the layer's D skip (which adds to "
+                  "its first tap).", "",
+                  "| task | model | layer | p (all) | before / at s / echoes / elsewhere (all) | p (near lag) | "
+                  "before / at s / echoes / elsewhere (near lag) | channels near lag |",
+                  "|---|---|---:|---:|---|---:|---|---:|"]
+        f = lambda v: " / ".join(f"{x:.3f}" for x in v)  # noqa: E731
+        for task, label, j, p, al, nr, pn, nn_ in kt:
+            lines.append(f"| {task} | {label} | {j} | {p:.3f} | {f(al)} | {'-' if pn is None else f'{pn:.3f}'} | "
+                         f"{'-' if nr is None else f(nr)} | {nn_:.1f} |")
+    ab = ablation_table(runs)
+    if ab:
+        lines += ["", "## DS4D ablations (final weights; relative RMSE)", "",
+                  "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept).", "",
+                  "| task | model | as trained | tau_min | mu=0 |", "|---|---|---|---|---|"]
+        for task, label, a, b, c in ab:
+            lines.append(f"| {task} | {label} | {a} | {b} | {c} |")
+    rt = response_table(runs)
+    if rt:
+        lines += ["", "## End-to-end linearized response (final weights)", "",
+                  "g[j] = mean over validation sequences of d y[L-1] / d x[L-1-j]; a perfect delay line has g = 1 "
+                  "at the lag and 0 elsewhere. Shares of the energy of g: within one step of the lag, at its echoes "
+                  "(2x, 3x the lag), before the lag, elsewhere; peak: argmax |g| per seed. The input is band-limited, so "
+                  "a smeared (sinc-like) g can still be an exact delay of it: in-band error is the relative distance "
+                  "of g's frequency response from exp(-i w lag) over the input's Fourier bins, in-band gain the mean "
+                  "|G| there. g is the mean Jacobian of a nonlinear model at one position: it describes the model's "
+                  "linear part, it does not bound or split the relative RMSE.", "",
+                  "| task | model | lag | g(lag) | at lag | echoes | before | elsewhere | peak | in-band error | "
+                  "in-band gain |", "|---|---|---:|---|---|---|---|---|---|---|---|"]
+        for task, label, lag, g, sh, peaks, band in rt:
+            lines.append(f"| {task} | {label} | {lag} | {g} | " + " | ".join(sh) + f" | {peaks} | " + " | ".join(band)
+                         + " |")
+    bad = [r for r in runs if r.get("status", "done") != "done"]
+    if bad:
+        lines += ["", "## Diverged runs (non-finite loss; not in the tables above)", "",
+                  "| task | model | H | seed | diverged at step |", "|---|---|---:|---:|---:|"]
+        for r in bad:
+            c = r["config"]
+            lines.append(f"| {c['task']['name']} | {Arch(**c['arch']).label()} | {c['width']} | {c['seed']} | "
+                         f"{r.get('diverged_step', '?')} |")
+    lines += ["", "![relative RMSE vs step](curves.png)", ""]
+    if dl:
+        lines += ["![final delays](delays.png)", ""]
+    if any("g" in (r.get("diagnosis", {}).get("response") or [{}])[0] for r in done(runs)):
+        lines += ["![linearized response around the lag](response.png)", ""]
+    return "\n".join(lines)
