@@ -52,8 +52,8 @@ def nonneg_int(text):
     return v
 
 
-def learning_rate(text):
-    """argparse type: a finite float > 0."""
+def positive_float(text):
+    """argparse type: a finite float > 0 (learning rates, frequencies, steps in seconds)."""
     try:
         v = float(text)
     except ValueError:
@@ -61,6 +61,9 @@ def learning_rate(text):
     if not math.isfinite(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
     return v
+
+
+learning_rate = positive_float
 
 
 def device_name(text):

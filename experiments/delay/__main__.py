@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import math
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name,
+from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name, positive_float,
                      is_main_process, learning_rate, nonneg_int, positive_int, prepare_out)
 from . import FAMILIES
 
@@ -49,16 +48,6 @@ def _prob(text):
     return v
 
 
-def _positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
-    return v
-
-
 def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
@@ -72,15 +61,15 @@ def _parse(argv):
     ap.add_argument("--length", type=positive_int, help="sequence length L (default: the scale's)")
     ap.add_argument("--lags", nargs="+", type=positive_int, help="lags in steps, one output each (default: "
                     "the scale's)")
-    ap.add_argument("--freq", type=_positive_float, help="band limit in Hz (dt = 1 ms: Nyquist 500 Hz; default: "
+    ap.add_argument("--freq", type=positive_float, help="band limit in Hz (dt = 1 ms: Nyquist 500 Hz; default: "
                     "the scale's)")
-    ap.add_argument("--dt", type=_positive_float, default=1e-3, help="sample step of the signal in seconds")
+    ap.add_argument("--dt", type=positive_float, default=1e-3, help="sample step of the signal in seconds")
     ap.add_argument("--init", choices=("lin", "inv"), default="lin", help="S4D-Lin or S4D-Inv poles")
     ap.add_argument("--p0", nargs="+", type=_prob, default=[0.1], help="DS4D's initial branch allocation(s)")
     ap.add_argument("--delay-init", nargs="+", choices=("grid", "lag", "constant"), default=["grid"],
                     help="DS4D's initial delays: grid over [1, L-1], every channel at the first lag, or every "
                     "channel at --tau0")
-    ap.add_argument("--tau0", type=_positive_float, help="initial delay of --delay-init constant (steps)")
+    ap.add_argument("--tau0", type=positive_float, help="initial delay of --delay-init constant (steps)")
     ap.add_argument("--glu", action=argparse.BooleanOptionalAction, default=True, help="output GLU of the blocks")
     ap.add_argument("--prenorm", action=argparse.BooleanOptionalAction, default=True,
                     help="pre-norm blocks (else post-norm)")
