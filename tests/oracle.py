@@ -217,6 +217,26 @@ def random_system(rng, H, N2, dt, L, init="inv", p=0.1, max_delay_frac=0.5, phas
     return dict(lam=lam, mu=mu, bbar=bbar, c=c, delay=delay, d=d)
 
 
+def tap_brute(e, s, width, x):
+    """The delayed input tap ``e sum_{j >= 0} w_j x_{t-j}`` as a Python loop (docs/theory.md §9).
+
+    ``w_j = hat((j - s) / width) / Z`` with ``hat(u) = max(0, 1 - |u|)`` and ``Z`` the sum of the hat
+    over every integer ``j`` (here: all ``j`` within ``width + 2`` of ``s``). ``e, s`` real ``(C,)``,
+    ``x`` real ``(B, C, L)`` -> float64 ``(B, C, L)``."""
+    x = np.asarray(x, dtype=np.float64)
+    Bsz, C, L = x.shape
+    y = np.zeros((Bsz, C, L))
+    for ch in range(C):
+        sc, ec = float(s[ch]), float(e[ch])
+        near = range(math.floor(sc - width) - 2, math.ceil(sc + width) + 3)
+        hat = {j: max(0.0, 1.0 - abs(j - sc) / width) for j in near}
+        Z = sum(hat.values())
+        for b in range(Bsz):
+            for t in range(L):
+                y[b, ch, t] = ec * sum(hat[j] / Z * x[b, ch, t - j] for j in near if j >= 0 and t - j >= 0)
+    return y
+
+
 def _f64(a):
     """NumPy float64 (complex128 when complex) from an array or a torch tensor (read, never imported)."""
     if hasattr(a, "detach"):
@@ -245,5 +265,5 @@ def rrmse(a, ref):
     return float(np.sqrt(np.mean(np.abs(a - ref) ** 2) / np.mean(np.abs(ref) ** 2)))
 
 
-__all__ = ["brute_force", "char_poly", "impulse_response", "random_system", "rel_err", "rel_max", "roots_radius",
+__all__ = ["brute_force", "char_poly", "tap_brute", "impulse_response", "random_system", "rel_err", "rel_max", "roots_radius",
            "rrmse", "split_delay"]
