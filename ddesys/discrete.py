@@ -34,7 +34,7 @@ class DiscreteDelaySystem:
     d : array_like, real ``(...)``, default 0.0
         Feedthrough.
     tap : DelayTap or (e, delay[, width]), optional
-        A delayed input tap ``y_t += e sum_j w_j x_{t-j}`` (:mod:`ddesys.tap`, docs/theory.md §9): gain
+        A delayed input tap ``y_t += e sum_j w_j x_{t-j}`` (:mod:`ddesys.tap`, docs/theory.md §8): gain
         ``e`` and delay (steps, ``>= 0``) real ``(...)`` broadcasting against the batch, window half-width
         ``width >= 1`` (1: linear interpolation). An FIR term: poles and stability are those without it.
 

@@ -1,4 +1,4 @@
-"""The delayed input tap: a pure, echo-free delay read through a window (docs/theory.md §9).
+"""The delayed input tap: a pure, echo-free delay read through a window (docs/theory.md §8).
 
 A channel may add to its output a delayed copy of its input,
 

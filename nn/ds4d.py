@@ -125,7 +125,7 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         The paper's mechanism probes: every delay one step, or no delayed branch. An attribute: set it
         on a trained layer to probe it (:func:`experiments.synthetic.train.ablate` does).
     tap : bool
-        Add a delayed input tap per channel (docs/theory.md §9, :mod:`ddesys.tap`): ``y += e x(t - s_tap)``,
+        Add a delayed input tap per channel (docs/theory.md §8, :mod:`ddesys.tap`): ``y += e x(t - s_tap)``,
         a pure delay (no echoes), read through a hat window of half-width ``tap_width``. Off by default
         (the paper's layer). Parameters ``tap_e``, ``nu_tap`` ``(C,)``; tap delays placed like the feedback
         delays (grid in another order, or ``tau0``).

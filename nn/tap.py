@@ -1,6 +1,6 @@
 """DS4D's delayed input tap (``DS4D(tap=True)``) and its coarse-to-fine window schedule.
 
-The mathematics is :mod:`ddesys.tap` (docs/theory.md §9): each channel adds ``e * x(t - s_tap)`` to its
+The mathematics is :mod:`ddesys.tap` (docs/theory.md §8): each channel adds ``e * x(t - s_tap)`` to its
 output, read through a hat window of half-width ``tap_width`` (1: linear interpolation). The tap is a
 pure delay (no echoes, no response before its delay) whose gradient sees ``2 tap_width`` samples, so
 a wide start lets the delay travel to a lag it did not start near; :class:`TapWidthSchedule` shrinks

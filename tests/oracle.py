@@ -218,7 +218,7 @@ def random_system(rng, H, N2, dt, L, init="inv", p=0.1, max_delay_frac=0.5, phas
 
 
 def tap_brute(e, s, width, x):
-    """The delayed input tap ``e sum_{j >= 0} w_j x_{t-j}`` as a Python loop (docs/theory.md §9).
+    """The delayed input tap ``e sum_{j >= 0} w_j x_{t-j}`` as a Python loop (docs/theory.md §8).
 
     ``w_j = hat((j - s) / width) / Z`` with ``hat(u) = max(0, 1 - |u|)`` and ``Z`` the sum of the hat
     over every integer ``j`` (here: all ``j`` within ``width + 2`` of ``s``). ``e, s`` real ``(C,)``,

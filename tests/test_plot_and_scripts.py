@@ -63,6 +63,7 @@ def test_kernel_accuracy_script_full(tmp_path):
 SMOKE = dict(Ls=[256], seeds=1, H=8, contour_L=256, stab_samples=100, decode_H=8, decode_lmax=256,
              decode_len=128, decode_positions=[64, 256])
 DECODE = "Decoding after prefill"
+TAP = "DS4D with the delayed tap (FFT vs recurrent vs decode)"
 
 
 def _check_verification(out, cfg, rc, timing_must_pass):
@@ -71,7 +72,7 @@ def _check_verification(out, cfg, rc, timing_must_pass):
     checks = {c["name"]: c for c in res["checks"]}
     assert list(checks) == ["FFT vs recurrent (Table 7 protocol)", "Contour-shift trade-off",
                             "Stability: sufficient criterion vs exact test", "Discretization convergence",
-                            "Reductions and round trips", DECODE], [c["rows"] for c in res["checks"]]
+                            "Reductions and round trips", DECODE, TAP], [c["rows"] for c in res["checks"]]
     assert rc == (0 if all(c["passed"] for c in checks.values()) else 1)
     for name, c in checks.items():
         assert c["passed"] or (name == DECODE and not timing_must_pass), c
@@ -118,8 +119,15 @@ def _check_verification(out, cfg, rc, timing_must_pass):
     times = [r["value"] for r in dec[2:]]
     assert len(times) == len(cfg["decode_positions"]) and all(0 < t < 1 for t in times)
 
+    tap = checks[TAP]["rows"]
+    assert len(tap) == 12 and {r["width"] for r in tap} == {1.0, 8.0, 64.0}
+    for r in tap:
+        bound = {"float32 auto (default)": 1e-5, "float64 auto": 1e-9}.get(r["setting"], 1e-12)
+        assert 0 <= r["rel_rmse_mean"] + r["rel_rmse_std"] <= bound, r
+    assert sum(r["setting"].startswith("anchor") for r in tap) == 3
+
     report = (out / "report.md").read_text()
-    assert report.count("\n## ") == 7                                  # summary + six checks
+    assert report.count("\n## ") == 8                                  # summary + seven checks
     assert "torch" in res["machine"] and res["elapsed_s"] > 0
 
 

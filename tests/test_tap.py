@@ -1,4 +1,4 @@
-"""The delayed input tap (docs/theory.md §9): ddesys.tap, DiscreteDelaySystem(tap=), DS4D(tap=True).
+"""The delayed input tap (docs/theory.md §8): ddesys.tap, DiscreteDelaySystem(tap=), DS4D(tap=True).
 
 Every number is checked against the float64 Python loops of tests/oracle.py (``brute_force`` for the
 delayed recurrence, ``tap_brute`` for the tap), written from the formulas without importing ddesys.

@@ -15,16 +15,19 @@ these functions against the tests' own oracle (``tests/oracle.py``).
   + bbar x_t``, ``y_t = 2 Re sum_n c_n h_t + d x_t``, a loop over time vectorized over (batch, channel,
   mode), channels taken in chunks so the stored history stays under ``MEMORY_BYTES``;
 * :func:`impulse_response`: the kernel ``K_t`` (``d`` excluded), the recurrence driven by a unit impulse;
+* :func:`tap`: the delayed input tap of §8, ``e sum_{j >= 0} w_j x_{t-j}`` with the hat window, a loop
+  over the window's offsets;
 * :func:`model_forward`: ``nn.SequenceModel``'s forward (pre-norm, dropout 0) with every DS4D layer
-  replaced by :func:`recurrence` on :func:`ds4d_params`.
+  replaced by :func:`recurrence` on :func:`ds4d_params` (plus :func:`tap` for layers with a tap).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ddesys import ds4d_discrete
+from ddesys.parameterization import delay_steps
 
-__all__ = ["ds4d_params", "impulse_response", "model_forward", "recurrence"]
+__all__ = ["ds4d_params", "impulse_response", "model_forward", "recurrence", "tap"]
 
 MEMORY_BYTES = 256 * 2**20            # history kept per chunk of channels
 
@@ -74,6 +77,29 @@ def recurrence(lam, mu, bbar, c, delay, d, x):
     return y
 
 
+def tap(e, s, width, x):
+    """§8's tap: ``e_h sum_{j >= 0} w_{h,j} x_{h,t-j}``, ``w_j = max(0, 1 - |j - s_h| / width) / Z_h`` with
+    ``Z_h`` the hat's sum over all integers. ``e, s`` ``(H,)``, ``x`` ``(B, H, L)`` -> float64 ``(B, H, L)``."""
+    x = np.asarray(x, dtype=np.float64)
+    L = x.shape[-1]
+    y = np.zeros_like(x)
+    for h, (eh, sh) in enumerate(zip(np.asarray(e, np.float64), np.asarray(s, np.float64))):
+        js = np.arange(int(np.floor(sh - width)) - 1, int(np.ceil(sh + width)) + 2)
+        hat = np.maximum(0.0, 1.0 - np.abs(js - sh) / width)
+        for j, wj in zip(js, hat / hat.sum()):
+            if wj > 0 and 0 <= j < L:
+                y[:, h, j:] += eh * wj * x[:, h, :L - j]
+    return y
+
+
+def tap_params(layer):
+    """``(e, s, width)`` of a DS4D layer's tap (NumPy float64), or None without a tap."""
+    if "nu_tap" not in layer._parameters:
+        return None
+    s = delay_steps(_np(layer.nu_tap), layer.s_min, layer.s_max)          # the one delay map (ddesys)
+    return _np(layer.tap_e), s, layer.tap_width
+
+
 def impulse_response(lam, mu, bbar, c, delay, L):
     """Kernel ``K`` float64 ``(H, L)``: the response to a unit impulse at ``t = 0`` without ``d``."""
     H = np.shape(delay)[0]
@@ -94,6 +120,10 @@ def model_forward(model, x):
             if not blk.prenorm or blk.drop.p != 0.0:
                 raise ValueError("model_forward: pre-norm blocks without dropout expected")
             z = blk.norm(h).double().cpu().numpy().transpose(0, 2, 1)          # (B, H, L)
-            y = recurrence(*ds4d_params(blk.layer), z).transpose(0, 2, 1)      # (B, L, H)
+            y = recurrence(*ds4d_params(blk.layer), z)                        # (B, H, L)
+            tp = tap_params(blk.layer)
+            if tp is not None:
+                y = y + tap(*tp, z)
+            y = y.transpose(0, 2, 1)                                           # (B, L, H)
             h = h + blk.glu(blk.out(blk.act(torch.from_numpy(np.ascontiguousarray(y)).to(h))))
         return model.decoder(model.norm(h))
