@@ -21,6 +21,7 @@ from torch import nn
 
 import nn as dnn
 
+from .._tap import width_schedule
 from . import FAMILIES
 
 DELAY_INITS = ("grid", "lag", "constant")
@@ -114,7 +115,7 @@ def tap_schedule(arch: Arch, model, steps):
     initial width on construction; step it after every optimizer step), ``None`` for other families."""
     if not arch.tap:
         return None
-    return dnn.TapWidthSchedule(model, w0=arch.tap_w0, steps=steps, frac=arch.tap_frac)
+    return width_schedule(model, steps, w0=arch.tap_w0, frac=arch.tap_frac)
 
 
 def n_params(model):

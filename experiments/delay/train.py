@@ -41,6 +41,7 @@ import nn as dnn
 from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
+from .._tap import tap_delays, tap_widths, tap_zero
 from .._train import Trainer
 from .data import Task, n_band
 from .models import Arch, build, n_params, tap_schedule
@@ -164,40 +165,6 @@ def delays(model):
     return [layer.discrete(torch.float64).delay.cpu() for layer in ds4d_layers(model)]
 
 
-def tap_layers(model):
-    """The DS4D layers of ``model`` that have the delayed input tap."""
-    return [m for m in ds4d_layers(model) if getattr(m, "nu_tap", None) is not None]
-
-
-@torch.no_grad()
-def tap_delays(model):
-    """Per DS4D layer with a tap: the channels' tap delays ``(H,)`` in steps (float64, CPU)."""
-    out = []
-    for layer in tap_layers(model):
-        if hasattr(layer, "tap_delay"):
-            s = layer.tap_delay()
-        else:                                   # the contract's formula, should the method be missing
-            s = layer.s_min + (layer.s_max - layer.s_min) * torch.sigmoid(layer.nu_tap.detach().double())
-        out.append(s.detach().double().cpu())
-    return out
-
-
-@contextlib.contextmanager
-def tap_zero(model):
-    """Every tap gain ``tap_e`` set to zero inside the block (the tap removed), restored after it."""
-    layers = tap_layers(model)
-    saved = [layer.tap_e.detach().clone() for layer in layers]
-    try:
-        with torch.no_grad():
-            for layer in layers:
-                layer.tap_e.zero_()
-        yield model
-    finally:
-        with torch.no_grad():
-            for layer, prev in zip(layers, saved):
-                layer.tap_e.copy_(prev)
-
-
 @contextlib.contextmanager
 def ablate(model, kind):
     """Every DS4D layer with ``ablation = kind`` (``tau_min`` or ``mu_zero``) inside the block."""
@@ -291,7 +258,7 @@ def diagnose(model, vx, vy, task, init_delays, init_taps=()):
         out["tap_delay_init"] = [s.tolist() for s in init_taps]
         out["tap_mean_abs_dtau"] = float(torch.cat([(a - b).abs() for a, b in zip(now, init_taps)]).mean())
         out["tap_summary"] = delay_summary(now, task.lags)
-        out["tap_width"] = [float(layer.tap_width) for layer in tap_layers(model)]
+        out["tap_width"] = tap_widths(model)
         with tap_zero(model):
             out["rel_rmse_tap_zero"] = evaluate(model, vx, vy)["rel_rmse"]
     return out
@@ -364,4 +331,4 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
 
 
 __all__ = ["RunConfig", "ablate", "delay_summary", "delays", "diagnose", "evaluate", "kernel_shares", "response",
-           "run_key", "tap_delays", "tap_layers", "tap_zero", "train_run"]
+           "run_key", "train_run"]
