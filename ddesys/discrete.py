@@ -13,6 +13,7 @@ from ._validate import (MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch,
 from .contour import Contour, choose_contour
 from .interpolation import split_delay
 from .recurrence import run_recurrence
+from .tap import DelayTap, check_width, tap_filter, tap_kernel, tap_transfer
 from .transfer import synthesize_kernel, transfer_function
 
 
@@ -32,6 +33,10 @@ class DiscreteDelaySystem:
         history in int64/int32 arithmetic), broadcasting against the batch.
     d : array_like, real ``(...)``, default 0.0
         Feedthrough.
+    tap : DelayTap or (e, delay[, width]), optional
+        A delayed input tap ``y_t += e sum_j w_j x_{t-j}`` (:mod:`ddesys.tap`, docs/theory.md §9): gain
+        ``e`` and delay (steps, ``>= 0``) real ``(...)`` broadcasting against the batch, window half-width
+        ``width >= 1`` (1: linear interpolation). An FIR term: poles and stability are those without it.
 
     Attributes
     ----------
@@ -76,7 +81,7 @@ class DiscreteDelaySystem:
     array([1.5   , 0.9   , 0.685 , 0.779 , 0.7824, 0.6775])
     """
 
-    def __init__(self, lam, mu, bbar, c, delay, d=0.0):
+    def __init__(self, lam, mu, bbar, c, delay, d=0.0, tap=None):
         xp = get_namespace(lam, mu, bbar, c, delay, d)
         named = {n: as_array(xp, v, n, "complex") for n, v in
                  dict(lam=lam, mu=mu, bbar=bbar, c=c).items()}
@@ -94,7 +99,22 @@ class DiscreteDelaySystem:
         self.delay = xp.broadcast_to(delay, tuple(batch))
         self.d = xp.broadcast_to(d, tuple(batch))
         self.k, self.alpha = split_delay(self.delay)
+        self.tap = None if tap is None else self._check_tap(xp, tap, tuple(batch))
         self._stable = None
+
+    @staticmethod
+    def _check_tap(xp, tap, batch):
+        if not isinstance(tap, (tuple, list)) or not 2 <= len(tap) <= 3:
+            raise TypeError(f"tap must be a DelayTap or a tuple (e, delay[, width]), got {type(tap).__name__}")
+        tap = DelayTap(*tap)
+        e = as_array(xp, tap.e, "tap gain e", "real")
+        s = as_array(xp, tap.delay, "tap delay", "real")
+        check_batch("tap gain e", e.shape, batch)
+        check_batch("tap delay", s.shape, batch)
+        sn = to_numpy(s)
+        if not (np.all(np.isfinite(sn)) and np.all(sn >= 0) and np.all(sn <= MAX_DELAY_STEPS)):
+            raise ValueError(f"tap delay must be finite and in [0, MAX_DELAY_STEPS = {MAX_DELAY_STEPS}] steps")
+        return DelayTap(xp.broadcast_to(e, batch), xp.broadcast_to(s, batch), check_width(tap.width))
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -273,7 +293,10 @@ class DiscreteDelaySystem:
             z = xp.reshape(z, (-1,))
         if bool(xp.any(z == 0)):
             raise ValueError("z must not contain 0 (the transfer function has a pole of order k+1 there)")
-        return transfer_function(self.lam, self.mu, self.bbar, self.c, self.k, self.alpha, self.d, z)
+        H = transfer_function(self.lam, self.mu, self.bbar, self.c, self.k, self.alpha, self.d, z)
+        if self.tap is not None:
+            H = H + tap_transfer(self.tap.e, self.tap.delay, self.tap.width, z)
+        return H
 
     def freqresp(self, omega):
         """Frequency response ``K(e^{i omega})`` on the unit circle (docs/theory.md §4).
@@ -310,7 +333,8 @@ class DiscreteDelaySystem:
 
     # ------------------------------------------------------------------ time domain
     def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None, return_contour=False):
-        """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded).
+        """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded; the
+        tap's ``e w_t`` included).
 
         Parameters
         ----------
@@ -396,6 +420,8 @@ class DiscreteDelaySystem:
             rho = xp.asarray(rho, device=self.lam.device)
         K = synthesize_kernel(xp.astype(self.lam, cplx), xp.astype(self.mu, cplx),
                               xp.astype(self.c * self.bbar, cplx), self.k, self.alpha, L, contour.M, rho)
+        if self.tap is not None:                     # the FIR tap adds exactly (no contour)
+            K = K + xp.astype(tap_kernel(self.tap.e, self.tap.delay, self.tap.width, L), K.dtype)
         K = xp.astype(K, out_dt)
         return (K, contour) if return_contour else K
 
@@ -502,6 +528,9 @@ class DiscreteDelaySystem:
                              flat(self.k, ()), flat(self.alpha, ()), flat(self.d, ()),
                              flat(x, (L,)), return_states=return_states)
         y = res[0] if return_states else res
+        if self.tap is not None:
+            y = y + tap_filter(flat(self.tap.e, ()), flat(self.tap.delay, ()), self.tap.width,
+                               xp.astype(flat(x, (L,)), y.dtype))
         _warn_unstable(self, y, B * self.n_modes * L, warn_unstable)
         odt = x.dtype
         if return_states:

@@ -23,7 +23,7 @@ from .discretize import zoh
 from .interpolation import split_delay
 
 __all__ = ["ABLATIONS", "ablation_kinds", "DS4DDiscrete", "S4DDiscrete", "LOG_DT_RANGE", "LOG_RATE_RANGE", "continuous_poles",
-           "ds4d_discrete", "s4d_discrete"]
+           "delay_steps", "ds4d_discrete", "s4d_discrete"]
 
 LOG_DT_RANGE = (-20.0, 10.0)
 LOG_RATE_RANGE = (math.log(1e-6), math.log(100.0))
@@ -102,6 +102,13 @@ def s4d_discrete(log_dt, nu_re, nu_im, B, C):
     return S4DDiscrete(lam, bbar, _as_complex(xp, C), a * dt)
 
 
+def delay_steps(nu, s_min, s_max, dtype=None):
+    """A delay in steps from its unconstrained parameter: ``s = s_min + (s_max - s_min) sigmoid(nu)``,
+    in float64 unless ``dtype`` is given (the feedback delay ``nu_tau`` and the tap delay ``nu_tap``)."""
+    xp = get_namespace(nu)
+    return s_min + (s_max - s_min) * _sigmoid(xp, xp.astype(nu, dtype or xp.float64))
+
+
 def ds4d_discrete(log_dt, nu_re, nu_im, r, theta, nu_tau, B, C, s_min, s_max, ablation=None):
     """The DS4D map of the module docstring: :class:`DS4DDiscrete`.
 
@@ -142,7 +149,7 @@ def ds4d_discrete(log_dt, nu_re, nu_im, r, theta, nu_tau, B, C, s_min, s_max, ab
     lam = xp.astype(1 - p, cdt) * abar                              # (C, N2)
     rot = xp.astype(xp.cos(theta), cdt) + 1j * xp.astype(xp.sin(theta), cdt)
     mu = xp.astype(p * xp.abs(abar), cdt) * rot                     # (C, N2)
-    s = s_min + (s_max - s_min) * _sigmoid(xp, xp.astype(nu_tau, xp.float64))   # (C,) float64
+    s = delay_steps(nu_tau, s_min, s_max)                           # (C,) float64
     k, alpha = split_delay(s)                                       # (C,) int64, (C,) float64
     if "mu_zero" in kinds:
         mu = xp.zeros_like(mu)

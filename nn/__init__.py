@@ -6,5 +6,7 @@ from .ds4d import DS4D, DS4DCache
 from .model import SequenceBlock, SequenceModel
 from .optim import param_groups
 from .s4d import S4D, S4DCache
+from .tap import TapWidthSchedule, set_tap_width
 
-__all__ = ["DS4D", "DS4DCache", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "param_groups"]
+__all__ = ["DS4D", "DS4DCache", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
+           "set_tap_width"]

@@ -81,6 +81,7 @@ class DelayRange:
             s0 = torch.full((C,), float(self.tau0), dtype=torch.float64)
         with torch.no_grad():
             self.nu_tau.copy_(torch.logit((s0 - s_min) / ds).to(self.nu_tau))       # (C,)
+        self._place_tap(s_min, s_max)
         self._adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
 
     def _adopt_range(self, s_max, l_max):

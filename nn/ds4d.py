@@ -18,6 +18,7 @@ from ddesys.parameterization import ablation_kinds, ds4d_discrete
 from ddesys.recurrence import delay_update, readout, run_recurrence
 from ddesys.step import decode_step as fused_step
 from ddesys.step import step_available
+from ddesys.tap import check_width
 from ddesys.transfer import synthesize_kernel
 from gpu import decode as gpu_decode
 
@@ -26,6 +27,7 @@ from .base import DiagonalSSM, split_channels
 from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange
 from .optim import register_optim
+from .tap import DelayedTap
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
@@ -41,6 +43,7 @@ class DS4DCache:
     (real and imaginary parts; the update itself runs in float32)."""
     buf: torch.Tensor
     t: int = 0
+    xbuf: torch.Tensor | None = None     # inputs of the last Rx tokens (B, Rx, H), layers with a tap
 
     @property
     def state(self):
@@ -66,10 +69,11 @@ class DS4DCache:
 
     @property
     def nbytes(self):
-        return self.buf.numel() * self.buf.element_size()
+        extra = 0 if self.xbuf is None else self.xbuf.numel() * self.xbuf.element_size()
+        return self.buf.numel() * self.buf.element_size() + extra
 
 
-class DS4D(DelayRange, DiagonalSSM):
+class DS4D(DelayedTap, DelayRange, DiagonalSSM):
     """Delay S4D layer: ``H`` channels, ``N/2`` complex modes each, one learnable delay per channel.
 
     The SSM alone: FFT convolution with the layer's kernel plus the ``D`` skip, returning a tensor. For
@@ -120,6 +124,16 @@ class DS4D(DelayRange, DiagonalSSM):
     ablation : None, "tau_min", "mu_zero" or a tuple of both
         The paper's mechanism probes: every delay one step, or no delayed branch. An attribute: set it
         on a trained layer to probe it (:func:`experiments.synthetic.train.ablate` does).
+    tap : bool
+        Add a delayed input tap per channel (docs/theory.md §9, :mod:`ddesys.tap`): ``y += e x(t - s_tap)``,
+        a pure delay (no echoes), read through a hat window of half-width ``tap_width``. Off by default
+        (the paper's layer). Parameters ``tap_e``, ``nu_tap`` ``(C,)``; tap delays placed like the feedback
+        delays (grid in another order, or ``tau0``).
+    tap_width : float
+        Initial half-width of the tap window (``>= 1``; 1 = linear interpolation). Settable later
+        (``layer.tap_width``); :class:`nn.TapWidthSchedule` shrinks it during training.
+    tap_lr : float or None
+        Learning rate of the tap delay (``None``: the optimizer's, not ``dt_lr``).
     seed : int or None
         Seeds the initialization (the global RNG is untouched when given).
 
@@ -140,7 +154,7 @@ class DS4D(DelayRange, DiagonalSSM):
     def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
                  p0=0.1, theta0=math.pi, theta_jitter=0.1, delay_init="grid", tau0=None, s_min=1.0,
                  s_max=None, bidirectional=False, transposed=False, dt_lr=None, eps="auto", M=None,
-                 kernel_dtype=torch.float64, ablation=None, seed=None):
+                 kernel_dtype=torch.float64, ablation=None, tap=False, tap_width=1.0, tap_lr=None, seed=None):
         if not 0.0 <= p0 < 1.0:
             raise ValueError(f"p0 must lie in [0, 1), got {p0}")
         if delay_init not in ("grid", "constant"):
@@ -151,6 +165,8 @@ class DS4D(DelayRange, DiagonalSSM):
         ablation_kinds(ablation)                                    # validates
         self._p0, self._theta = p0, (theta0, theta_jitter)
         self.delay_init, self.tau0 = delay_init, tau0
+        self._tap = (bool(tap), tap_lr)
+        self._tap_width = check_width(tap_width)
         super().__init__(d_model, d_state, init=init, dt_min=dt_min, dt_max=dt_max, bidirectional=bidirectional,
                          transposed=transposed, seed=seed)
         self.eps, self.M, self.kernel_dtype = eps, M, check_kernel_dtype(self, kernel_dtype)
@@ -171,10 +187,12 @@ class DS4D(DelayRange, DiagonalSSM):
         # from the first sequence (l_max=None); nu_tau is placed by _set_range
         self._grid_order = torch.randperm(C, generator=g) if self.delay_init == "grid" else None   # (C,)
         self.nu_tau = nn.Parameter(torch.zeros(C))                  # (C,)
+        if self._tap[0]:
+            self._init_tap(C, g, self._tap[1])
 
     def memo_key(self):
         """What the decode constants depend on besides the parameters (see :class:`nn.common.StepConstants`)."""
-        return self.ablation, self.s_min, self.s_max
+        return self.ablation, self.s_min, self.s_max, self._tap_width
 
     # ------------------------------------------------------------------ discretization
     def discrete(self, dtype=None):
@@ -204,6 +222,8 @@ class DS4D(DelayRange, DiagonalSSM):
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
+        if self.has_tap:
+            K = K + self._tap_kernel(L, self.kernel_dtype)          # (C, L) the FIR tap, exact
         return split_channels(K, self.H, self.bidirectional)
 
     def _kernel_for(self, x):
@@ -216,7 +236,10 @@ class DS4D(DelayRange, DiagonalSSM):
         rep = lambda z: z.unsqueeze(0).expand(Bsz, *z.shape).reshape(Bsz * H, *z.shape[1:])  # noqa: E731
         y = run_recurrence(rep(d.lam), rep(d.mu), rep(d.bbar), rep(d.c), rep(d.k), rep(d.alpha),
                            rep(self.D.double()), x.double().reshape(Bsz * H, L))
-        return y.reshape(Bsz, H, L).to(x.dtype)
+        y = y.reshape(Bsz, H, L)
+        if self.has_tap:
+            y = y + self._tap_filter(x.double())                    # (B, H, L)
+        return y.to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
     def allocate_inference_cache(self, batch_size, dtype=None, history_dtype=None):
@@ -238,14 +261,19 @@ class DS4D(DelayRange, DiagonalSSM):
         shape, dt = (batch_size, R, self.H, self.N2), self._cache_dtype(dtype)
         if history_dtype is not None:
             shape, dt = shape + (2,), history_dtype
+        xbuf = None
+        if self.has_tap:                             # the tap's input ring (B, Rx, H), real
+            xdt = torch.float64 if dtype == torch.float64 else torch.float32
+            xbuf = torch.zeros((batch_size, self._tap_slots(), self.H), dtype=xdt, device=self.D.device)
         if self.D.device.type == "cpu":              # NumPy's allocator asks for huge pages: a faster ring
             np_dt = {torch.complex64: np.complex64, torch.complex128: np.complex128}.get(dt, np.uint16)
-            return DS4DCache(torch.from_numpy(np.zeros(shape, np_dt)).view(dt))
-        return DS4DCache(torch.zeros(shape, dtype=dt, device=self.D.device))
+            return DS4DCache(torch.from_numpy(np.zeros(shape, np_dt)).view(dt), xbuf=xbuf)
+        return DS4DCache(torch.zeros(shape, dtype=dt, device=self.D.device), xbuf=xbuf)
 
     def _step_constants(self, rdt):
         """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)``, ``k_max``,
-        ``arange(H)`` and, on the CPU, the NumPy views the fused step reads (``None`` elsewhere)."""
+        ``arange(H)``, on the CPU the NumPy views the fused step reads (``None`` elsewhere), and the
+        tap's constants (``None`` without a tap)."""
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
         ar = torch.arange(self.H, device=d.lam.device)              # channel index for the gathers
@@ -254,7 +282,14 @@ class DS4D(DelayRange, DiagonalSSM):
         if d.lam.device.type == "cpu":
             fused = tuple(v.detach().contiguous().numpy() for v in consts) + (
                 self.D.detach().to(rdt).contiguous().numpy(), d.k.contiguous().numpy())
-        return (*consts, d.k, int(d.k.max()), ar, fused)
+        tapc = self._tap_constants(rdt) if self.has_tap else None
+        return (*consts, d.k, int(d.k.max()), ar, fused, tapc)
+
+    def _out(self, y, x_t, cache, t, tapc):
+        """A step's output in the caller's dtype, with the tap's term added (``y`` ``(B, H)``)."""
+        if tapc is not None:
+            y = y + self._tap_step(x_t, cache.xbuf, t, tapc).to(y.dtype)
+        return y.to(x_t.dtype)
 
     @torch.no_grad()
     def step(self, x_t, cache):
@@ -264,7 +299,11 @@ class DS4D(DelayRange, DiagonalSSM):
         check_step_input(self, x_t, cache)
         buf, t, R = cache.buf, cache.t, cache.n_slots
         rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
-        lam, m1, m2, bbar, c, k, k_max, ar, fused = self._step_memo.get(self, rdt, lambda: self._step_constants(rdt))
+        lam, m1, m2, bbar, c, k, k_max, ar, fused, tapc = self._step_memo.get(self, rdt,
+                                                                             lambda: self._step_constants(rdt))
+        if tapc is not None and cache.xbuf is None:
+            raise RuntimeError("this cache has no input ring for the layer's tap: allocate it with "
+                               "allocate_inference_cache of this layer")
         if k_max >= R:
             raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
                                "allocate a new cache (delays changed since allocation)")
@@ -272,14 +311,14 @@ class DS4D(DelayRange, DiagonalSSM):
         if path == TRITON and cache.history16 is None:
             y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
             cache.t = t + 1
-            return y.to(x_t.dtype)
+            return self._out(y, x_t, cache, t, tapc)
         if path == NUMBA and fused is not None and step_available():   # the fused CPU step, one pass
             y = torch.empty(x_t.shape, dtype=rdt)                   # (B, H)
             ring = buf.view(torch.uint16).numpy() if cache.history16 else buf.numpy()
             fmt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(cache.history16)
             fused_step(ring, x_t.detach().to(rdt).numpy(), *fused[:5], fused[5], fused[6], t, y.numpy(), fmt16=fmt)
             cache.t = t + 1
-            return y.to(x_t.dtype)
+            return self._out(y, x_t, cache, t, tapc)
         wide = (lambda z: torch.view_as_complex(z.float())) if cache.history16 else (lambda z: z)  # noqa: E731
         hk = wide(buf[:, (t - k) % R, ar])                          # (B, H, N2)
         hk1 = wide(buf[:, (t - k - 1) % R, ar])                     # (B, H, N2)
@@ -292,7 +331,7 @@ class DS4D(DelayRange, DiagonalSSM):
         h = delay_update(prev, hk, hk1, xt, lam, m1, m2, bbar)      # (B, H, N2)
         buf[:, t % R] = torch.view_as_real(h).to(buf.dtype) if cache.history16 else h
         cache.t = t + 1
-        return readout(h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)              # (B, H)
+        return self._out(readout(h, c, self.D.to(rdt), x_t.to(rdt)), x_t, cache, t, tapc)   # (B, H)
 
     @torch.no_grad()
     def prefill(self, x, cache):
@@ -307,6 +346,8 @@ class DS4D(DelayRange, DiagonalSSM):
         if Bsz == 0:
             cache.t = L
             return y
+        if self.has_tap:
+            self._tap_prefill(xb, cache.xbuf)
         d = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
         rho_t = torch.full(d.k.shape, rho, dtype=torch.float64, device=d.k.device)
@@ -338,7 +379,12 @@ class DS4D(DelayRange, DiagonalSSM):
         d = self.discrete(torch.float64)
         lam, mu, bbar, c, s = (z.cpu().numpy() for z in (d.lam, d.mu, d.bbar, d.c, d.delay))
         dd = self.D.double().cpu().numpy()
+        tap = None
+        if self.has_tap:
+            tap = (self.tap_e.double().cpu().numpy(), self.tap_delay().cpu().numpy(), self._tap_width)
         if self.bidirectional:
             sh = lambda z: z.reshape(2, self.H, *z.shape[1:])  # noqa: E731
-            return DiscreteDelaySystem(sh(lam), sh(mu), sh(bbar), sh(c), sh(s), np.stack([dd, np.zeros_like(dd)]))
-        return DiscreteDelaySystem(lam, mu, bbar, c, s, dd)
+            tap = tap and (sh(tap[0]), sh(tap[1]), tap[2])
+            return DiscreteDelaySystem(sh(lam), sh(mu), sh(bbar), sh(c), sh(s), np.stack([dd, np.zeros_like(dd)]),
+                                       tap=tap)
+        return DiscreteDelaySystem(lam, mu, bbar, c, s, dd, tap=tap)
