@@ -3,7 +3,8 @@ have one, their tap delays, the tap's window half-width, and the tap removed for
 
 Shared by :mod:`experiments.delay` and :mod:`experiments.synthetic` (family ``ds4d-tap``), which train
 the tap with :class:`nn.TapWidthSchedule` (:func:`width_schedule`): the window's half-width falls
-from ``w0`` to 1 (linear interpolation) over the first ``frac`` of the steps.
+from ``w0`` to 1 (linear interpolation) over the first ``frac`` of the steps. The width is also saved
+in the layer's state dict, so a checkpoint's weights come back with the window they were trained at.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 
 
 def tap_layers(model):
     """The :class:`nn.DS4D` layers of ``model`` that have the delayed input tap, in module order."""
-    return [m for m in model.modules() if isinstance(m, dnn.DS4D) and getattr(m, "nu_tap", None) is not None]
+    return [m for m in model.modules() if isinstance(m, dnn.DS4D) and m.has_tap]
 
 
 @torch.no_grad()
@@ -34,14 +35,7 @@ def tap_delays(model):
     list of torch.Tensor
         One ``(C,)`` float64 tensor per layer of :func:`tap_layers` (empty without taps).
     """
-    out = []
-    for layer in tap_layers(model):
-        if hasattr(layer, "tap_delay"):
-            s = layer.tap_delay()                                            # (C,)
-        else:                                   # the contract's formula, should the method be missing
-            s = layer.s_min + (layer.s_max - layer.s_min) * torch.sigmoid(layer.nu_tap.detach().double())
-        out.append(s.detach().double().cpu())
-    return out
+    return [layer.tap_delay(torch.float64).detach().cpu() for layer in tap_layers(model)]     # [(C,)]
 
 
 def tap_widths(model):

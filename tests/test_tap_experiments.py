@@ -51,7 +51,7 @@ def _record_widths(monkeypatch):
     step = _train.Trainer.step
 
     def spy(self, *a):
-        seen.append((a[-1], [float(m.tap_width) for m in self.raw.modules() if getattr(m, "nu_tap", None) is not None]))
+        seen.append((a[-1], [float(m.tap_width) for m in self.raw.modules() if getattr(m, "has_tap", False)]))
         return step(self, *a)
     monkeypatch.setattr(_train.Trainer, "step", spy)
     return seen

@@ -208,10 +208,12 @@ def kernel_shares(model, L, lags):
     """Per DS4D layer: the mean over channels, and over the channels within :data:`NEAR` of the first
     lag, of each channel kernel's energy share before its delay ``s``, at it (``floor(s) - 1 ..
     floor(s) + 2``), at its echoes ``2s, 3s, ...`` and elsewhere; with the branch allocation ``p``
-    (mean over modes) and the kernel value at the delay relative to the kernel's largest."""
+    (mean over modes) and the kernel value at the delay relative to the kernel's largest. A layer with
+    the input tap (``ds4d-tap``) is measured without it: the shares describe the feedback kernel."""
     out = []
     for layer in ds4d_layers(model):
-        K = layer.kernel(L).double().cpu().numpy()                          # (H, L)
+        with tap_zero(layer):                   # the feedback kernel alone (layer.kernel adds the input tap)
+            K = layer.kernel(L).double().cpu().numpy()                      # (H, L)
         d = layer.discrete(torch.float64)
         s = d.delay.cpu().numpy()
         # p = |mu| / (|lam| + |mu|): the branch allocation read off the discrete system (|lam| + |mu| = |abar|)

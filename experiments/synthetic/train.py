@@ -29,7 +29,7 @@ from ddesys.parameterization import ablation_kinds
 from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
-from .._tap import FRAC, W0, tap_delays, tap_layers, tap_widths, tap_zero, width_schedule
+from .._tap import FRAC, W0, tap_delays, tap_widths, tap_zero, width_schedule
 from .._train import Trainer
 from .models import build, n_params
 from .tasks import IGNORE, Task
@@ -203,8 +203,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     sched = width_schedule(model, cfg.steps) if cfg.family == "ds4d-tap" else None      # W0 -> 1 at FRAC
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
-    st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0,
-          "best_tap_width": None}
+    st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
     best_state = None
     saved = ckpt.load() if ckpt is not None else None
     if saved is not None:
@@ -234,8 +233,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             if det["acc"] > st["best_acc"]:
                 st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
                 if init_state:
-                    best_state = copy.deepcopy(model.state_dict())
-                    st["best_tap_width"] = tap_widths(model) or None         # the window it was evaluated with
+                    best_state = copy.deepcopy(model.state_dict())   # with the tap's window width
             if progress is not None:
                 progress(step, loss=st["curve"][-1]["loss"], acc=st["curve"][-1]["val_acc"])
         st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
@@ -247,9 +245,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     if init_taps:
         out["tap_schedule"] = {"w0": W0, "frac": FRAC, "final_width": tap_widths(model)}
     if init_state:
-        model.load_state_dict(best_state)
-        for layer_width, layer in zip(st.get("best_tap_width") or (), tap_layers(model)):
-            layer.tap_width = layer_width
+        model.load_state_dict(best_state)                          # the tap's width comes back with it
         out["mechanism"] = mechanism(model, init_state, vt, vl, init_taps)
     return out
 
