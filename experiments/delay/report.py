@@ -199,7 +199,7 @@ def markdown(runs, meta):
         tap = any(r[5] != "-" for r in ab)                 # a tap=0 column only when some run has a tap
         lines += ["", "## DS4D ablations (final weights; relative RMSE)", "",
                   "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept)"
-                  + ("; `tap=0`: every input tap's gain set to zero." if tap else "."), "",
+                  + ("; `tap=0`: every input tap's gain set to zero (tau_min and mu=0 keep the tap)." if tap else "."), "",
                   "| task | model | as trained | tau_min | mu=0 |" + (" tap=0 |" if tap else ""),
                   "|---|---|---|---|---|" + ("---|" if tap else "")]
         for task, label, a, b, c, d in ab:

@@ -255,7 +255,7 @@ def markdown(runs, meta):
                   "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept)."
                   + (" ds4d-tap: mean input-tap delay s_tap, its mean change from initialization, the tap window's "
                      "half-width at the best checkpoint, and the accuracy with every tap gain set to zero "
-                     "(`tap=0`)." if tap else ""), "",
+                     "(`tap=0`; tau_min and mu=0 keep the tap)." if tap else ""), "",
                   "| task | model | mean delay | mean abs d tau | mean abs d mu | accuracy | acc tau_min | acc mu=0 |"
                   + (" mean tap delay | mean abs d s_tap | tap width | acc tap=0 |" if tap else ""),
                   "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" * 4 if tap else "")]
