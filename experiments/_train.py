@@ -20,12 +20,16 @@ from ._ckpt import STOP, Diverged, Interrupted, rng_state, set_rng_state
 
 class Trainer:
     """``model`` (unwrapped; :attr:`model` is the DDP wrapper under torchrun), ``opt``, optional
-    ``sched`` (stepped after every optimizer step), ``amp`` in ``none | bf16``."""
+    ``sched`` (stepped after every optimizer step): one scheduler, or a list / tuple of them (stepped in
+    order, e.g. a learning-rate schedule and :class:`nn.TapWidthSchedule`), ``amp`` in ``none | bf16``.
+    Any object with ``step()``, ``state_dict()`` and ``load_state_dict()`` is a scheduler."""
 
     def __init__(self, model, opt, ctx, sched=None, amp="none", stop=STOP):
         if amp not in ("none", "bf16"):
             raise ValueError(f"amp must be 'none' or 'bf16', got {amp!r}")
         self.raw, self.opt, self.sched, self.ctx, self.stop = model, opt, sched, ctx, stop
+        self._many = isinstance(sched, (list, tuple))
+        self.scheds = list(sched) if self._many else [] if sched is None else [sched]
         self.amp = amp == "bf16"
         self.model = ctx.wrap(model)
         if ctx.rank:                                     # independent dropout masks on every rank
@@ -54,21 +58,29 @@ class Trainer:
         self.opt.zero_grad(set_to_none=True)
         (local * (self.ctx.world / n)).backward()        # DDP averages over ranks: the global mean's gradient
         self.opt.step()
-        if self.sched is not None:
-            self.sched.step()
+        for sched in self.scheds:
+            sched.step()
         return mean, stop > 0
 
     def state_dict(self):
-        """Model, optimizer, scheduler and every rank's RNG states (a collective under torchrun)."""
+        """Model, optimizer, scheduler(s) and every rank's RNG states (a collective under torchrun).
+        ``scheduler``: ``None`` (none), one state dict (one scheduler) or a list (a list of them)."""
+        scheds = [sc.state_dict() for sc in self.scheds]
         return {"model": self.raw.state_dict(), "optimizer": self.opt.state_dict(),
-                "scheduler": self.sched.state_dict() if self.sched is not None else None,
+                "scheduler": scheds if self._many else scheds[0] if scheds else None,
                 "rng": self.ctx.gather(rng_state()), "world_size": self.ctx.world}
 
     def load_state_dict(self, s):
+        """Restore :meth:`state_dict`'s output; the schedulers must be the ones it was saved with."""
         self.raw.load_state_dict(s["model"])
         self.opt.load_state_dict(s["optimizer"])
-        if self.sched is not None and s.get("scheduler") is not None:
-            self.sched.load_state_dict(s["scheduler"])
+        saved = s.get("scheduler")
+        if saved is not None and self.scheds:
+            saved = saved if isinstance(saved, list) else [saved]
+            if len(saved) != len(self.scheds):
+                raise ValueError(f"checkpoint has {len(saved)} scheduler states, the run has {len(self.scheds)}")
+            for sched, state in zip(self.scheds, saved):
+                sched.load_state_dict(state)
         rngs = s["rng"]
         set_rng_state(rngs[self.ctx.rank] if self.ctx.rank < len(rngs) else rngs[0])
 

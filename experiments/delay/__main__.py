@@ -7,11 +7,15 @@ DS4D against S4D at matched parameter counts, with DS4D's options exposed for th
     python -m experiments.delay --delay-init grid lag --p0 0.1 0.9 --seeds 0 1 2
     python -m experiments.delay --lags 256 512 --freq 50         # several lags, another bandwidth
     python -m experiments.delay --models ds4d --no-glu --norm none    # the surrounding block
+    python -m experiments.delay --models s4d ds4d ds4d-tap       # DS4D with the delayed input tap too
     python -m experiments.delay --scale paper --device cuda
 
 Every DS4D variant's width is chosen so its parameter count is closest to S4D's at ``--width`` with
 the same block options. ``--p0`` and ``--delay-init`` take several values (every combination runs);
-``--delay-init lag`` puts every channel's delay at the first lag. Results go to ``--out``
+``--delay-init lag`` puts every channel's delay at the first lag. ``ds4d-tap`` (not run by default)
+is DS4D plus a trainable delayed input tap per channel, read through a window whose half-width falls
+from ``--tap-w0`` to 1 over the first ``--tap-frac`` of the steps; it takes the same ``--p0`` x
+``--delay-init`` combinations (the tap's delay starts like the feedback delays). Results go to ``--out``
 (``results.json``, ``report.md``, ``curves.png``, ``delays.png``, ``response.png``), rewritten after every run. Reruns
 into the same folder merge: other configurations are kept, the same configuration is skipped
 (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name, positive_float,
                      is_main_process, learning_rate, nonneg_int, positive_int, prepare_out)
-from . import FAMILIES
+from . import DEFAULT_FAMILIES, FAMILIES
 
 SCALES = {   # sequence, lags, band (Hz), S4D width, layers, N, steps, batch, eval_every, val_size, seeds
     "smoke": dict(L=64, lags=(16,), freq=100.0, width=8, n_layers=2, d_state=8, steps=6, batch=4, eval_every=3,
@@ -48,10 +52,25 @@ def _prob(text):
     return v
 
 
+def _width0(text):
+    v = positive_float(text)
+    if v < 1.0:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return v
+
+
+def _frac(text):
+    v = positive_float(text)
+    if v > 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1], got {text}")
+    return v
+
+
 def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
-    ap.add_argument("--models", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    ap.add_argument("--models", nargs="+", choices=FAMILIES, default=list(DEFAULT_FAMILIES),
+                    help=f"default: {' '.join(DEFAULT_FAMILIES)}")
     ap.add_argument("--seeds", nargs="+", type=nonneg_int)
     ap.add_argument("--lr", type=learning_rate, default=3e-3, help="AdamW learning rate (default 3e-3)")
     ap.add_argument("--dt-lr", type=learning_rate, help="learning rate of dt and of the delays (default: --lr)")
@@ -70,6 +89,10 @@ def _parse(argv):
                     help="DS4D's initial delays: grid over [1, L-1], every channel at the first lag, or every "
                     "channel at --tau0")
     ap.add_argument("--tau0", type=positive_float, help="initial delay of --delay-init constant (steps)")
+    ap.add_argument("--tap-w0", type=_width0, default=64.0, help="ds4d-tap: initial half-width of the tap's "
+                    "window in steps (>= 1; default 64)")
+    ap.add_argument("--tap-frac", type=_frac, default=0.6, help="ds4d-tap: share of the steps after which the "
+                    "window is linear interpolation (width 1; default 0.6)")
     ap.add_argument("--glu", action=argparse.BooleanOptionalAction, default=True, help="output GLU of the blocks")
     ap.add_argument("--prenorm", action=argparse.BooleanOptionalAction, default=True,
                     help="pre-norm blocks (else post-norm)")
@@ -108,17 +131,22 @@ def _settings(args):
 
 
 def _archs(args, s):
-    """The architectures of the sweep: S4D, then every DS4D combination of ``--p0`` x ``--delay-init``."""
+    """The architectures of the sweep: S4D, then every DS4D combination of ``--p0`` x ``--delay-init``,
+    then the same for ``ds4d-tap``."""
     from .models import Arch
     common = dict(n_layers=s["n_layers"], d_state=s["d_state"], init=args.init, dt_lr=args.dt_lr, glu=args.glu,
                   prenorm=args.prenorm, norm=args.norm)
     out = []
     if "s4d" in args.models:
         out.append(Arch("s4d", **common))
-    if "ds4d" in args.models:
+    for fam in ("ds4d", "ds4d-tap"):
+        if fam not in args.models:
+            continue
+        tap = dict(tap_w0=args.tap_w0, tap_frac=args.tap_frac) if fam == "ds4d-tap" else {}
         for di in dict.fromkeys(args.delay_init):
             for p0 in dict.fromkeys(args.p0):
-                out.append(Arch("ds4d", p0=p0, delay_init=di, tau0=args.tau0 if di == "constant" else None, **common))
+                out.append(Arch(fam, p0=p0, delay_init=di, tau0=args.tau0 if di == "constant" else None, **tap,
+                                **common))
     return out
 
 

@@ -1,6 +1,11 @@
 """Models of the delay task: :class:`nn.SequenceModel` ``(B, L, 1) -> (B, L, n_lags)`` with DS4D or
 S4D layers (S4D-Lin poles by default, pool=None), widths matched to a parameter budget.
 
+``ds4d-tap``: DS4D with the delayed input tap (``tap=True``: per channel a gain and a trainable delay
+``s_tap``, output ``+ tap_e * x(t - s_tap)``), its delay on the optimizer's base learning rate
+(``tap_lr=None``) and read through a hat window whose half-width falls from ``tap_w0`` to 1 over the
+first ``tap_frac`` of the run's steps (:class:`nn.TapWidthSchedule`, see :func:`tap_schedule`).
+
 The DS4D options the diagnosis needs are configuration fields (see :class:`Arch`): the initial branch
 allocation ``p0``, the delay initialization (``grid``: spread over ``[1, L-1]``; ``lag``: every channel
 at the task's first lag, i.e. ``delay_init="constant", tau0=lag``; ``constant``: every channel at
@@ -16,12 +21,17 @@ from torch import nn
 
 import nn as dnn
 
+from .._tap import width_schedule
+from . import FAMILIES
+
 DELAY_INITS = ("grid", "lag", "constant")
+TAP_FIELDS = ("tap_w0", "tap_frac")          # only in a ds4d-tap arch's dict (older results keep their keys)
 
 
 @dataclass(frozen=True)
 class Arch:
-    """Architecture of one model (``family`` ``ds4d`` / ``s4d``; the DS4D fields are ignored for S4D)."""
+    """Architecture of one model (``family`` ``ds4d`` / ``s4d`` / ``ds4d-tap``; the DS4D fields are ignored
+    for S4D, the tap's schedule ``tap_w0`` / ``tap_frac`` for every family but ``ds4d-tap``)."""
     family: str = "ds4d"
     n_layers: int = 2
     d_state: int = 64
@@ -33,10 +43,16 @@ class Arch:
     p0: float = 0.1
     delay_init: str = "grid"
     tau0: float | None = None
+    tap_w0: float = 64.0                     # ds4d-tap: initial half-width of the tap's window (steps)
+    tap_frac: float = 0.6                    # ds4d-tap: share of the steps after which the width is 1
 
     def __post_init__(self):
-        if self.family not in ("ds4d", "s4d"):
-            raise ValueError(f"family must be 'ds4d' or 's4d', got {self.family!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if not self.tap_w0 >= 1.0:
+            raise ValueError(f"tap_w0 must be >= 1, got {self.tap_w0!r}")
+        if not 0.0 < self.tap_frac <= 1.0:
+            raise ValueError(f"tap_frac must lie in (0, 1], got {self.tap_frac!r}")
         if self.norm not in ("layer", "none"):
             raise ValueError(f"norm must be 'layer' or 'none', got {self.norm!r}")
         if self.delay_init not in DELAY_INITS:
@@ -44,14 +60,23 @@ class Arch:
         if self.delay_init == "constant" and self.tau0 is None:
             raise ValueError("delay_init='constant' needs tau0")
 
+    @property
+    def tap(self):
+        """Whether the model's DS4D layers have the delayed input tap."""
+        return self.family == "ds4d-tap"
+
     def to_dict(self):
-        """The fields that matter for this family (S4D runs carry no DS4D options)."""
+        """The fields that matter for this family (S4D runs carry no DS4D options, runs without the tap
+        no tap fields: the dicts, hence the results keys, of the older families are unchanged)."""
         d = asdict(self)
         if self.family == "s4d":
             for k in ("p0", "delay_init", "tau0"):
                 d.pop(k)
         elif self.delay_init != "constant":
             d.pop("tau0")
+        if not self.tap:
+            for k in TAP_FIELDS:
+                d.pop(k)
         return d
 
     def label(self):
@@ -65,13 +90,16 @@ def build(arch: Arch, width, task, seed=None):
     """A fresh model for ``task`` (:class:`experiments.delay.data.Task`): DS4D's ``l_max`` is the
     sequence length; ``delay_init="lag"`` puts every channel at ``task.lags[0]``."""
     kw = {"d_state": arch.d_state, "init": arch.init, "dt_lr": arch.dt_lr, "seed": seed}
-    if arch.family == "ds4d":
+    if arch.family != "s4d":
         kw.update(l_max=task.L, p0=arch.p0)
+        if arch.tap:
+            kw.update(tap=True, tap_lr=None)     # the tap delay on the optimizer's base learning rate
         if arch.delay_init == "lag":
             kw.update(delay_init="constant", tau0=float(task.lags[0]))
         elif arch.delay_init == "constant":
             kw.update(delay_init="constant", tau0=float(arch.tau0))
-    model = dnn.SequenceModel(1, task.n_out, d_model=width, n_layers=arch.n_layers, layer=arch.family,
+    layer = "s4d" if arch.family == "s4d" else "ds4d"
+    model = dnn.SequenceModel(1, task.n_out, d_model=width, n_layers=arch.n_layers, layer=layer,
                               layer_kw=kw, pool=None, glu=arch.glu)
     for blk in model.blocks:
         blk.prenorm = arch.prenorm              # SequenceBlock's own option (SequenceModel does not pass it)
@@ -80,6 +108,14 @@ def build(arch: Arch, width, task, seed=None):
     if arch.norm == "none":
         model.norm = nn.Identity()
     return model
+
+
+def tap_schedule(arch: Arch, model, steps):
+    """The tap's window schedule of a ``ds4d-tap`` model trained for ``steps`` optimizer steps (sets the
+    initial width on construction; step it after every optimizer step), ``None`` for other families."""
+    if not arch.tap:
+        return None
+    return width_schedule(model, steps, w0=arch.tap_w0, frac=arch.tap_frac)
 
 
 def n_params(model):
@@ -100,4 +136,4 @@ def match_width(arch, budget, task, lo=2, hi=1024):
     return min((a, b), key=lambda h: (abs(count(h) - budget), h))
 
 
-__all__ = ["Arch", "DELAY_INITS", "build", "match_width", "n_params"]
+__all__ = ["Arch", "DELAY_INITS", "FAMILIES", "build", "match_width", "n_params", "tap_schedule"]

@@ -1,181 +1,16 @@
 """Tables and figures from a delay-task results file: relative RMSE (mean +- std over seeds) and its
 ratio to S4D's, relative RMSE within step budgets, where DS4D's channel delays ended relative to the
 lag, how each DS4D channel kernel splits its energy (before its delay, at it, at its echoes), the
-branch allocation, the ablations, and the end-to-end linearized response of every model. Runs that
-diverged are listed, not averaged."""
+branch allocation, the ablations, and the end-to-end linearized response of every model; for
+``ds4d-tap`` also where its input tap's delays ended and the error without the tap. Runs that
+diverged are listed, not averaged. The numbers come from :mod:`experiments.delay.tables`."""
 from __future__ import annotations
-
-import json
-from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
 from .models import Arch
-
-BUDGETS = (0.25, 0.5, 1.0)
-BLOCK = ("n_layers", "d_state", "init", "dt_lr", "glu", "prenorm", "norm")
-
-
-def load(path):
-    return json.loads(Path(path).read_text())["runs"]
-
-
-def done(runs):
-    return [r for r in runs if r.get("status", "done") == "done"]
-
-
-def _canon(d, drop=()):
-    return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
-
-
-def groups(runs):
-    """``{(task name, model label): [runs over seeds]}`` in run order; the model label is the arch's
-    label, plus the settings that tell apart several groups sharing it (e.g. two step counts)."""
-    variants = defaultdict(dict)
-    for r in done(runs):
-        c = r["config"]
-        variants[(c["task"]["name"], Arch(**c["arch"]).label())].setdefault(_canon(c, ("seed",)), c)
-    g = defaultdict(list)
-    for r in done(runs):
-        c = r["config"]
-        key = (c["task"]["name"], Arch(**c["arch"]).label())
-        label = key[1]
-        vs = variants[key]
-        if len(vs) > 1:
-            diff = sorted(k for k in c if k not in ("seed", "task", "arch")
-                          and len({json.dumps(v.get(k)) for v in vs.values()}) > 1)
-            label += " [" + ", ".join(f"{k}={c.get(k)}" for k in diff) + "]"
-        g[(key[0], label)].append(r)
-    return g
-
-
-def _ms(values, fmt="{:.3f}"):
-    v = np.array([x for x in values if x is not None], dtype=float)
-    if not len(v):
-        return "-"
-    return f"{fmt.format(v.mean())} +- {fmt.format(v.std())}"
-
-
-def _s4d_reference(g, task, run):
-    """The S4D group on ``task`` with the same block options, steps and lr as ``run`` (or None)."""
-    c = run["config"]
-    for (t, _), rs in g.items():
-        d = rs[0]["config"]
-        if t == task and d["arch"]["family"] == "s4d" and all(d["arch"].get(k) == c["arch"].get(k) for k in BLOCK) \
-                and all(d.get(k) == c.get(k) for k in ("steps", "lr", "batch")):
-            return rs
-    return None
-
-
-def error_table(runs):
-    """Rows ``(task, model, H, params, final mean, final std, best "m +- s", ratio to S4D, n_seeds, per-lag)``."""
-    g = groups(runs)
-    rows = []
-    for (task, label), rs in g.items():
-        fin = np.array([r["rel_rmse"] for r in rs])
-        ref = _s4d_reference(g, task, rs[0])
-        ratio = float(fin.mean() / np.mean([r["rel_rmse"] for r in ref])) if ref else None
-        lags = rs[0]["config"]["task"]["lags"]
-        per_lag = [_ms([r["by_lag"][i] for r in rs]) for i in range(len(lags))] if len(lags) > 1 else None
-        rows.append((task, label, rs[0]["config"]["width"], rs[0]["n_params"], float(fin.mean()), float(fin.std()),
-                     _ms([r["best_rel_rmse"] for r in rs]), ratio, len(rs), per_lag))
-    return rows
-
-
-def within(run, budget):
-    v = [p["val_rel_rmse"] for p in run["curve"] if p["step"] <= budget]
-    return v[-1] if v else None
-
-
-def budget_table(runs):
-    rows = []
-    for (task, label), rs in groups(runs).items():
-        steps = rs[0]["config"]["steps"]
-        rows.append((task, label, steps, [_ms([within(r, max(1, round(f * steps))) for r in rs]) for f in BUDGETS]))
-    return rows
-
-
-def _diag(rs, key):
-    return [r["diagnosis"][key] for r in rs if key in r.get("diagnosis", {})]
-
-
-def delay_table(runs):
-    """DS4D rows per lag ``(task, model, lag, [nearest per layer "m +- s"], within-1 share, nearest chain,
-    mean |dtau|, per-seed nearest (min over layers))``."""
-    rows = []
-    for (task, label), rs in groups(runs).items():
-        sums = _diag(rs, "delay_summary")
-        if not sums:
-            continue
-        dtau = _ms(_diag(rs, "mean_abs_dtau"), "{:.1f}")
-        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
-            per = [s[i] for s in sums]
-            nl = len(per[0]["layers"])
-            rows.append((task, label, lag, [_ms([p["layers"][j]["nearest"] for p in per], "{:.1f}") for j in range(nl)],
-                         _ms([p["within_1"] for p in per]), _ms([p["nearest_chain"] for p in per], "{:.1f}"), dtau,
-                         [round(p["nearest"], 1) for p in per]))
-    return rows
-
-
-def histogram_table(runs):
-    """DS4D rows ``(task, model, lag, edges, counts summed over seeds and layers)`` of ``s / lag``."""
-    rows = []
-    for (task, label), rs in groups(runs).items():
-        sums = _diag(rs, "delay_summary")
-        if not sums:
-            continue
-        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
-            h = np.sum([s[i]["hist_over_lag"] for s in sums], axis=0)
-            rows.append((task, label, lag, sums[0][i]["hist_edges"], h.astype(int).tolist()))
-    return rows
-
-
-def kernel_table(runs):
-    """DS4D rows per layer ``(task, model, layer, p, shares all channels, shares near-lag channels, n near)``;
-    shares are ``(before, at delay, echoes, elsewhere)`` means over seeds."""
-    rows = []
-    for (task, label), rs in groups(runs).items():
-        ks = _diag(rs, "kernels")
-        if not ks:
-            continue
-        for j in range(len(ks[0])):
-            al = [k[j]["all"] for k in ks]
-            nr = [k[j]["near_lag"] for k in ks if k[j]["near_lag"]]
-            cols = ("before", "at_delay", "echoes", "elsewhere")
-            rows.append((task, label, j + 1, float(np.mean([a["p"] for a in al])),
-                         [float(np.mean([a[c] for a in al])) for c in cols],
-                         [float(np.mean([a[c] for a in nr])) for c in cols] if nr else None,
-                         float(np.mean([a["p"] for a in nr])) if nr else None,
-                         float(np.mean([k[j]["n_near"] for k in ks]))))
-    return rows
-
-
-def ablation_table(runs):
-    rows = []
-    for (task, label), rs in groups(runs).items():
-        if not _diag(rs, "rel_rmse_tau_min"):
-            continue
-        rows.append((task, label, _ms([r["rel_rmse"] for r in rs]), _ms(_diag(rs, "rel_rmse_tau_min")),
-                     _ms(_diag(rs, "rel_rmse_mu_zero"))))
-    return rows
-
-
-def response_table(runs):
-    """Rows per lag ``(task, model, lag, g at lag, shares at lag / echoes / before / elsewhere, peaks)``."""
-    rows = []
-    for (task, label), rs in groups(runs).items():
-        resp = _diag(rs, "response")
-        if not resp:
-            continue
-        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
-            rr = [r[i] for r in resp]
-            rows.append((task, label, lag, _ms([r["g_at_lag"] for r in rr]),
-                         [_ms([r[c] for r in rr]) for c in ("at_lag", "echoes", "before", "elsewhere")],
-                         [r["peak"] for r in rr],
-                         [_ms([r.get(c) for r in rr]) + (f" ({sum(c in r for r in rr)} seeds)" if 0 < sum(
-                             c in r for r in rr) < len(rr) else "") for c in ("in_band_error", "in_band_gain")]))
-    return rows
+from .tables import (BUDGETS, _diag, ablation_table, budget_table, delay_table, done, error_table, groups,  # noqa: F401
+                     histogram_table, kernel_table, load, response_table, within)
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -209,7 +44,8 @@ def plot_curves(runs, path):
 
 def plot_delays(runs, path):
     """Final DS4D channel delays minus the first lag (all seeds), one panel per DS4D variant, one colour
-    per layer; initial delays as a faint outline."""
+    per layer; initial delays as a faint outline; ``ds4d-tap``'s final tap delays as ticks on the axis
+    in their layer's colour."""
     from ddesys.plot import pyplot
     plt = pyplot()
     g = {k: rs for k, rs in groups(runs).items() if _diag(rs, "delays")}
@@ -221,8 +57,10 @@ def plot_delays(runs, path):
     for ax, ((task, label), rs) in zip(axes.flat, g.items()):
         lag, L = rs[0]["config"]["task"]["lags"][0], rs[0]["config"]["task"]["L"]
         n_layers = len(rs[0]["diagnosis"]["delays"])
+        taps = all("tap_delays" in r["diagnosis"] for r in rs)
+        keys = ("delays", "delay_init") + (("tap_delays",) if taps else ())
         every = np.concatenate([np.concatenate([r["diagnosis"][k][j] for r in rs]) for j in range(n_layers)
-                                for k in ("delays", "delay_init")]) - lag
+                                for k in keys]) - lag
         lim = float(np.abs(every).max())
         zoom = lim < L / 16                                   # all near the lag: one-step bins around it
         bins = np.arange(-np.ceil(lim) - 1, np.ceil(lim) + 2) - 0.5 if zoom else np.linspace(-lag, L - lag, 65)
@@ -231,6 +69,10 @@ def plot_delays(runs, path):
             ini = np.concatenate([r["diagnosis"]["delay_init"][j] for r in rs]) - lag
             h = ax.hist(fin, bins=bins, alpha=0.6, label=f"layer {j + 1}")
             ax.hist(ini, bins=bins, histtype="step", color=h[2][0].get_facecolor(), alpha=0.5, lw=0.8)
+            if taps:
+                tap = np.concatenate([r["diagnosis"]["tap_delays"][j] for r in rs]) - lag
+                ax.plot(tap, np.zeros_like(tap), "|", ms=14, mew=1.5, color=h[2][0].get_facecolor(), alpha=1.0,
+                        label=f"layer {j + 1} taps", clip_on=False)
         for m in range(2, L // lag + 1) if not zoom else ():
             ax.axvline((m - 1) * lag, color="gray", lw=0.6, ls=":")            # the delay at 2x, 3x the lag
         ax.axvline(0, color="k", lw=0.8)
@@ -319,7 +161,10 @@ def markdown(runs, meta):
                   "Nearest: the smallest |s - lag| over a layer's channels. Within 1: the share of all channels "
                   "with |s - lag| <= 1. Chain: the smallest |sum of delays - lag| taking at most one channel per layer "
                   "(layers chain; a layer can be passed through its residual path). "
-                  "|d tau|: mean distance moved from initialization.", "",
+                  "|d tau|: mean distance moved from initialization."
+                  + (" Rows \"..., tap delays\": the same for the delays s_tap of ds4d-tap's input taps "
+                     "(one per channel and layer; the output adds tap_e * x(t - s_tap))." if any(
+                         r[1].endswith(", tap delays") for r in dl) else ""), "",
                   "| task | model | lag | " + " | ".join(f"nearest, layer {j + 1}" for j in range(nl))
                   + " | within 1 | chain | abs d tau | nearest per seed |",
                   "|---|---|---:|" + "---|" * nl + "---|---|---|---|"]
@@ -351,11 +196,14 @@ def markdown(runs, meta):
                          f"{'-' if nr is None else f(nr)} | {nn_:.1f} |")
     ab = ablation_table(runs)
     if ab:
+        tap = any(r[5] != "-" for r in ab)                 # a tap=0 column only when some run has a tap
         lines += ["", "## DS4D ablations (final weights; relative RMSE)", "",
-                  "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept).", "",
-                  "| task | model | as trained | tau_min | mu=0 |", "|---|---|---|---|---|"]
-        for task, label, a, b, c in ab:
-            lines.append(f"| {task} | {label} | {a} | {b} | {c} |")
+                  "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept)"
+                  + ("; `tap=0`: every input tap's gain set to zero (tau_min and mu=0 keep the tap)." if tap else "."), "",
+                  "| task | model | as trained | tau_min | mu=0 |" + (" tap=0 |" if tap else ""),
+                  "|---|---|---|---|---|" + ("---|" if tap else "")]
+        for task, label, a, b, c, d in ab:
+            lines.append(f"| {task} | {label} | {a} | {b} | {c} |" + (f" {d} |" if tap else ""))
     rt = response_table(runs)
     if rt:
         lines += ["", "## End-to-end linearized response (final weights)", "",
@@ -385,3 +233,8 @@ def markdown(runs, meta):
     if any("g" in (r.get("diagnosis", {}).get("response") or [{}])[0] for r in done(runs)):
         lines += ["![linearized response around the lag](response.png)", ""]
     return "\n".join(lines)
+
+
+__all__ = ["ablation_table", "budget_table", "delay_table", "done", "error_table", "groups", "histogram_table",
+           "kernel_table", "load", "markdown", "plot_curves", "plot_delays", "plot_response", "response_table",
+           "within"]

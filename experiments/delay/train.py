@@ -19,7 +19,13 @@ At the end of a run (final weights):
   nearest sum of at most one delay per layer), how far the delays moved from initialization, the share of
   each channel kernel's energy before its delay, at it, at its echoes (2s, 3s, ...) and elsewhere, and
   the validation error with every delay collapsed to one step (``tau_min``) and with the delayed branch
-  removed (``mu_zero``).
+  removed (``mu_zero``);
+* DS4D with the input tap (``ds4d-tap``): every channel's final tap delay, summarized against the lags
+  like the feedback delays, how far the tap delays moved, the tap's final window half-width, and the
+  validation error with every tap gain set to zero (``tap_zero``).
+
+``ds4d-tap`` runs step their tap's window schedule (:func:`.models.tap_schedule`) after every optimizer
+step; it is saved in the checkpoints with the optimizer, so a resumed run continues it exactly.
 """
 from __future__ import annotations
 
@@ -35,9 +41,10 @@ import nn as dnn
 from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
+from .._tap import tap_delays, tap_widths, tap_zero
 from .._train import Trainer
 from .data import Task, n_band
-from .models import Arch, build, n_params
+from .models import Arch, build, n_params, tap_schedule
 
 VAL_SEED = 12345                # the validation set is the same for every model and seed
 NEAR = 1.0                      # "at the lag": within one step
@@ -201,10 +208,12 @@ def kernel_shares(model, L, lags):
     """Per DS4D layer: the mean over channels, and over the channels within :data:`NEAR` of the first
     lag, of each channel kernel's energy share before its delay ``s``, at it (``floor(s) - 1 ..
     floor(s) + 2``), at its echoes ``2s, 3s, ...`` and elsewhere; with the branch allocation ``p``
-    (mean over modes) and the kernel value at the delay relative to the kernel's largest."""
+    (mean over modes) and the kernel value at the delay relative to the kernel's largest. A layer with
+    the input tap (``ds4d-tap``) is measured without it: the shares describe the feedback kernel."""
     out = []
     for layer in ds4d_layers(model):
-        K = layer.kernel(L).double().cpu().numpy()                          # (H, L)
+        with tap_zero(layer):                   # the feedback kernel alone (layer.kernel adds the input tap)
+            K = layer.kernel(L).double().cpu().numpy()                      # (H, L)
         d = layer.discrete(torch.float64)
         s = d.delay.cpu().numpy()
         # p = |mu| / (|lam| + |mu|): the branch allocation read off the discrete system (|lam| + |mu| = |abar|)
@@ -231,8 +240,9 @@ def kernel_shares(model, L, lags):
     return out
 
 
-def diagnose(model, vx, vy, task, init_delays):
-    """The end-of-run measurements of the module docstring (``init_delays``: :func:`delays` at init)."""
+def diagnose(model, vx, vy, task, init_delays, init_taps=()):
+    """The end-of-run measurements of the module docstring (``init_delays``: :func:`delays` at init,
+    ``init_taps``: :func:`tap_delays` at init)."""
     out = {"response": response(model, vx, task.lags, task.freq, task.dt)}
     if init_delays:
         now = delays(model)
@@ -244,6 +254,15 @@ def diagnose(model, vx, vy, task, init_delays):
         for kind in ("tau_min", "mu_zero"):
             with ablate(model, kind):
                 out[f"rel_rmse_{kind}"] = evaluate(model, vx, vy)["rel_rmse"]
+    if init_taps:
+        now = tap_delays(model)
+        out["tap_delays"] = [s.tolist() for s in now]
+        out["tap_delay_init"] = [s.tolist() for s in init_taps]
+        out["tap_mean_abs_dtau"] = float(torch.cat([(a - b).abs() for a, b in zip(now, init_taps)]).mean())
+        out["tap_summary"] = delay_summary(now, task.lags)
+        out["tap_width"] = tap_widths(model)
+        with tap_zero(model):
+            out["rel_rmse_tap_zero"] = evaluate(model, vx, vy)["rel_rmse"]
     return out
 
 
@@ -266,9 +285,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     model = build(cfg.arch, cfg.width, task, seed=cfg.seed).to(dev)
-    init_delays = delays(model)
+    init_delays, init_taps = delays(model), tap_delays(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
-    tr = Trainer(model, opt, ctx, amp=cfg.amp)
+    tr = Trainer(model, opt, ctx, sched=tap_schedule(cfg.arch, model, cfg.steps), amp=cfg.amp)
     vx, vy = validation_set(task, cfg.val_size, dev)
     st = {"step": 0, "curve": [], "best_rel_rmse": float("inf"), "best_step": 0, "losses": [], "seconds": 0.0}
     saved = ckpt.load() if ckpt is not None else None
@@ -309,7 +328,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         if stop:
             raise Interrupted(cfg.key(), step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
     out = record("done")
-    out["diagnosis"] = diagnose(model, vx, vy, task, init_delays)
+    out["diagnosis"] = diagnose(model, vx, vy, task, init_delays, init_taps)
     return out
 
 

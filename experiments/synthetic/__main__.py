@@ -5,11 +5,14 @@ at matched parameter counts.
     python -m experiments.synthetic --scale smoke         # seconds: checks the pipeline
     python -m experiments.synthetic --scale paper --device cuda      # full scale (GPU)
     python -m experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
+    python -m experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
     python -m experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
-copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). Results go
+copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). ``ds4d-tap``
+is DS4D with the delayed input tap (its window's half-width falls from 64 steps to 1 over the first 60%
+of the steps); the CPU scale runs it by default. Results go
 to ``--out`` (``results.json``, ``report.md``, ``curves.png``), rewritten after every run. Reruns into
 the same folder merge: runs of other configurations are kept, runs of the same configuration are
 skipped (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
@@ -33,9 +36,9 @@ SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (cop
     "smoke": dict(width=16, steps=20, batch=8, eval_every=10, val_size=32, d_state=(8, 8),
                   models=("ds4d", "s4d", "lstm"), seeds=(0,), lrs=(1e-3,)),
     "cpu": dict(width=64, steps=600, batch=32, eval_every=50, val_size=256, d_state=(64, 128),
-                models=("ds4d", "s4d", "lstm", "gpt2", "llama"), seeds=(0,), lrs=(1e-3,)),
+                models=("ds4d", "ds4d-tap", "s4d", "lstm", "gpt2", "llama"), seeds=(0,), lrs=(1e-3,)),
     "paper": dict(width=128, steps=20000, batch=64, eval_every=500, val_size=1024, d_state=(64, 128),
-                  models=FAMILIES, seeds=(0, 1, 2), lrs=(2e-4, 1e-3)),
+                  models=tuple(f for f in FAMILIES if f != "ds4d-tap"), seeds=(0, 1, 2), lrs=(2e-4, 1e-3)),
 }
 
 

@@ -2,7 +2,8 @@
 Llama recipes), all ``tokens (B, L) -> logits (B, L, V)``, with widths matched to a parameter budget.
 
 DS4D / S4D: :class:`nn.SequenceModel` (pre-norm blocks, GLU output, S4D-Lin poles; intermediate size
-= hidden size). LSTM: ``torch.nn.LSTM``. GPT-2 (feed-forward 4H, learned absolute positions), Llama
+= hidden size). ``ds4d-tap``: DS4D with the delayed input tap (``tap=True``; the tap's delay on the
+optimizer's base learning rate, ``tap_lr=None``; its window schedule lives in :mod:`.train`). LSTM: ``torch.nn.LSTM``. GPT-2 (feed-forward 4H, learned absolute positions), Llama
 (RMSNorm, RoPE, SwiGLU feed-forward ~8H/3 rounded to 8) and Mamba (intermediate 2H, convolution 3)
 come from Hugging Face ``transformers`` (``pip install -e ".[experiments]"``); without it those
 families raise a clear error and the others run.
@@ -58,12 +59,16 @@ def _transformers():
 def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None):
     """A fresh token model. ``length``: context length (DS4D's delay horizon, GPT-2's positions);
     ``d_state``: state size ``N`` of DS4D / S4D (Mamba keeps its default 16); ``dt_lr``: DS4D's and
-    S4D's learning rate for ``dt`` and the delay (1e-4 in the paper's synthetic runs)."""
-    if family in ("ds4d", "s4d"):
+    S4D's learning rate for ``dt`` and the delay (1e-4 in the paper's synthetic runs; not the input
+    tap's delay, which trains at the base rate)."""
+    if family in ("ds4d", "ds4d-tap", "s4d"):
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
-        if family == "ds4d":
+        if family != "s4d":
             kw["l_max"] = length
-        return dnn.SequenceModel(vocab, vocab, d_model=d_model, n_layers=n_layers, layer=family, layer_kw=kw,
+        if family == "ds4d-tap":
+            kw.update(tap=True, tap_lr=None)
+        layer = "s4d" if family == "s4d" else "ds4d"
+        return dnn.SequenceModel(vocab, vocab, d_model=d_model, n_layers=n_layers, layer=layer, layer_kw=kw,
                                  embedding=True)
     if family == "lstm":
         return TokenLSTM(vocab, d_model, n_layers)

@@ -143,15 +143,20 @@ def position_table(runs, bins=4):
 
 
 def mechanism_table(runs):
-    """DS4D rows ``(task, mean delay, |dtau|, |dmu|, acc, acc tau_min, acc mu=0)``, means over seeds."""
+    """DS4D rows ``(task, model, mean delay, |dtau|, |dmu|, acc, acc tau_min, acc mu=0, tap)``, means over
+    seeds; ``tap`` is ``None`` without an input tap, else ``(mean tap delay, |d s_tap|, window
+    half-width, acc tap=0)`` (``ds4d-tap``)."""
     rows = []
     for (task, fam), (_, rs) in best_lr_runs(runs).items():
         ms = [r["mechanism"] for r in rs if "mechanism" in r]
         if not fam.startswith("ds4d") or not ms:
             continue
         f = lambda k: float(np.mean([m[k] for m in ms]))  # noqa: E731
-        rows.append((task, f("mean_delay"), f("mean_abs_dtau"), f("mean_abs_dmu"), f("acc"), f("acc_tau_min"),
-                     f("acc_mu_zero")))
+        tap = None
+        if all("acc_tap_zero" in m for m in ms):
+            tap = (f("mean_tap_delay"), f("mean_abs_dtap"), f("tap_width"), f("acc_tap_zero"))
+        rows.append((task, fam, f("mean_delay"), f("mean_abs_dtau"), f("mean_abs_dmu"), f("acc"), f("acc_tau_min"),
+                     f("acc_mu_zero"), tap))
     return rows
 
 
@@ -245,12 +250,19 @@ def markdown(runs, meta):
             lines.append("")
     mech = mechanism_table(runs)
     if mech:
+        tap = any(r[8] for r in mech)                      # tap columns only when some run has a tap
         lines += ["", "## DS4D mechanism at the best checkpoint (Table 1 protocol)", "",
-                  "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept).", "",
-                  "| task | mean delay | mean abs d tau | mean abs d mu | accuracy | acc tau_min | acc mu=0 |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
-        for task, d, dt, dm, a, a1, a2 in mech:
-            lines.append(f"| {task} | {d:.1f} | {dt:.3f} | {dm:.4f} | {a:.3f} | {a1:.3f} | {a2:.3f} |")
+                  "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept)."
+                  + (" ds4d-tap: mean input-tap delay s_tap, its mean change from initialization, the tap window's "
+                     "half-width at the best checkpoint, and the accuracy with every tap gain set to zero "
+                     "(`tap=0`; tau_min and mu=0 keep the tap)." if tap else ""), "",
+                  "| task | model | mean delay | mean abs d tau | mean abs d mu | accuracy | acc tau_min | acc mu=0 |"
+                  + (" mean tap delay | mean abs d s_tap | tap width | acc tap=0 |" if tap else ""),
+                  "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" * 4 if tap else "")]
+        for task, fam, d, dt, dm, a, a1, a2, tp in mech:
+            cells = ("" if not tap else " - | - | - | - |" if tp is None
+                     else f" {tp[0]:.1f} | {tp[1]:.3f} | {tp[2]:.2f} | {tp[3]:.3f} |")
+            lines.append(f"| {task} | {fam} | {d:.1f} | {dt:.3f} | {dm:.4f} | {a:.3f} | {a1:.3f} | {a2:.3f} |" + cells)
     bad = [r for r in runs if r.get("status", "done") != "done"]
     if bad:
         lines += ["", "## Diverged runs (non-finite loss; not in the tables above)", "",

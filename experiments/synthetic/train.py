@@ -6,6 +6,11 @@ token accuracy on the target segment of a fixed validation set (the same for eve
 also split by output position and, on variable-delay tasks, by lag bucket. Training batch ``s`` is
 drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so checkpoints resume exactly
 and every torchrun rank draws the same global batch (see :mod:`experiments._train`).
+
+``ds4d-tap`` (DS4D with the delayed input tap) steps :class:`nn.TapWidthSchedule` after every optimizer
+step (half-width :data:`experiments._tap.W0` down to 1 at :data:`experiments._tap.FRAC` of the steps;
+saved in the checkpoints); its mechanism probe runs at the best checkpoint's weights and tap width and
+adds the tap delays and the accuracy without the tap.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from ddesys.parameterization import ablation_kinds
 from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
+from .._tap import FRAC, W0, tap_delays, tap_widths, tap_zero, width_schedule
 from .._train import Trainer
 from .models import build, n_params
 from .tasks import IGNORE, Task
@@ -146,9 +152,12 @@ def ablate(model, kind):
             layer.ablation = prev
 
 
-def mechanism(model, init_state, tokens, labels):
+def mechanism(model, init_state, tokens, labels, init_taps=()):
     """The paper's Table 1 for one DS4D checkpoint: mean channel delay, mean ``|delta tau|`` and
-    ``|delta mu|`` from initialization, and validation accuracy under each ablation."""
+    ``|delta mu|`` from initialization, and validation accuracy under each ablation. With ``init_taps``
+    (:func:`experiments._tap.tap_delays` at initialization; ``ds4d-tap``): also the mean tap delay, its
+    mean change ``|delta s_tap|``, the tap's window half-width (mean over layers) and the accuracy with
+    every tap gain set to zero (``acc_tap_zero``)."""
     now = delay_state(model)
     s = torch.cat([a for a, _ in now])
     dtau = torch.cat([(a - b).abs() for (a, _), (b, _) in zip(now, init_state)])
@@ -158,6 +167,13 @@ def mechanism(model, init_state, tokens, labels):
     for kind in ("tau_min", "mu_zero"):
         with ablate(model, kind):
             out[f"acc_{kind}"] = accuracy(model, tokens, labels)
+    if init_taps:
+        taps = tap_delays(model)
+        out.update(mean_tap_delay=float(torch.cat(taps).mean()),
+                   mean_abs_dtap=float(torch.cat([(a - b).abs() for a, b in zip(taps, init_taps)]).mean()),
+                   tap_width=float(np.mean(tap_widths(model))))
+        with tap_zero(model):
+            out["acc_tap_zero"] = accuracy(model, tokens, labels)
     return out
 
 
@@ -182,9 +198,10 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     torch.manual_seed(cfg.seed)
     model = build(cfg.family, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed).to(dev)
-    init_state = delay_state(model)
+    init_state, init_taps = delay_state(model), tap_delays(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
-    tr = Trainer(model, opt, ctx, amp=cfg.amp)
+    sched = width_schedule(model, cfg.steps) if cfg.family == "ds4d-tap" else None      # W0 -> 1 at FRAC
+    tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
     best_state = None
@@ -216,7 +233,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             if det["acc"] > st["best_acc"]:
                 st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
                 if init_state:
-                    best_state = copy.deepcopy(model.state_dict())
+                    best_state = copy.deepcopy(model.state_dict())   # with the tap's window width
             if progress is not None:
                 progress(step, loss=st["curve"][-1]["loss"], acc=st["curve"][-1]["val_acc"])
         st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
@@ -225,9 +242,11 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         if stop:
             raise Interrupted(cfg.key(), step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
     out = record("done")
+    if init_taps:
+        out["tap_schedule"] = {"w0": W0, "frac": FRAC, "final_width": tap_widths(model)}
     if init_state:
-        model.load_state_dict(best_state)
-        out["mechanism"] = mechanism(model, init_state, vt, vl)
+        model.load_state_dict(best_state)                          # the tap's width comes back with it
+        out["mechanism"] = mechanism(model, init_state, vt, vl, init_taps)
     return out
 
 

@@ -1,0 +1,70 @@
+"""The delayed input tap of :class:`nn.DS4D` (``tap=True``) as the experiments read it: the layers that
+have one, their tap delays, the tap's window half-width, and the tap removed for an ablation.
+
+Shared by :mod:`experiments.delay` and :mod:`experiments.synthetic` (family ``ds4d-tap``), which train
+the tap with :class:`nn.TapWidthSchedule` (:func:`width_schedule`): the window's half-width falls
+from ``w0`` to 1 (linear interpolation) over the first ``frac`` of the steps. The width is also saved
+in the layer's state dict, so a checkpoint's weights come back with the window they were trained at.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+import nn as dnn
+
+W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
+
+
+def tap_layers(model):
+    """The :class:`nn.DS4D` layers of ``model`` that have the delayed input tap, in module order."""
+    return [m for m in model.modules() if isinstance(m, dnn.DS4D) and m.has_tap]
+
+
+@torch.no_grad()
+def tap_delays(model):
+    """Per DS4D layer with a tap: the channels' tap delays ``(C,)`` in steps (float64, CPU).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+
+    Returns
+    -------
+    list of torch.Tensor
+        One ``(C,)`` float64 tensor per layer of :func:`tap_layers` (empty without taps).
+    """
+    return [layer.tap_delay(torch.float64).detach().cpu() for layer in tap_layers(model)]     # [(C,)]
+
+
+def tap_widths(model):
+    """The current window half-width of every tap layer (list of float)."""
+    return [float(layer.tap_width) for layer in tap_layers(model)]
+
+
+def width_schedule(model, steps, w0=W0, frac=FRAC):
+    """A :class:`nn.TapWidthSchedule` for ``model`` over ``steps`` optimizer steps (it sets the width
+    ``w0`` now; step it after every optimizer step), or ``None`` when ``model`` has no tap."""
+    if not tap_layers(model):
+        return None
+    return dnn.TapWidthSchedule(model, w0=w0, steps=steps, frac=frac)
+
+
+@contextlib.contextmanager
+def tap_zero(model):
+    """Every tap gain ``tap_e`` set to zero inside the block (the tap removed), restored after it."""
+    layers = tap_layers(model)
+    saved = [layer.tap_e.detach().clone() for layer in layers]
+    try:
+        with torch.no_grad():
+            for layer in layers:
+                layer.tap_e.zero_()
+        yield model
+    finally:
+        with torch.no_grad():
+            for layer, prev in zip(layers, saved):
+                layer.tap_e.copy_(prev)
+
+
+__all__ = ["FRAC", "W0", "tap_delays", "tap_layers", "tap_widths", "tap_zero", "width_schedule"]

@@ -1,0 +1,192 @@
+"""The numbers of the delay-task report (:mod:`experiments.delay.report`) from a results file's runs:
+runs grouped over seeds, the error tables, where the DS4D delays (and the input tap's delays of
+``ds4d-tap``) ended, the channel kernels, the ablations and the linearized response. Every table is a
+list of rows (tuples); cells that average over seeds are ``"mean +- std"`` strings."""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from .models import Arch
+
+BUDGETS = (0.25, 0.5, 1.0)
+BLOCK = ("n_layers", "d_state", "init", "dt_lr", "glu", "prenorm", "norm")
+
+
+def load(path):
+    return json.loads(Path(path).read_text())["runs"]
+
+
+def done(runs):
+    return [r for r in runs if r.get("status", "done") == "done"]
+
+
+def _canon(d, drop=()):
+    return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
+
+
+def groups(runs):
+    """``{(task name, model label): [runs over seeds]}`` in run order; the model label is the arch's
+    label, plus the settings that tell apart several groups sharing it (e.g. two step counts)."""
+    variants = defaultdict(dict)
+    for r in done(runs):
+        c = r["config"]
+        variants[(c["task"]["name"], Arch(**c["arch"]).label())].setdefault(_canon(c, ("seed",)), c)
+    g = defaultdict(list)
+    for r in done(runs):
+        c = r["config"]
+        key = (c["task"]["name"], Arch(**c["arch"]).label())
+        label = key[1]
+        vs = variants[key]
+        if len(vs) > 1:
+            diff = sorted(k for k in c if k not in ("seed", "task", "arch")
+                          and len({json.dumps(v.get(k)) for v in vs.values()}) > 1)
+            label += " [" + ", ".join(f"{k}={c.get(k)}" for k in diff) + "]"
+        g[(key[0], label)].append(r)
+    return g
+
+
+def _ms(values, fmt="{:.3f}"):
+    v = np.array([x for x in values if x is not None], dtype=float)
+    if not len(v):
+        return "-"
+    return f"{fmt.format(v.mean())} +- {fmt.format(v.std())}"
+
+
+def _s4d_reference(g, task, run):
+    """The S4D group on ``task`` with the same block options, steps and lr as ``run`` (or None)."""
+    c = run["config"]
+    for (t, _), rs in g.items():
+        d = rs[0]["config"]
+        if t == task and d["arch"]["family"] == "s4d" and all(d["arch"].get(k) == c["arch"].get(k) for k in BLOCK) \
+                and all(d.get(k) == c.get(k) for k in ("steps", "lr", "batch")):
+            return rs
+    return None
+
+
+def error_table(runs):
+    """Rows ``(task, model, H, params, final mean, final std, best "m +- s", ratio to S4D, n_seeds, per-lag)``."""
+    g = groups(runs)
+    rows = []
+    for (task, label), rs in g.items():
+        fin = np.array([r["rel_rmse"] for r in rs])
+        ref = _s4d_reference(g, task, rs[0])
+        ratio = float(fin.mean() / np.mean([r["rel_rmse"] for r in ref])) if ref else None
+        lags = rs[0]["config"]["task"]["lags"]
+        per_lag = [_ms([r["by_lag"][i] for r in rs]) for i in range(len(lags))] if len(lags) > 1 else None
+        rows.append((task, label, rs[0]["config"]["width"], rs[0]["n_params"], float(fin.mean()), float(fin.std()),
+                     _ms([r["best_rel_rmse"] for r in rs]), ratio, len(rs), per_lag))
+    return rows
+
+
+def within(run, budget):
+    v = [p["val_rel_rmse"] for p in run["curve"] if p["step"] <= budget]
+    return v[-1] if v else None
+
+
+def budget_table(runs):
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        steps = rs[0]["config"]["steps"]
+        rows.append((task, label, steps, [_ms([within(r, max(1, round(f * steps))) for r in rs]) for f in BUDGETS]))
+    return rows
+
+
+def _diag(rs, key):
+    return [r["diagnosis"][key] for r in rs if key in r.get("diagnosis", {})]
+
+
+TAP_LABEL = "{}, tap delays"      # the label of a group's rows about its input tap's delays
+SUMMARIES = (("delay_summary", "mean_abs_dtau", "{}"), ("tap_summary", "tap_mean_abs_dtau", TAP_LABEL))
+
+
+def delay_table(runs):
+    """DS4D rows per lag ``(task, model, lag, [nearest per layer "m +- s"], within-1 share, nearest chain,
+    mean |dtau|, per-seed nearest (min over layers))``: the feedback delays of every DS4D group, each
+    followed by the same for its input tap's delays (``ds4d-tap``; model ``"<label>, tap delays"``)."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        for key, dkey, name in SUMMARIES:
+            sums = _diag(rs, key)
+            if not sums:
+                continue
+            dtau = _ms(_diag(rs, dkey), "{:.1f}")
+            for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
+                per = [s[i] for s in sums]
+                nl = len(per[0]["layers"])
+                rows.append((task, name.format(label), lag,
+                             [_ms([p["layers"][j]["nearest"] for p in per], "{:.1f}") for j in range(nl)],
+                             _ms([p["within_1"] for p in per]), _ms([p["nearest_chain"] for p in per], "{:.1f}"),
+                             dtau, [round(p["nearest"], 1) for p in per]))
+    return rows
+
+
+def histogram_table(runs):
+    """DS4D rows ``(task, model, lag, edges, counts summed over seeds and layers)`` of ``s / lag``; tap
+    delays in their own rows as in :func:`delay_table`."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        for key, _, name in SUMMARIES:
+            sums = _diag(rs, key)
+            if not sums:
+                continue
+            for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
+                h = np.sum([s[i]["hist_over_lag"] for s in sums], axis=0)
+                rows.append((task, name.format(label), lag, sums[0][i]["hist_edges"], h.astype(int).tolist()))
+    return rows
+
+
+def kernel_table(runs):
+    """DS4D rows per layer ``(task, model, layer, p, shares all channels, shares near-lag channels, n near)``;
+    shares are ``(before, at delay, echoes, elsewhere)`` means over seeds."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        ks = _diag(rs, "kernels")
+        if not ks:
+            continue
+        for j in range(len(ks[0])):
+            al = [k[j]["all"] for k in ks]
+            nr = [k[j]["near_lag"] for k in ks if k[j]["near_lag"]]
+            cols = ("before", "at_delay", "echoes", "elsewhere")
+            rows.append((task, label, j + 1, float(np.mean([a["p"] for a in al])),
+                         [float(np.mean([a[c] for a in al])) for c in cols],
+                         [float(np.mean([a[c] for a in nr])) for c in cols] if nr else None,
+                         float(np.mean([a["p"] for a in nr])) if nr else None,
+                         float(np.mean([k[j]["n_near"] for k in ks]))))
+    return rows
+
+
+def ablation_table(runs):
+    """DS4D rows ``(task, model, as trained, tau_min, mu=0, tap=0)`` of relative RMSE (``tap=0``: ``"-"``
+    without a tap)."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        if not _diag(rs, "rel_rmse_tau_min"):
+            continue
+        rows.append((task, label, _ms([r["rel_rmse"] for r in rs]), _ms(_diag(rs, "rel_rmse_tau_min")),
+                     _ms(_diag(rs, "rel_rmse_mu_zero")), _ms(_diag(rs, "rel_rmse_tap_zero"))))
+    return rows
+
+
+def response_table(runs):
+    """Rows per lag ``(task, model, lag, g at lag, shares at lag / echoes / before / elsewhere, peaks)``."""
+    rows = []
+    for (task, label), rs in groups(runs).items():
+        resp = _diag(rs, "response")
+        if not resp:
+            continue
+        for i, lag in enumerate(rs[0]["config"]["task"]["lags"]):
+            rr = [r[i] for r in resp]
+            rows.append((task, label, lag, _ms([r["g_at_lag"] for r in rr]),
+                         [_ms([r[c] for r in rr]) for c in ("at_lag", "echoes", "before", "elsewhere")],
+                         [r["peak"] for r in rr],
+                         [_ms([r.get(c) for r in rr]) + (f" ({sum(c in r for r in rr)} seeds)" if 0 < sum(
+                             c in r for r in rr) < len(rr) else "") for c in ("in_band_error", "in_band_gain")]))
+    return rows
+
+
+__all__ = ["BLOCK", "BUDGETS", "ablation_table", "budget_table", "delay_table", "done", "error_table", "groups",
+           "histogram_table", "kernel_table", "load", "response_table", "within"]
