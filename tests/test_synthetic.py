@@ -181,7 +181,7 @@ def test_cli_smoke_run_writes_report_and_resumes(tmp_path):
 
 @pytest.mark.slow
 def test_ds4d_learns_delay_copy_at_cpu_scale():
-    """The paper's headline at CPU scale: DS4D solves fixed-delay copy (T = 16 tokens, lag 272)."""
+    """The paper's headline at CPU scale: DS4D solves fixed-delay copy (T = 16 tokens, lag 1024)."""
     task = preset("copy", "fixed", "cpu")
     res = train_run(RunConfig(task, "ds4d", 56, n_layers=2, d_state=64, steps=600, batch=32, eval_every=100))
     assert res["best_acc"] >= 0.99
