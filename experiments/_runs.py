@@ -103,6 +103,16 @@ def config_key(prefix, config):
     return f"{prefix}|{hashlib.sha1(text.encode()).hexdigest()[:10]}"
 
 
+def done_runs(runs):
+    """The finished runs of a results list (diverged ones left out)."""
+    return [r for r in runs if r.get("status", "done") == "done"]
+
+
+def canonical(d, drop=()):
+    """A dict as canonical JSON text without the keys ``drop``: equal settings compare equal."""
+    return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
+
+
 def read_results(path, experiment):
     """``(meta, runs)`` of a results file (``({}, [])`` when there is none). Raises
     :class:`ResultsError` naming the file and the problem when it is not valid JSON (e.g. truncated),
@@ -197,6 +207,7 @@ class Store:
         return list(self.runs.values())
 
 
-__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "config_key", "device_name",
+__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "canonical", "config_key",
+           "done_runs", "device_name",
            "is_main_process", "learning_rate", "move_aside", "nonneg_int", "positive_int", "prepare_out",
            "read_results"]

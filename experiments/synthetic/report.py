@@ -11,6 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .._runs import canonical as _canon
+from .._runs import done_runs as done
+
 BUDGETS = (0.25, 0.5, 1.0)          # step budgets, as fractions of a run's steps
 THRESHOLDS = (0.90, 0.95)           # accuracies whose first crossing measures sample efficiency
 
@@ -20,12 +23,6 @@ def load(path):
     return json.loads(Path(path).read_text())["runs"]
 
 
-def done(runs):
-    return [r for r in runs if r.get("status", "done") == "done"]
-
-
-def _canon(d, drop=()):
-    return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
 
 
 def _task_labels(runs):
