@@ -1,0 +1,315 @@
+"""The compiled loops of the fused CPU decode step (:mod:`ddesys.step` documents them: layout, precision,
+prefetching, threads). Numba only; :mod:`ddesys.step` validates, dispatches and times them."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .recurrence import _nb
+
+_PD = 8                       # channels ahead whose delayed rows are prefetched
+_CH = 32                      # channels per parallel work item
+_BIG_ENDIAN = sys.byteorder == "big"   # the packed 16-bit pairs are read as uint32: real at the lower address
+
+if _nb is not None:
+    from llvmlite import ir as _ir
+    from numba import types as _t
+    from numba.extending import intrinsic as _intrinsic
+
+    _FM = {"contract", "reassoc", "nsz"}          # FMA and reordered sums; NaN and inf keep their meaning
+
+    @_intrinsic
+    def _f16_to_f32(typingctx, bits):             # pragma: no cover - codegen (F16C / native half)
+        def codegen(context, builder, sig, args):
+            return builder.fpext(builder.bitcast(args[0], _ir.HalfType()), _ir.FloatType())
+        return _t.float32(_t.uint16), codegen
+
+    @_intrinsic
+    def _f32_to_f16(typingctx, x):                # pragma: no cover - codegen; IEEE, round to nearest even
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(builder.fptrunc(args[0], _ir.HalfType()), _ir.IntType(16))
+        return _t.uint16(_t.float32), codegen
+
+    @_intrinsic
+    def _f32_bits(typingctx, x):                  # pragma: no cover - codegen
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], _ir.IntType(32))
+        return _t.uint32(_t.float32), codegen
+
+    @_intrinsic
+    def _bits_f32(typingctx, u):                  # pragma: no cover - codegen
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], _ir.FloatType())
+        return _t.float32(_t.uint32), codegen
+
+    @_intrinsic
+    def _prefetch(typingctx, addr):               # pragma: no cover - codegen; a hint: never faults
+        def codegen(context, builder, sig, args):
+            i8p = _ir.IntType(8).as_pointer()
+            i32 = _ir.IntType(32)
+            fnty = _ir.FunctionType(_ir.VoidType(), [i8p, i32, i32, i32])
+            fn = builder.module.declare_intrinsic("llvm.prefetch", [i8p], fnty)
+            builder.call(fn, [builder.inttoptr(args[0], i8p), i32(0), i32(3), i32(1)])   # read, keep, data
+            return context.get_dummy_value()
+        return _t.void(_t.uintp), codegen
+
+    _U32 = _t.uint32
+    _LO16, _HI16 = _U32(0xFFFF), _U32(0xFFFF0000)
+    _SH16 = _U32(16)
+
+    @_nb.njit(inline="always")
+    def _f32_to_bf16_hi(x):                       # pragma: no cover - jitted
+        """float32 -> bfloat16 bits in the upper half of a uint32 (lower half zero), round to nearest
+        even; a NaN stays a quiet NaN. Branch-free, so the loop around it vectorizes."""
+        u = _f32_bits(x)
+        nan = (u & _U32(0x7FFFFFFF)) > _U32(0x7F800000)
+        r = (u | _U32(0x00400000)) if nan else (u + _U32(0x7FFF) + ((u >> _SH16) & _U32(1)))
+        return r & _HI16
+
+    @_nb.njit(inline="always")
+    def _unpack16(u, fmt):                        # pragma: no cover - jitted
+        """One stored mode, a uint32 holding (real, imaginary) 16-bit patterns in memory order (real at
+        the lower address), -> (real, imaginary) float32, exactly."""
+        lo = u & _LO16                            # the first 16-bit word on a little-endian machine
+        hi = u >> _SH16
+        if _BIG_ENDIAN:
+            lo, hi = hi, lo
+        if fmt == 0:
+            return _f16_to_f32(_t.uint16(lo)), _f16_to_f32(_t.uint16(hi))
+        return _bits_f32(lo << _SH16), _bits_f32(hi << _SH16)
+
+    @_nb.njit(inline="always")
+    def _pack16(vr, vi, fmt):                     # pragma: no cover - jitted
+        """(real, imaginary) float32 -> the uint32 :func:`_unpack16` reads, rounded to nearest even."""
+        if fmt == 0:
+            lo = _U32(_f32_to_f16(vr))
+            hi = _U32(_f32_to_f16(vi))
+        else:
+            lo = _f32_to_bf16_hi(vr) >> _SH16
+            hi = _f32_to_bf16_hi(vi) >> _SH16
+        if _BIG_ENDIAN:
+            lo, hi = hi, lo
+        return lo | (hi << _SH16)
+
+    @_nb.njit(inline="always")
+    def _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """-1 when every shape fits ``buf``, ``t >= 0`` and every delay lies in ``[1, R - 1]``; else -2
+        (shapes, ``t``, ``R``) or the index of the first bad delay. Runs before any memory is touched."""
+        B, R, H, N2 = br.shape[0], br.shape[1], br.shape[2], br.shape[3]
+        if t < 0 or R < 2 or x.shape[0] != B or x.shape[1] != H or y.shape[0] != B or y.shape[1] != H:
+            return -2
+        if d.shape[0] != H or k.shape[0] != H:
+            return -2
+        if br.ndim == 5 and br.shape[br.ndim - 1] != 2:         # 16-bit: (real, imaginary) pairs
+            return -2
+        for p in (lam, m1, m2, bb, c):
+            if p.shape[0] != H or p.shape[1] != N2:
+                return -2
+        for i in range(H):
+            if k[i] < 1 or k[i] > R - 1:
+                return i
+        return -1
+
+    @_nb.njit(inline="always")
+    def _delay_slots(st, kh, R):                  # pragma: no cover - jitted
+        """Slots of ``t - k`` and ``t - k - 1`` from ``st = t % R`` (``1 <= k <= R - 1``: no division)."""
+        sk = st - kh
+        if sk < 0:
+            sk += R
+        return sk, (sk - 1 if sk >= 1 else R - 1)
+
+    @_nb.njit(inline="always")
+    def _prefetch_delayed(buf, b, h, st, k):      # pragma: no cover - jitted
+        """Ask for channel ``h``'s two delayed rows ahead of use: written ``k`` tokens ago, each channel's
+        in another slot, they are scattered far apart in memory, and the step would wait on each."""
+        sk, sk1 = _delay_slots(st, k[h], buf.shape[1])
+        row = buf.strides[2]                      # bytes of one channel's modes
+        a1 = buf.ctypes.data + (b * buf.shape[1] + sk) * buf.strides[1] + h * row
+        a2 = buf.ctypes.data + (b * buf.shape[1] + sk1) * buf.strides[1] + h * row
+        for off in range(0, row, 64):
+            _prefetch(a1 + off)
+            _prefetch(a2 + off)
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
+        """``h_t`` of one (batch, channel) past its delay, all modes, read through ``br`` and written
+        through ``bw`` (one buffer, two handles: LLVM's overlap check then passes and the loop runs
+        vectorized); returns ``Re sum c h``."""
+        acc = xr - xr                             # zero in the update's precision
+        for n in range(br.shape[3]):
+            v = lam[h, n] * br[b, sp, h, n] + m1[h, n] * br[b, sk, h, n] + m2[h, n] * br[b, sk1, h, n] \
+                + bb[h, n] * xr
+            bw[b, st, h, n] = v
+            acc += c[h, n].real * v.real - c[h, n].imag * v.imag
+        return acc
+
+    @_nb.njit(fastmath=_FM)
+    def _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):   # pragma: no cover
+        """As :func:`_modes_c` for ``t <= k``: ``h_{t-k-1}`` is zero, ``h_{t-k}`` live iff ``use_k``
+        (``t = k``), ``h_{t-1}`` iff ``use_p`` (``t >= 1``). Out of line: the steady loop stays lean."""
+        acc = xr - xr
+        for n in range(br.shape[3]):
+            v = bb[h, n] * xr
+            if use_p:
+                v += lam[h, n] * br[b, sp, h, n]
+            if use_k:
+                v += m1[h, n] * br[b, sk, h, n]
+            bw[b, st, h, n] = v
+            acc += c[h, n].real * v.real - c[h, n].imag * v.imag
+        return acc
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _rows_c(br, bw, b, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """Channels ``h0 <= h < h1`` of batch row ``b``, complex buffer."""
+        R = br.shape[1]
+        st = t % R
+        sp = st - 1 if st >= 1 else R - 1
+        for h in range(h0, h1):
+            if h + _PD < h1:
+                _prefetch_delayed(br, b, h + _PD, st, k)
+            kh = k[h]
+            xr = x[b, h]
+            sk, sk1 = _delay_slots(st, kh, R)
+            if t > kh:                            # the steady state: all three reads live
+                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+            else:                                 # t <= k: reads before the start are zero
+                acc = _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
+            y[b, h] = (acc + acc) + d[h] * xr
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
+        """As :func:`_modes_c` for a 16-bit history, in float32. ``br``/``bw``: the buffer as packed uint32
+        ``(B, R, H, N2, 1)`` (one mode per element: the loop then vectorizes); ``fmt`` a call-site constant."""
+        acc = np.float32(0)
+        for n in range(br.shape[3]):
+            pr, pi = _unpack16(br[b, sp, h, n, 0], fmt)
+            qr, qi = _unpack16(br[b, sk, h, n, 0], fmt)
+            rr, ri = _unpack16(br[b, sk1, h, n, 0], fmt)
+            vr = (lam[h, n].real * pr - lam[h, n].imag * pi + m1[h, n].real * qr - m1[h, n].imag * qi
+                  + m2[h, n].real * rr - m2[h, n].imag * ri + bb[h, n].real * xr)
+            vi = (lam[h, n].real * pi + lam[h, n].imag * pr + m1[h, n].real * qi + m1[h, n].imag * qr
+                  + m2[h, n].real * ri + m2[h, n].imag * rr + bb[h, n].imag * xr)
+            bw[b, st, h, n, 0] = _pack16(vr, vi, fmt)
+            acc += c[h, n].real * vr - c[h, n].imag * vi
+        return acc
+
+    @_nb.njit(fastmath=_FM)
+    def _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):  # pragma: no cover
+        """As :func:`_modes_c_start` for a 16-bit history (packed uint32 views, see :func:`_modes_16`)."""
+        acc = np.float32(0)
+        for n in range(br.shape[3]):
+            vr = bb[h, n].real * xr
+            vi = bb[h, n].imag * xr
+            if use_p:
+                pr, pi = _unpack16(br[b, sp, h, n, 0], fmt)
+                vr += lam[h, n].real * pr - lam[h, n].imag * pi
+                vi += lam[h, n].real * pi + lam[h, n].imag * pr
+            if use_k:
+                pr, pi = _unpack16(br[b, sk, h, n, 0], fmt)
+                vr += m1[h, n].real * pr - m1[h, n].imag * pi
+                vi += m1[h, n].real * pi + m1[h, n].imag * pr
+            bw[b, st, h, n, 0] = _pack16(vr, vi, fmt)
+            acc += c[h, n].real * vr - c[h, n].imag * vi
+        return acc
+
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _rows_16(br, bw, fmt, b, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """Channels ``h0 <= h < h1`` of batch row ``b``, 16-bit buffer."""
+        R = br.shape[1]
+        st = t % R
+        sp = st - 1 if st >= 1 else R - 1
+        for h in range(h0, h1):
+            if h + _PD < h1:
+                _prefetch_delayed(br, b, h + _PD, st, k)
+            kh = k[h]
+            xr = x[b, h]
+            sk, sk1 = _delay_slots(st, kh, R)
+            if t > kh:
+                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+            else:
+                acc = _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
+            y[b, h] = (acc + acc) + d[h] * xr
+
+    # Entry points: compiled for the exact signatures below (nothing else compiles), once, cached on disk,
+    # on the first step. ``br`` and ``bw`` are the same buffer (see _modes_c). The parallel ones split
+    # batch rows x blocks of _CH channels (each block prefetches inside itself). ``fmt``: 0 float16, 1
+    # bfloat16 (ignored by the complex ones). Return: see _bad_args.
+    def _step_c_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            for b in range(br.shape[0]):
+                _rows_c(br, bw, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    def _step_c_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            H = br.shape[2]
+            nblk = (H + _CH - 1) // _CH
+            for j in _nb.prange(br.shape[0] * nblk):
+                b = j // nblk
+                h0 = (j - b * nblk) * _CH
+                _rows_c(br, bw, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    def _step_16_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            br = br.view(np.uint32)               # (B, R, H, N2, 1): one mode per element
+            bw = bw.view(np.uint32)
+            for b in range(br.shape[0]):
+                if fmt == 0:
+                    _rows_16(br, bw, 0, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+                else:
+                    _rows_16(br, bw, 1, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    def _step_16_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
+        bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
+        if bad == -1:
+            br = br.view(np.uint32)
+            bw = bw.view(np.uint32)
+            H = br.shape[2]
+            nblk = (H + _CH - 1) // _CH
+            for j in _nb.prange(br.shape[0] * nblk):
+                b = j // nblk
+                h0 = (j - b * nblk) * _CH
+                if fmt == 0:
+                    _rows_16(br, bw, 0, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+                else:
+                    _rows_16(br, bw, 1, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+        return bad
+
+    @_nb.njit(cache=True)
+    def _encode16_nb(z, fmt, out):                # pragma: no cover - jitted; the step's own rounding
+        zr = z.ravel()
+        o = out.reshape(zr.shape[0], 2).view(np.uint32)
+        for i in range(zr.shape[0]):
+            o[i, 0] = _pack16(np.float32(zr[i].real), np.float32(zr[i].imag), fmt)
+
+    def _signatures(sixteen):
+        """The exact types: C-contiguous buffer, parameters, ``d``, ``k``, ``y_out``; ``x_t`` any strides."""
+        A = _t.Array
+        out = []
+        for cdt, rdt in ((_t.complex64, _t.float32),) if sixteen else ((_t.complex64, _t.float32),
+                                                                      (_t.complex128, _t.float64)):
+            buf = A(_t.uint16, 5, "C") if sixteen else A(cdt, 4, "C")
+            p = A(cdt, 2, "C")
+            tail = (_t.int64, A(rdt, 2, "A"), p, p, p, p, p, A(rdt, 1, "C"), A(_t.int64, 1, "C"),
+                    A(rdt, 2, "C"))
+            out.append(_t.int64(buf, buf, _t.int64, *tail))         # fmt (unused for complex), t, ...
+        return out
+
+    _PY = (_step_c_serial, _step_c_parallel, _step_16_serial, _step_16_parallel)
+
+    def _kernel(i):
+        """Entry point ``i`` of :data:`_PY`, compiled (or loaded from Numba's disk cache) on first use."""
+        if _KERNELS[i] is None:
+            opts = dict(cache=True, fastmath=_FM, error_model="numpy", nogil=True, parallel=i % 2 == 1)
+            _KERNELS[i] = _nb.njit(_signatures(i >= 2), **opts)(_PY[i])
+        return _KERNELS[i]
+
+_KERNELS = [None, None, None, None]
+if _nb is None:                # no Numba: ddesys.step.step_available() is False and nothing below is called
+    _kernel = _encode16_nb = None
