@@ -225,3 +225,13 @@ def test_to_ddesys_carries_the_tap():
     layer = _layer(3.0)
     K = layer.to_ddesys().kernel(40)
     assert rel_max(K, layer.kernel(40).detach()) < 1e-10
+
+
+def test_s4_dropin_takes_the_tap():
+    from nn.s4compat import DS4D as S4DS4D
+    layer = S4DS4D(8, d_state=8, l_max=32, tap=True)
+    sched = TapWidthSchedule(layer, w0=8.0, steps=10)
+    y, _ = layer(torch.randn(2, 8, 32))                                     # (B, H, L): S4's layout
+    assert y.shape == (2, 8, 32) and sched.width == 8.0
+    y.sum().backward()
+    assert layer.kernel.nu_tap.grad is not None
