@@ -69,6 +69,8 @@ class DelayedTap:
 
     def tap_delay(self, dtype=torch.float64):
         """The tap delays in steps, ``(C,)`` (differentiable)."""
+        if not self.has_tap:
+            raise AttributeError(f"{type(self).__name__} has no tap: build it with tap=True")
         self._require_range("reading the tap delays")
         return delay_steps(self.nu_tap, self.s_min, self.s_max, dtype)
 

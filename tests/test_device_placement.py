@@ -79,6 +79,8 @@ def _layer_calls(layer, x):
              "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key()}
     if isinstance(layer, dnn.DS4D):
         calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
+        calls["tap_delay"] = (lambda: layer.tap_delay()) if layer.has_tap else \
+            (lambda: pytest.raises(AttributeError, layer.tap_delay) and None)
     return calls
 
 
@@ -86,9 +88,9 @@ def _layer_calls(layer, x):
 HOST_BY_DESIGN = {"to_ddesys"}
 
 
-@pytest.mark.parametrize("cls", [dnn.DS4D, dnn.S4D])
-def test_every_public_layer_method_stays_on_the_layers_device(cls):
-    layer = (cls(4, 8, l_max=16, seed=0) if cls is dnn.DS4D else cls(4, 8, seed=0)).to(META)
+@pytest.mark.parametrize("cls, kw", [(dnn.DS4D, {}), (dnn.DS4D, {"tap": True, "tap_width": 3.0}), (dnn.S4D, {})])
+def test_every_public_layer_method_stays_on_the_layers_device(cls, kw):
+    layer = (cls(4, 8, l_max=16, seed=0, **kw) if cls is dnn.DS4D else cls(4, 8, seed=0)).to(META)
     x = torch.randn(2, 12, 4, device=META)
     calls = _layer_calls(layer, x)
     own = {n for klass in cls.__mro__ if klass.__module__.startswith("nn.")          # the project's classes
@@ -106,7 +108,8 @@ def test_bidirectional_layers_stay_on_device():
 
 def test_training_backward_stays_on_device():
     """The reference (unfused) training path, forward and backward, as it runs on CUDA without Triton."""
-    for layer in (dnn.DS4D(4, 8, l_max=16, seed=0), dnn.S4D(4, 8, seed=0)):
+    for layer in (dnn.DS4D(4, 8, l_max=16, seed=0), dnn.DS4D(4, 8, l_max=16, seed=0, tap=True, tap_width=3.0),
+                  dnn.S4D(4, 8, seed=0)):
         layer = layer.to(META)
         x = torch.randn(2, 12, 4, device=META)
         grads = _run_clean(lambda: torch.autograd.grad(layer(x).square().sum(), list(layer.parameters())))

@@ -62,7 +62,7 @@ def test_16bit_history_within_its_bound(monkeypatch, hd, reference):
     with torch.no_grad():
         y, cache = _decode(layer, x, history_dtype=hd, prompt=15)
         assert cache.buf.dtype == hd and cache.nbytes == layer.allocate_inference_cache(2).nbytes // 2
-        lam, m1, m2, bbar, c, k, _, _, _ = layer._step_constants(F64)
+        lam, m1, m2, bbar, c, k, _, _, _, _ = layer._step_constants(F64)
         ref_layer = layer.double()
         ref = layer_oracle(ref_layer, bhl(x.double()))               # (B, H, L)
         # each mode's largest |h| over the run, from the float64 states of the oracle recurrence

@@ -87,10 +87,12 @@ def test_bad_results_file_can_be_moved_aside(tmp_path, capsys):
 
 
 def test_older_results_files_keep_their_runs():
-    """The checked-in CPU results (written before keys carried a config hash) load under the current
-    key scheme, and a current config of the same run finds its result."""
+    """CPU results written before keys carried a config hash (four runs of the 2026-11-29 report, curves
+    cut, in tests/data) load under the current key scheme, and a current config of the same run finds
+    its result."""
     from experiments.synthetic.train import run_key
-    meta, runs = _runs.read_results(ROOT / "docs/experiments/synthetic-cpu/results.json", "synthetic")
+    meta, runs = _runs.read_results(ROOT / "tests/data/synthetic_results_2026-11-29.json", "synthetic")
+    assert len(runs) == 4 and all("|" not in r["key"].split("steps")[-1] for r in runs)   # the old scheme
     keys = {run_key(r["config"]) for r in runs}
     assert len(keys) == len(runs) and all(k.startswith(r["key"] + "|") for k, r in zip(
         [run_key(r["config"]) for r in runs], runs))
