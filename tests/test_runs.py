@@ -294,3 +294,14 @@ def test_torchrun_run_resumes_after_a_signal(tmp_path):
     (cut,), (one,) = _runs_of(out), _runs_of(tmp_path / "one")
     for a, b in zip(cut["curve"], one["curve"]):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+
+
+def test_atomic_write_gives_a_normal_files_mode(tmp_path):
+    """Results written atomically are readable like any other file (mkstemp alone makes them 0600)."""
+    from verification.outdir import atomic_write
+    umask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644

@@ -47,6 +47,9 @@ def atomic_write(path, data):
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)            # mkstemp makes 0600: give the file a normal file's mode
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
