@@ -12,7 +12,7 @@ from .discretize import discretize_modes, euler, zoh
 from .interpolation import interpolation_response, split_delay
 from .recurrence import numba_available
 from .stability import (is_stable_exact, radius_bound, spectral_radius, stability_margin,
-                        winding_number)
+                        sufficient_margin, winding_number)
 from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_discrete
 from .tap import DelayTap
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
@@ -23,6 +23,6 @@ __all__ = [
     "Contour", "DS4DDiscrete", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
     "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
     "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
-    "stability_margin", "synthesize_kernel", "transfer_function", "unit_roundoff", "vandermonde_kernel",
-    "winding_number", "zoh",
+    "stability_margin", "sufficient_margin", "synthesize_kernel", "transfer_function", "unit_roundoff",
+    "vandermonde_kernel", "winding_number", "zoh",
 ]

@@ -3,32 +3,24 @@ reference DDE solver, and discretization to :class:`~ddesys.DiscreteDelaySystem`
 
     h_n'(t) = a_n h_n(t) + ad_n h_n(t - tau) + b_n x(t),     y(t) = 2 Re(sum_n c_n h_n(t)) + d x(t)
 
-History before ``t = 0`` is zero. NumPy only (analysis runs on the host).
+History before ``t = 0`` is zero. NumPy only (analysis runs on the host). :class:`DelaySystem` is a
+:class:`~ddesys.lti.DelayLTI` (``dt = 0``, ``sys(s)``, ``frequency_response``, exact-by-default
+``is_stable``, immutable); its reference DDE solver (``simulate``, ``states``) lives in
+:mod:`ddesys.continuous_response`.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.special import lambertw
 
-from ._validate import MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_memory
-
-SIMULATE_MAX_BYTES = 2**30   # memory budget of the reference solver's grid (argument ``max_bytes``)
+from ._pairs import channel_index, pair_matrices
+from ._validate import MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch
+from .continuous_response import SIMULATE_MAX_BYTES, ContinuousResponses
 from .discrete import DiscreteDelaySystem
 from .discretize import discretize_modes
+from .lti import DelayLTI
 
-# 3-point Gauss-Legendre nodes and weights on [0, 1]
-_GL_X = np.array([0.5 - np.sqrt(15) / 10, 0.5, 0.5 + np.sqrt(15) / 10])
-_GL_W = np.array([5 / 18, 8 / 18, 5 / 18])
-
-
-def _hermite(y0, y1, d0, d1, s, h):
-    """Cubic Hermite interpolation on a step of width ``h`` at local coordinates ``s`` in [0, 1]."""
-    s2, s3 = s * s, s * s * s
-    return ((2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * h * d0
-            + (-2 * s3 + 3 * s2) * y1 + (s3 - s2) * h * d1)
-
-
-class DelaySystem:
+class DelaySystem(ContinuousResponses, DelayLTI):
     """A batch of continuous diagonal delay systems (docs/theory.md §1)::
 
         h_n'(t) = a_n h_n(t) + ad_n h_n(t - tau) + b_n x(t),     y(t) = 2 Re(sum_n c_n h_n(t)) + d x(t)
@@ -53,10 +45,18 @@ class DelaySystem:
     See Also
     --------
     DiscreteDelaySystem : the discrete system, from :meth:`discretize`.
+    to_statespace : one channel as a :class:`~ddesys.DelayStateSpace`.
 
     Notes
     -----
-    All parameters are broadcast to the batch shape ``(...)`` at construction. NumPy only.
+    All parameters are broadcast to the batch shape ``(...)`` at construction; the system is immutable
+    (``dt = 0``: continuous time). NumPy only.
+
+    Stability (docs/theory.md §1.3): ``is_stable()`` is exact by default, the rightmost Lambert-W root
+    of every mode (branches ``-5 .. 5``, :meth:`rightmost_root`) strictly in the left half-plane.
+    ``is_stable(method="sufficient")`` is the delay-independent test ``|ad| < -Re(a)`` for every mode
+    (:meth:`sufficient_margin` ``> 0``): it proves stability for *every* delay ``tau``, and may say
+    False for a system that is stable at this ``tau``.
 
     Examples
     --------
@@ -68,7 +68,14 @@ class DelaySystem:
     >>> bool(sys.is_stable()), np.round(sys.rightmost_root(), 4)
     (True, array([-0.3149+0.j]))
     >>> sys.discretize(dt=0.1)                             # delay tau / dt = 10 steps
-    DiscreteDelaySystem(batch_shape=(), n_modes=1, delay in [10, 10])
+    DiscreteDelaySystem(batch_shape=(), n_modes=1, delay in [10, 10], dt=0.1)
+
+    Stable at this delay, though not for every delay (``x' = -x - 2 x(t - tau)`` is stable iff
+    ``tau < arccos(-1/2) / sqrt(3) = 1.209``, Hayes 1950):
+
+    >>> hayes = DelaySystem(a=[-1.0], ad=[-2.0], b=[1.0], c=[0.5], tau=1.0)
+    >>> bool(hayes.is_stable()), bool(hayes.is_stable(method="sufficient"))
+    (True, False)
     """
 
     def __init__(self, a, ad, b, c, tau, d=0.0):
@@ -83,6 +90,7 @@ class DelaySystem:
         self.a, self.ad, self.b, self.c = (np.broadcast_to(named[n], full) for n in ("a", "ad", "b", "c"))
         self.tau = np.broadcast_to(tau, tuple(batch))
         self.d = np.broadcast_to(d, tuple(batch))
+        self._freeze()
 
     @property
     def batch_shape(self):
@@ -104,7 +112,9 @@ class DelaySystem:
         Parameters
         ----------
         dt : float or array_like ``(...)``
-            Step ``> 0``; the delay becomes ``tau / dt`` steps, which must be ``>= 1``.
+            Step ``> 0``; the delay becomes ``tau / dt`` steps, which must be ``>= 1``. A scalar ``dt`` is
+            kept as the result's ``dt``; with an array of steps (one per channel) the result has
+            ``dt = True`` (no single step: its ``frequency_response`` then takes radians per step).
         method : {"zoh", "euler"}
             ``"zoh"``: ``lam = e^{a dt}``, ``mu = (e^{a dt} - 1)/a * ad``, ``bbar = (e^{a dt} - 1)/a * b``;
             ``"euler"``: ``1 + a dt``, ``ad dt``, ``b dt``.
@@ -130,8 +140,8 @@ class DelaySystem:
         >>> from ddesys import DelaySystem
         >>> sys = DelaySystem(a=[-1.0], ad=[0.5], b=[1.0], c=[0.5], tau=1.0)
         >>> sd = sys.discretize(0.1)
-        >>> float(sd.delay), np.round(sd.lam, 4), np.round(sd.mu, 4)
-        (10.0, array([0.9048+0.j]), array([0.0476+0.j]))
+        >>> float(sd.delay), np.round(sd.lam, 4), np.round(sd.mu, 4), sd.dt
+        (10.0, array([0.9048+0.j]), array([0.0476+0.j]), 0.1)
         >>> np.round(sys.discretize(0.1, method="euler").lam, 4)
         array([0.9+0.j])
         """
@@ -151,7 +161,8 @@ class DelaySystem:
             if not np.all(np.isfinite(v)):
                 raise ValueError(f"discretize(dt={dt}, method={method!r}) overflows: the discrete {name} is not "
                                  "finite (|a dt| too large); use a smaller dt")
-        return DiscreteDelaySystem(lam, mu, bbar, self.c, s, self.d)
+        step = float(dt) if np.ndim(dt) == 0 else True
+        return DiscreteDelaySystem(lam, mu, bbar, self.c, s, self.d, dt=step)
 
     # ------------------------------------------------------------------ roots and stability
     def characteristic_roots(self, branches=range(-3, 4)):
@@ -200,26 +211,75 @@ class DelaySystem:
         idx = np.nanargmax(np.where(np.isnan(r.real), -np.inf, r.real), axis=-1)
         return np.take_along_axis(r, idx[..., None], axis=-1)[..., 0]
 
-    def is_stable(self):
-        """Whether every mode's rightmost root has negative real part (docs/theory.md §1).
+    def sufficient_margin(self):
+        """Margin ``-Re(a) - |ad|`` of the delay-independent stability test, per mode (docs/theory.md §1.3).
+
+        Not a control "stability margin" (gain or phase margin): a positive value proves the mode
+        stable for every delay ``tau >= 0``; a non-positive one proves nothing.
 
         Returns
         -------
-        ndarray of bool ``(...)``
-            Per channel.
+        ndarray, real ``(..., N2)``
 
         Examples
         --------
         >>> from ddesys import DelaySystem
         >>> sys = DelaySystem(a=[[-1.0], [-1.0]], ad=[[0.5], [2.0]], b=[1.0], c=[0.5], tau=1.0)
-        >>> sys.is_stable()                                    # |ad| < -a is stable for every tau
-        array([ True, False])
+        >>> sys.sufficient_margin()                            # |ad| < -a is stable for every tau
+        array([[ 0.5],
+               [-1. ]])
+        >>> sys.is_stable(method="sufficient"), sys.is_stable()
+        (array([ True, False]), array([ True, False]))
         """
+        return -self.a.real - np.abs(self.ad)
+
+    def _is_stable_sufficient(self):
+        return np.all(self.sufficient_margin() > 0, axis=-1)
+
+    def _is_stable_exact(self):
         return np.all(self.rightmost_root().real < 0, axis=-1)
 
     # ------------------------------------------------------------------ frequency response
+    def transfer(self, s):
+        """Exact transfer function ``G(s)`` of ``x -> y`` at complex ``s`` (docs/theory.md §1.4).
+
+        ``G(s) = sum_n [c_n b_n / (s - a_n - ad_n e^{-s tau}) + conj(c_n b_n) / (s - conj(a_n) -
+        conj(ad_n) e^{-s tau})] + d``, the conjugate partners included; no Pade approximation.
+        ``sys(s)`` is the same.
+
+        Parameters
+        ----------
+        s : array_like, complex ``(F,)``
+            Evaluation points (flattened if not 1-D); a characteristic root gives ``inf``/``nan``.
+
+        Returns
+        -------
+        ndarray, complex ``(..., F)``
+
+        Raises
+        ------
+        ValueError
+            Non-finite ``s``.
+
+        Examples
+        --------
+        >>> from ddesys import DelaySystem
+        >>> sys = DelaySystem(a=[-1.0], ad=[0.5], b=[1.0], c=[0.5], tau=1.0)
+        >>> sys.transfer([0.0, 1.0]).round(4)                  # 2 Re(c b) / (s + 1 - 0.5 e^{-s})
+        array([2.    +0.j, 0.5506+0.j])
+        """
+        s = as_array(np, s, "s", "complex").reshape(-1)
+        tau = self.tau[..., None, None]
+
+        def half(z):                                                    # (F,) -> (..., F)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                den = z - self.a[..., None] - self.ad[..., None] * np.exp(-z * tau)
+                return np.sum((self.c * self.b)[..., None] / den, axis=-2)
+
+        return half(s) + np.conj(half(np.conj(s))) + self.d[..., None]
+
     def freqresp(self, omega):
-        """Exact frequency response ``G(i omega)`` of ``x -> y``.
+        """Exact frequency response ``G(i omega)`` of ``x -> y`` (:meth:`transfer` on the imaginary axis).
 
         Parameters
         ----------
@@ -238,114 +298,46 @@ class DelaySystem:
         array([2.+0.j])
         """
         omega = as_array(np, omega, "omega", "real").reshape(-1)
-        tau = self.tau[..., None, None]
+        return self.transfer(1j * omega)
 
-        def half(s):                                                    # (F,) -> (..., F)
-            den = s - self.a[..., None] - self.ad[..., None] * np.exp(-s * tau)
-            return np.sum((self.c * self.b)[..., None] / den, axis=-2)
+    # ------------------------------------------------------------------ conversion
+    def to_statespace(self, index=None):
+        """One channel as a :class:`~ddesys.DelayStateSpace` with ``n = 2 N2`` states.
 
-        s = 1j * omega
-        return half(s) + np.conj(half(np.conj(s))) + self.d[..., None]
+        The stored modes and their implied conjugates, written out (complex matrices, real output)::
 
-    # ------------------------------------------------------------------ reference solution
-    def simulate(self, u, t, h=None, return_states=False, max_bytes=SIMULATE_MAX_BYTES):
-        """Reference solution of the DDE on the output times ``t``, for an input function ``u``.
-
-        Method of steps on a grid of width ``h' = tau / ceil(tau / h)`` (the delay lands on grid
-        points, so the derivative breakpoints at multiples of ``tau`` are grid points): exponential
-        integrator for ``a``, 3-point Gauss-Legendre quadrature of ``e^{a(h-s)} (ad h(t+s-tau) + b u(t+s))``,
-        the delayed state read by cubic Hermite interpolation of the stored states and derivatives.
-        Fourth order in ``h`` for inputs smooth on ``t > 0``; outputs interpolated the same way.
+            A = diag(a, conj a)    Ad = [diag(ad, conj ad)]    tau = [tau]
+            B = [b; conj b]        C  = [c, conj c]            D   = [[d]]
 
         Parameters
         ----------
-        u : callable
-            Vectorized ``u(times) -> values`` (real); ``u(t) = 0`` for ``t < 0`` is implied.
-        t : array_like, real ``(T,)``
-            Output times, ``>= 0``.
-        h : float, optional
-            Reference step (default ``min(tau) / 200``).
-        return_states : bool, default False
-            Also return the states.
-        max_bytes : int, default ``SIMULATE_MAX_BYTES`` (1 GiB)
-            Memory budget of the grid (states and derivatives, ``32 N2`` bytes per step); the solver
-            also runs a Python loop over the steps.
+        index : int or tuple of int, optional
+            The channel (one int per batch axis); may be omitted only for a batch shape ``()``.
 
         Returns
         -------
-        y : ndarray, real ``(..., T)``
-        states : ndarray, complex ``(..., N2, T)``
-            Only with ``return_states``.
+        DelayStateSpace
+            ``A (n, n)``, ``Ad (1, n, n)``, ``tau (1,)``, ``B (n, 1)``, ``C (1, n)``, ``D (1, 1)``.
 
         Raises
         ------
         ValueError
-            ``t < 0``; ``h`` not a finite positive step; a finer ``h`` or a longer ``t`` whose grid
-            needs more than ``max_bytes`` (raised before allocating).
-
-        See Also
-        --------
-        DiscreteDelaySystem.simulate : the discrete recurrence, ``O(dt)`` away from this solution.
+            A missing or out-of-range ``index``.
+        TypeError
+            A non-integer ``index``.
 
         Examples
         --------
-        Step response, settling to the DC gain 2:
-
-        >>> import numpy as np
         >>> from ddesys import DelaySystem
-        >>> sys = DelaySystem(a=[-1.0], ad=[0.5], b=[1.0], c=[0.5], tau=1.0)
-        >>> y = sys.simulate(np.ones_like, np.linspace(0, 20, 5))
-        >>> np.round(y, 2)
-        array([0.  , 1.61, 1.92, 1.98, 2.  ])
+        >>> sys = DelaySystem(a=[[-1.0 + 2j], [-0.5]], ad=[0.5], b=[1.0], c=[0.5], tau=1.0)
+        >>> ss = sys.to_statespace(index=1)                  # doctest: +SKIP
+        >>> ss.A.shape                                       # doctest: +SKIP
+        (2, 2)
         """
-        t = as_array(np, t, "t", "real").reshape(-1)
-        if np.any(t < 0):
-            raise ValueError("t must be >= 0")
-        h = float(np.min(self.tau)) / 200 if h is None else float(h)
-        if not h > 0 or not np.isfinite(h):
-            raise ValueError(f"h must be a finite step > 0, got {h}")
-        t_max = float(t.max(initial=0.0))
-        tau = np.unique(self.tau)
-        steps = float(np.max(np.ceil(t_max * np.maximum(1.0, np.ceil(tau / h)) / tau), initial=0.0)) + 2
-        check_memory(2 * steps * self.n_modes * 16, max_bytes,
-                     f"DelaySystem.simulate with step h={h:.4g} up to t={t_max:.4g} ({steps:.4g} steps)",
-                     "use a larger h or fewer/shorter output times t, or raise max_bytes")
-        batch = self.batch_shape
-        B = int(np.prod(batch, dtype=np.int64))
-        N2 = self.n_modes
-        a, ad, b, c = (np.reshape(v, (B, N2)) for v in (self.a, self.ad, self.b, self.c))
-        tau, dd = np.reshape(self.tau, (B,)), np.reshape(self.d, (B,))
-        ys = np.empty((B, t.size))
-        hs = np.empty((B, N2, t.size), np.complex128)
-        for i in range(B):
-            ys[i], hs[i] = self._solve_channel(a[i], ad[i], b[i], c[i], tau[i], dd[i], u, t, h)
-        y = ys.reshape(batch + (t.size,))
-        return (y, hs.reshape(batch + (N2, t.size))) if return_states else y
+        idx = channel_index(self.batch_shape, index)
+        A, Ad, B, C, D = pair_matrices(self.a[idx], self.ad[idx], self.b[idx], self.c[idx], self.d[idx])
+        from .statespace import DelayStateSpace
+        return DelayStateSpace(A, Ad, [float(self.tau[idx])], B, C, D)
 
-    @staticmethod
-    def _solve_channel(a, ad, b, c, tau, d, u, t_out, h_req):
-        m = max(1, int(np.ceil(tau / h_req)))
-        h = tau / m
-        n_steps = int(np.ceil(t_out.max(initial=0.0) / h)) + 1
-        H = np.zeros((n_steps + 1, a.size), np.complex128)              # states on the grid
-        D = np.zeros_like(H)                                            # their derivatives
-        E = np.exp(a * h)                                               # (N2,)
-        qw = _GL_W[:, None] * h * np.exp(a * h * (1 - _GL_X[:, None]))  # (3, N2)
 
-        def delayed(j, s):  # h(t_j + s h - tau) = h on step j - m at local s (zero before t = 0)
-            jj = j - m
-            if jj < 0:
-                return np.zeros((np.size(s), a.size), np.complex128)
-            return _hermite(H[jj], H[jj + 1], D[jj], D[jj + 1], np.asarray(s)[:, None], h)
-
-        D[0] = b * u(np.array([0.0]))[0]
-        for n in range(n_steps):
-            tn = n * h
-            g = ad * delayed(n, _GL_X) + b * u(tn + _GL_X * h)[:, None]   # (3, N2)
-            H[n + 1] = E * H[n] + np.sum(qw * g, axis=0)
-            D[n + 1] = a * H[n + 1] + ad * delayed(n + 1, np.zeros(1))[0] + b * u(np.array([tn + h]))[0]
-        j = np.minimum((t_out / h).astype(np.int64), n_steps - 1)
-        s = (t_out - j * h) / h
-        states = _hermite(H[j], H[j + 1], D[j], D[j + 1], s[:, None], h)  # (T, N2)
-        y = 2 * np.real(states @ c) + d * u(t_out)
-        return y, states.T
+__all__ = ["DelaySystem"]

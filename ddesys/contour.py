@@ -37,7 +37,7 @@ TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
 class Contour:
     """A sampling contour ``|z| = 1/rho`` of the FFT kernel synthesis (docs/theory.md §5).
 
-    Returned by :func:`choose_contour` and by ``DiscreteDelaySystem.kernel(return_contour=True)``.
+    Returned by :func:`choose_contour` and by ``DiscreteDelaySystem.contour(L)`` (the one ``kernel(L)`` uses).
 
     Attributes
     ----------

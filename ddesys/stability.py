@@ -5,7 +5,8 @@ Characteristic polynomial of one mode (degree ``k + 1``)::
     P(z) = z^(k+1) - lam z^k - mu ((1 - alpha) z + alpha)
 
 * Sufficient (Rouche on ``|z| = 1``): ``|lam| + |mu| < 1`` puts every root inside the unit disk;
-  :func:`stability_margin` returns ``1 - |lam| - |mu|``.
+  :func:`sufficient_margin` returns ``1 - |lam| - |mu|`` (not a "stability margin" in the control
+  sense of gain and phase margins; ``stability_margin`` is its deprecated name).
 * Exact, ``O(k)`` per mode: ``P(z) = z^(k+1) Q(z)`` with ``Q(z) = 1 - lam/z - mu((1-alpha) z^-k +
   alpha z^-(k+1))`` (the transfer function's denominator), so the number of roots of ``P`` in
   ``|z| < r`` is ``k + 1 + wind(Q on |z| = r)``. :func:`winding_number` samples ``Q`` on the circle
@@ -30,6 +31,7 @@ import numpy as np
 
 from ._validate import check_memory
 from .charpoly import coefficients, q_eval
+from .lti import warn_renamed
 
 MAX_DEPTH = 8              # levels of arc subdivision before giving up certification
 SUBDIVIDE = 16             # parts per subdivided arc
@@ -96,18 +98,21 @@ def _check_cost(k, budget):
     if M > MAX_SAMPLES:
         raise ValueError(f"exact stability test: a delay of k = {kmax} steps needs M = {M} samples per mode, "
                          f"beyond the limit {MAX_SAMPLES} of the integer phase arithmetic (k up to about "
-                         f"{MAX_SAMPLES // 8 - 2}). Use the sufficient test (is_stable(exact=False), "
-                         "stability_margin()), which holds for every delay")
+                         f"{MAX_SAMPLES // 8 - 2}). Use the sufficient test (is_stable(method='sufficient'), "
+                         "sufficient_margin()), which holds for every delay")
     check_memory(M * BYTES_PER_SAMPLE, budget,
                  f"exact stability test (certified winding count) of a mode with delay k = {kmax} steps "
                  f"({M} samples on the circle)",
                  f"pass max_bytes= (bytes; default ddesys.stability.EXACT_MAX_BYTES = {EXACT_MAX_BYTES}) to "
                  f"allow it (time grows with it: about {M * 3e-7:.2g} s per mode), or use the sufficient "
-                 "test (is_stable(exact=False), stability_margin()), which costs nothing at any delay")
+                 "test (is_stable(method='sufficient'), sufficient_margin()), which costs nothing at any delay")
 
 
-def stability_margin(lam, mu):
-    """Sufficient stability margin ``1 - |lam| - |mu|`` (Rouche on ``|z| = 1``).
+def sufficient_margin(lam, mu):
+    """Margin ``1 - |lam| - |mu|`` of the sufficient stability criterion (Rouche on ``|z| = 1``).
+
+    Not a "stability margin" in the control sense (gain and phase margins): a positive value proves
+    the mode stable for every delay, a non-positive one proves nothing.
 
     Parameters
     ----------
@@ -122,8 +127,19 @@ def stability_margin(lam, mu):
     See Also
     --------
     is_stable_exact : the exact test, for modes this does not certify.
+
+    Examples
+    --------
+    >>> sufficient_margin([0.5, 0.5j], [0.25, 0.7])
+    array([ 0.25, -0.2 ])
     """
     return 1.0 - np.abs(lam) - np.abs(mu)
+
+
+def stability_margin(lam, mu):
+    """Deprecated name of :func:`sufficient_margin` (``FutureWarning``; same values)."""
+    warn_renamed("ddesys.stability_margin", "ddesys.sufficient_margin (the margin of the sufficient test)")
+    return sufficient_margin(lam, mu)
 
 
 def _flat(lam, mu, k, alpha):
@@ -314,7 +330,7 @@ def is_stable_exact(lam, mu, k, alpha, max_bytes=None):
 
     See Also
     --------
-    winding_number, stability_margin
+    winding_number, sufficient_margin
 
     Examples
     --------
@@ -324,7 +340,7 @@ def is_stable_exact(lam, mu, k, alpha, max_bytes=None):
     array([ True, False,  True])
     """
     shape, lam, mu, k, alpha = _flat(lam, mu, k, alpha)
-    out = stability_margin(lam, mu) > 0
+    out = sufficient_margin(lam, mu) > 0
     rest = np.flatnonzero(~out)
     if rest.size:
         w, cert = winding_number(lam[rest], mu[rest], k[rest], alpha[rest], 1.0, max_bytes=max_bytes)

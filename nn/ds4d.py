@@ -374,7 +374,7 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
     @torch.no_grad()
     def to_ddesys(self):
         """The layer's exact :class:`ddesys.DiscreteDelaySystem` (float64; batch ``(H,)``, or ``(2, H)``
-        when bidirectional), for stability margins, roots, frequency responses."""
+        when bidirectional), for stability (exact or sufficient), roots, frequency responses."""
         check_finite_params(self)
         d = self.discrete(torch.float64)
         lam, mu, bbar, c, s = (z.cpu().numpy() for z in (d.lam, d.mu, d.bbar, d.c, d.delay))

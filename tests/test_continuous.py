@@ -41,7 +41,7 @@ def test_reference_solver_matches_closed_form_step_response():
     tau = 1.3
     s = ddesys.DelaySystem(A, AD, B, C, tau)
     t = np.linspace(0, 2 * tau, 60)
-    _, h = s.simulate(lambda u: np.where(np.asarray(u) >= 0, 1.0, 0.0), t, return_states=True)
+    h = s.states(lambda u: np.where(np.asarray(u) >= 0, 1.0, 0.0), t)
     ex = []
     for ti in t:  # method of steps by hand for x = 1
         v = B * (np.exp(A * ti) - 1) / A

@@ -8,9 +8,9 @@ import importlib
 
 import pytest
 
-DDESYS = ["ddesys.discrete", "ddesys.continuous", "ddesys.stability", "ddesys.contour", "ddesys.discretize",
-          "ddesys.interpolation", "ddesys.recurrence", "ddesys.plot", "ddesys.parameterization",
-          "ddesys.transfer"]
+DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "ddesys.continuous_response",
+          "ddesys.stability", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
+          "ddesys.plot", "ddesys.parameterization", "ddesys.transfer"]
 NN = ["nn.ds4d", "nn.model", "nn.optim", "nn.s4compat"]
 
 

@@ -62,7 +62,7 @@ def test_fft_kernel_auto_matches_oracle(L, dt, init, phase, p):
     sysm = DiscreteDelaySystem(**s)
     K_ref = oracle_kernel(s, L)
 
-    K64, contour = sysm.kernel(L, return_contour=True)
+    K64, contour = sysm.kernel(L), sysm.contour(L)
     assert K64.shape == (3, L) and K64.dtype == np.float64
     assert contour.M >= 2 * L
     assert rel_err(K64, K_ref) <= 1e-10
@@ -106,7 +106,7 @@ def test_fft_kernel_explicit_settings():
     s = random_system(rng, 3, 8, 0.1, L, max_delay_frac=0.3)
     sysm = DiscreteDelaySystem(**s)
     for eps, M in [(1e-3, 2 * L), (1e-10, 4 * L), (1e-2, 2 * L + 6)]:
-        K, contour = sysm.kernel(L, eps=eps, M=M, return_contour=True)
+        K, contour = sysm.kernel(L, eps=eps, M=M), sysm.contour(L, eps=eps, M=M)
         assert contour.M == M
         np.testing.assert_allclose(contour.eps, eps, rtol=1e-9)
         J = 5                                             # eps^5 <= 1e-10: later terms are negligible

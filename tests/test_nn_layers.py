@@ -338,7 +338,7 @@ def test_to_ddesys_reproduces_kernel_and_recurrence():
         y_ref = brute_force(lam, mu, bbar, c, delay, d, bhl(x)).reshape(2, H, L)
         assert rel_max(sysd.simulate(bhl(x)), y_ref) <= 1e-12   # (2, H, L) broadcasts over the batch
         assert rel_max(bhl(layer(x, mode="recurrent")), y_ref) <= 1e-12
-    assert np.all(sysd.stability_margin() > 0) and np.all(sysd.is_stable(exact=True))
+    assert np.all(sysd.sufficient_margin() > 0) and np.all(sysd.is_stable())
 
 
 def test_to_ddesys_default_layer_kernel():

@@ -44,7 +44,8 @@ def run(Ls, dts, H, N2, seed):
         M = next_pow2(2 * L)
         for prec, dtype in (("float64", np.float64), ("float32", np.float32)):
             paper = sys_.kernel(L, eps=1e-3, M=M, dtype=dtype, compute_dtype=dtype)
-            auto, ct = sys_.kernel(L, dtype=dtype, compute_dtype=dtype, return_contour=True)
+            auto = sys_.kernel(L, dtype=dtype, compute_dtype=dtype)
+            ct = sys_.contour(L, compute_dtype=dtype)
             row = dict(L=L, dt=dt, precision=prec, paper=rel_err(paper, ref), auto=rel_err(auto, ref),
                        auto_M=ct.M // L, auto_eps=float(np.min(ct.eps)), predicted=float(np.max(ct.predicted_error)))
             row["default"] = rel_err(sys_.kernel(L, dtype=dtype), ref) if prec == "float32" else row["auto"]
