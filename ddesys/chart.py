@@ -1,0 +1,219 @@
+"""Stability charts of matrix delay systems over a grid of two parameters (docs/theory.md,
+"Characteristic roots of matrix delay systems", stability charts).
+
+At every grid point the rightmost characteristic roots are estimated by the batched fast path
+(:func:`ddesys.roots.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
+eigenvalues refined by Newton's method on the exact characteristic matrix). No point is certified;
+:func:`ddesys.roots.characteristic_roots` certifies one point when needed.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ._roots_igd import auto_grid, single_blas_thread
+from .charmatrix import check_statespace
+from .roots import rightmost_roots_batch
+
+__all__ = ["StabilityChart", "stability_chart", "delay_chart"]
+
+CHUNK = 64                 # grid points per batched eigenvalue call
+
+
+class StabilityChart:
+    """A stability chart: the spectral abscissa estimate on a grid ``y x x``.
+
+    Attributes
+    ----------
+    x : float ndarray ``(nx,)``;  y : float ndarray ``(ny,)``
+    abscissa : float ndarray ``(ny, nx)``
+        ``max Re s`` of the rightmost Newton-refined roots at ``(x[i], y[j])`` in ``abscissa[j, i]``.
+    stable : bool ndarray ``(ny, nx)``
+        ``abscissa < 0``.
+    converged : bool ndarray ``(ny, nx)``
+        Newton converged from some eigenvalue (else ``abscissa`` is the discretization's own value).
+    n_grid : int ndarray ``(ny, nx)``
+        Chebyshev degree used at each point.
+    xlabel, ylabel : str
+    seconds : float
+        Wall time of the computation.
+    """
+
+    __slots__ = ("x", "y", "abscissa", "stable", "converged", "n_grid", "xlabel", "ylabel", "seconds")
+
+    def __init__(self, **kw):
+        for name in self.__slots__:
+            value = kw[name]
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"StabilityChart is immutable: cannot set {name!r}")
+
+    def __repr__(self):
+        return (f"StabilityChart({self.y.size} x {self.x.size} points, {self.stable.mean():.0%} stable, "
+                f"{(~self.converged).sum()} not converged, {self.seconds:.2f} s)")
+
+    def plot(self, ax=None, title=None):
+        """Filled contours of the spectral abscissa, the level 0 (stability boundary) in black.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+        title : str, optional
+
+        Returns
+        -------
+        matplotlib Figure
+        """
+        if self.x.size < 2 or self.y.size < 2:
+            raise ValueError("plot needs at least 2 points along x and along y")
+        from .plot import pyplot
+
+        plt = pyplot()
+        fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4.5))
+        a = np.clip(self.abscissa, -5.0 * np.abs(self.abscissa).min() - 1.0, None)
+        lim = float(np.max(np.abs(a))) or 1.0
+        cf = ax.contourf(self.x, self.y, a, levels=np.linspace(-lim, lim, 21), cmap="RdBu_r")
+        fig.colorbar(cf, ax=ax, label="spectral abscissa max Re s (1 / time unit)")
+        if np.nanmin(a) < 0 < np.nanmax(a):
+            ax.contour(self.x, self.y, a, levels=[0.0], colors="k", linewidths=1.5)
+        ax.set(xlabel=self.xlabel, ylabel=self.ylabel,
+               title=title or "Stability chart (blue: stable; black: max Re s = 0)")
+        return fig
+
+
+def _axis(name, v):
+    try:
+        a = np.asarray(v, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a 1-D array of real numbers") from None
+    if a.size == 0 or not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be a non-empty array of finite numbers")
+    return a
+
+
+def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x", ylabel="y"):
+    """Spectral abscissa estimate of ``system_fn(x[i], y[j])`` on the grid.
+
+    Parameters
+    ----------
+    system_fn : callable ``(xi, yj) -> (A, Ad, tau)``
+        One system per grid point (``A (n, n)``, ``Ad (K, n, n)``, ``tau (K,)``), the same ``n`` and ``K``
+        everywhere.
+    x : array_like ``(nx,)``;  y : array_like ``(ny,)``
+    n_grid : int or "auto"
+        Chebyshev degree. ``"auto"``: per point, enough for the roots with ``Re s >= 0``, whose modulus
+        is at most ``||A|| + sum_k ||Ad_k||`` (:func:`ddesys._roots_igd.auto_grid`, 12 to 64).
+    workers : int, optional
+        Threads (default :func:`ddesys.threads.thread_budget`); each runs single-threaded BLAS.
+    xlabel, ylabel : str
+        Axis labels of :meth:`StabilityChart.plot`.
+
+    Returns
+    -------
+    StabilityChart
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.chart import stability_chart
+    >>> fn = lambda t, k: ([[0.0]], [[-k]], [t])       # x' = -k x(t - t): stable iff k t < pi/2
+    >>> ch = stability_chart(fn, [0.5, 1.0, 2.0], [0.5, 1.0], workers=1)
+    >>> ch.stable
+    array([[ True,  True,  True],
+           [ True,  True, False]])
+    """
+    if not callable(system_fn):
+        raise TypeError(f"system_fn must be callable (xi, yj) -> (A, Ad, tau), got {type(system_fn).__name__}")
+    x, y = _axis("x", x), _axis("y", y)
+    if n_grid != "auto" and (isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer))
+                             or n_grid < 2):
+        raise ValueError(f"n_grid must be 'auto' or an integer >= 2, got {n_grid!r}")
+    if workers is None:
+        from .threads import thread_budget
+        workers = thread_budget()
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    t0 = time.perf_counter()
+    As, Ads, taus, shape = [], [], [], None
+    for yj in y:
+        for xi in x:
+            try:
+                d = check_statespace(*system_fn(xi, yj))
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"system_fn({xi!r}, {yj!r}): {exc}") from exc
+            if shape is None:
+                shape = d.Ad.shape
+            elif d.Ad.shape != shape:
+                raise ValueError(f"system_fn must return systems of one shape: Ad {shape} at the first point, "
+                                 f"{d.Ad.shape} at ({xi!r}, {yj!r})")
+            As.append(d.A)
+            Ads.append(d.Ad)
+            taus.append(d.tau)
+    A, Ad, tau = np.stack(As), np.stack(Ads), np.stack(taus)
+    if n_grid == "auto":
+        r0 = np.linalg.norm(A, 2, axis=(1, 2)) + np.linalg.norm(Ad, 2, axis=(2, 3)).sum(axis=1)
+        N = np.array([min(64, auto_grid(t, r, n_min=12)) for t, r in zip(tau.max(axis=1), r0)])
+        N = 4 * np.ceil(N / 4).astype(int)                      # few distinct degrees: larger batches
+    else:
+        N = np.full(A.shape[0], int(n_grid))
+    jobs = []
+    for deg in np.unique(N):
+        idx = np.nonzero(N == deg)[0]
+        jobs += [(int(deg), idx[i:i + CHUNK]) for i in range(0, idx.size, CHUNK)]
+
+    def run(job):
+        deg, idx = job
+        _, est, ok = rightmost_roots_batch(A[idx], Ad[idx], tau[idx], n_grid=deg)
+        return idx, est, ok
+
+    est = np.empty(A.shape[0])
+    ok = np.empty(A.shape[0], bool)
+    with single_blas_thread():
+        if workers == 1 or len(jobs) == 1:
+            results = map(run, jobs)
+        else:
+            pool = ThreadPoolExecutor(max_workers=int(workers))
+            results = pool.map(run, jobs)
+        for idx, e, o in results:
+            est[idx], ok[idx] = e, o
+        if workers != 1 and len(jobs) > 1:
+            pool.shutdown()
+    shp = (y.size, x.size)
+    absc = est.reshape(shp)
+    return StabilityChart(x=x, y=y, abscissa=absc, stable=absc < 0, converged=ok.reshape(shp),
+                          n_grid=N.reshape(shp), xlabel=xlabel, ylabel=ylabel,
+                          seconds=time.perf_counter() - t0)
+
+
+def delay_chart(A, Ad, tau1, tau2, *, n_grid="auto", workers=None):
+    """Stability chart of ``x' = A x + Ad[0] x(t - tau1) + Ad[1] x(t - tau2)`` over the two delays.
+
+    Parameters
+    ----------
+    A : array_like ``(n, n)``;  Ad : array_like ``(2, n, n)``
+    tau1 : array_like ``(nx,)``, ``> 0`` (x axis);  tau2 : array_like ``(ny,)``, ``> 0`` (y axis)
+    n_grid, workers : see :func:`stability_chart`
+
+    Returns
+    -------
+    StabilityChart
+
+    Examples
+    --------
+    >>> from ddesys.chart import delay_chart
+    >>> ch = delay_chart([[-1.0]], [[[-0.5]], [[-1.5]]], [0.1, 3.0], [0.1, 3.0], workers=1)
+    >>> ch.stable.tolist()             # at tau1 = tau2 = 3: x' = -x - 2 x(t - 3), unstable
+    [[True, True], [True, False]]
+    """
+    d = check_statespace(A, Ad, [1.0, 1.0])
+    t1, t2 = _axis("tau1", tau1), _axis("tau2", tau2)
+    for name, t in (("tau1", t1), ("tau2", t2)):
+        if np.any(t <= 0):
+            raise ValueError(f"every delay in {name} must be > 0, got min {t.min()}")
+    return stability_chart(lambda a, b: (d.A, d.Ad, np.array([a, b])), t1, t2, n_grid=n_grid,
+                           workers=workers, xlabel="tau1 (time units)", ylabel="tau2 (time units)")

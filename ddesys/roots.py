@@ -1,0 +1,405 @@
+"""Characteristic roots of matrix delay systems, with a certificate (docs/theory.md, "Characteristic
+roots of matrix delay systems").
+
+For ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k])`` the roots are the zeros of ``det M(s)``,
+``M(s) = s I - A - sum_k Ad[k] exp(-s tau[k])`` (:mod:`ddesys.charmatrix`). In every half-plane
+``Re s >= re_min`` there are finitely many, inside a box known in advance. :func:`characteristic_roots`
+
+1. discretizes the infinitesimal generator on Chebyshev points (its eigenvalues approximate the roots),
+2. refines every eigenvalue near the box by Newton's method on the exact ``M(s)`` and merges duplicates,
+3. counts the zeros of ``det M`` in the box by the argument principle, and the multiplicity of each
+   root on a small circle around it, and grows the discretization until the two agree.
+
+``certified=True`` means the count and the roots found agree (numerically: the phase of ``det M`` is
+resolved on every arc of the boundary, see :func:`ddesys._roots_count.winding_numbers`; this is not
+interval arithmetic). :func:`spectral_abscissa` and :func:`is_stable` build on it, and
+:func:`rightmost_roots_batch` is the fast path without certificate for parameter studies
+(:mod:`ddesys.chart`).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ._roots_count import MERGE_RTOL, Rectangle, clusters, region_box, winding_numbers
+from ._roots_igd import auto_grid, igd_eigvals, newton
+from .charmatrix import check_statespace, relative_residual
+
+__all__ = ["RootsResult", "characteristic_roots", "spectral_abscissa", "is_stable", "rightmost_roots_batch"]
+
+MAX_EXPONENT = 700.0      # exp(-re_min tau) must stay finite in float64
+
+
+class RootsResult:
+    """Roots of ``det M(s)`` with ``Re s >= re_min``; unpacks as ``roots, residuals``.
+
+    Attributes
+    ----------
+    roots : complex ndarray ``(r,)``
+        Descending real part (a conjugate pair: positive imaginary part first). A root of multiplicity
+        ``m`` appears ``m`` times (as :func:`numpy.roots` does), at the centroid of its cluster.
+    multiplicity : int ndarray ``(r,)``
+        The multiplicity of each entry's root (counted by the argument principle on a small circle).
+        Roots closer than ``1e-6 (1 + |s|)`` are one cluster: a double root that rounding split into
+        two simple ones ``1e-8`` apart is reported as one root of multiplicity 2.
+    residuals : float ndarray ``(r,)``
+        ``sigma_min(M(s)) / scale(s)`` (:func:`ddesys.charmatrix.relative_residual`).
+    certified : bool
+        The argument principle counts exactly ``len(roots)`` zeros in the region.
+    count : int or None
+        That count (``None`` when not counted or when the boundary could not be resolved).
+    re_min : float
+        The left edge actually used: the one asked for, or slightly left of it when a root lay on it.
+    n_grid : int
+        Chebyshev degree ``N`` of the last discretization (``n (N + 1)`` eigenvalues).
+    message : str
+        What was found, counted, or why not certified.
+    """
+
+    __slots__ = ("roots", "multiplicity", "residuals", "certified", "count", "re_min", "n_grid", "message")
+
+    def __init__(self, roots, multiplicity, residuals, certified, count, re_min, n_grid, message):
+        for name, value in zip(self.__slots__, (roots, multiplicity, residuals, certified, count, re_min,
+                                                n_grid, message)):
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"RootsResult is immutable: cannot set {name!r}")
+
+    def __iter__(self):
+        yield self.roots
+        yield self.residuals
+
+    def __len__(self):
+        return 2
+
+    def __repr__(self):
+        first = f", rightmost {self.roots[0]:.6g}" if self.roots.size else ""
+        return (f"RootsResult({self.roots.size} roots with Re s >= {self.re_min:.6g}{first}, "
+                f"certified={self.certified}, n_grid={self.n_grid})")
+
+
+# ---------------------------------------------------------------------------------------- checks
+def _system(A, Ad, tau):
+    d = check_statespace(A, Ad, tau)
+    return d.A, d.Ad, d.tau
+
+
+def _finite_real(name, value):
+    if isinstance(value, (bool, np.bool_)) or not np.isscalar(value) and np.ndim(value) != 0:
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if np.iscomplexobj(value):
+        raise TypeError(f"{name} must be real, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if not np.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def _grid(name, value, allowed):
+    if value in allowed and isinstance(value, (str, type(None))):
+        return value
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer >= 2 or one of {allowed}, got {value!r}")
+    if value < 2:
+        raise ValueError(f"{name} must be >= 2, got {value}")
+    return int(value)
+
+
+def _default_max_grid(n):
+    """Largest degree by default: the eigenvalue problem stays below about 1600 unknowns."""
+    return int(max(16, min(400, 1600 // n - 1)))
+
+
+def _sort(z):
+    key_re = np.round(z.real, 9)
+    return np.lexsort((-z.imag, -key_re))
+
+
+# ---------------------------------------------------------------------------------------- main
+def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, tol=1e-12, certify=True):
+    """All characteristic roots with ``Re s >= re_min``, certified by the argument principle.
+
+    Parameters
+    ----------
+    A : array_like ``(n, n)``;  Ad : array_like ``(K, n, n)`` or ``(n, n)``;  tau : array_like ``(K,)``
+        The system ``x' = A x + sum_k Ad[k] x(t - tau[k])``, real or complex.
+    re_min : float
+        Left edge of the region.
+    n_grid : int or "auto"
+        First Chebyshev degree ``N`` (``"auto"``: ``0.7 tau_max |s|_max + 8`` for the box of the region).
+    max_grid : int, optional
+        Largest degree tried (default: ``n (N + 1)`` up to about 1600). The degree grows by 1.5 until
+        the roots found match the count.
+    tol : float
+        Newton's relative step tolerance.
+    certify : bool
+        Count the roots by the argument principle. ``False``: stop when the roots in the region do not
+        change from one degree to the next (cheaper, no certificate).
+
+    Returns
+    -------
+    RootsResult
+        ``roots, residuals = result`` also works.
+
+    Raises
+    ------
+    ValueError
+        Non-finite ``re_min``, ``exp(-re_min tau_max)`` beyond float64, bad degrees or ``tol``, and
+        every bad system input (:func:`ddesys.charmatrix.check_statespace`).
+    TypeError
+        Non-numeric input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.roots import characteristic_roots
+    >>> res = characteristic_roots([[0.0]], [[-1.0]], [1.0], re_min=-2.5)     # x' = -x(t - 1)
+    >>> res.certified, res.count
+    (True, 4)
+    >>> np.round(res.roots[:2], 4)                   # Lambert W: W_0(-1), W_{-1}(-1)
+    array([-0.3181+1.3372j, -0.3181-1.3372j])
+    """
+    A, Ad, tau = _system(A, Ad, tau)
+    re_min = _finite_real("re_min", re_min)
+    N = _grid("n_grid", n_grid, ("auto",))
+    n = A.shape[0]
+    Nmax = _grid("max_grid", max_grid, (None,)) or _default_max_grid(n)
+    tol = _finite_real("tol", tol)
+    if not 0 < tol <= 1e-6:
+        raise ValueError(f"tol must be in (0, 1e-6], got {tol}")
+    if not isinstance(certify, (bool, np.bool_)):
+        raise TypeError(f"certify must be True or False, got {certify!r}")
+    tm = float(tau.max())
+    if -re_min * tm > MAX_EXPONENT:
+        raise ValueError(f"re_min = {re_min} is too far left for float64: exp(-re_min tau_max) = "
+                         f"exp({-re_min * tm:.0f}) overflows (keep -re_min * max(tau) <= {MAX_EXPONENT:.0f})")
+    box = region_box(A, Ad, tau, re_min)
+    if box is None:
+        return _result(A, Ad, tau, np.empty(0, complex), [], True, 0, re_min, 0,
+                       f"no root has Re s >= {re_min:.6g}: the a priori bound excludes the region")
+    if N == "auto":
+        N = auto_grid(tm, max(abs(box[2]), abs(box[3])) + max(abs(box[0]), abs(box[1])))
+    N = min(N, Nmax)
+    found = np.empty(0, complex)
+    re_used, counted, prev, shifts = re_min, {}, None, 0
+    while True:
+        x0, x1, y0, y1 = box
+        mx, my = 0.25 * (x1 - x0) + 0.5, 0.25 * (y1 - y0) + 0.5
+        ev = igd_eigvals(A, Ad, tau, N)
+        keep = (ev.real >= x0 - mx) & (ev.real <= x1 + mx) & (ev.imag >= y0 - my) & (ev.imag <= y1 + my)
+        s, conv = newton(A, Ad, tau, ev[keep], tol=tol)
+        found = np.concatenate([found, s[conv & (s.real >= x0 - mx)]])
+        re_new = _clear_edge(found, re_used)
+        if re_new != re_used:
+            re_used = re_new
+            box = region_box(A, Ad, tau, re_used)
+        centers, mult = clusters(A, Ad, tau, found, guard=re_used, count=certify)
+        found = centers
+        inreg = centers.real >= re_used
+        z, m = centers[inreg], [mult[i] for i in np.nonzero(inreg)[0]]
+        if certify:
+            if re_used not in counted:
+                counted[re_used] = winding_numbers(A, Ad, tau, [Rectangle(*box)])
+            (cnt,), (why,) = counted[re_used]
+            if cnt is None and "passes within" in why and shifts < 3:
+                shifts += 1                         # a root we have not found sits on the left edge
+                re_used -= 1e-4 * (1 + abs(re_min)) * 10 ** shifts
+                box = region_box(A, Ad, tau, re_used)
+                continue
+            total = None if any(mi is None for mi in m) else int(sum(m))
+            if cnt is not None and total == cnt:
+                msg = (f"certified: the argument principle counts {cnt} roots in [{box[0]:.6g}, "
+                       f"{box[1]:.6g}] x [{box[2]:.6g}, {box[3]:.6g}] and all were found (N = {N})")
+                return _result(A, Ad, tau, z, m, True, cnt, re_used, N, _shifted(msg, re_min, re_used))
+            if cnt is None:
+                state = f"the count failed: {why}"
+            elif total is None:
+                state = f"{cnt} counted; a multiplicity could not be counted"
+            else:
+                state = f"{total} found (with multiplicity) but {cnt} counted"
+        else:
+            key = np.sort_complex(np.round(z, 8))
+            if prev is not None and prev.shape == key.shape and np.allclose(prev, key, rtol=1e-7, atol=1e-9):
+                msg = (f"not certified (certify=False): the {z.size} roots in the region did not change "
+                       f"from the previous degree to N = {N}")
+                return _result(A, Ad, tau, z, m, False, None, re_used, N, _shifted(msg, re_min, re_used))
+            prev, state, cnt = key, "the roots in the region still change with N", None
+        if N >= Nmax or (cnt is None and certify):
+            msg = (f"not certified: {state} at N = {N} (max_grid = {Nmax}); "
+                   "raise max_grid or move re_min")
+            return _result(A, Ad, tau, z, m, False, cnt, re_used, N, _shifted(msg, re_min, re_used))
+        N = min(Nmax, int(np.ceil(1.5 * N)))
+
+
+def _clear_edge(found, re_used, rtol=1e-8):
+    """``re_used``, moved left until no known root lies within ``rtol (1 + |s|)`` of the line."""
+    for _ in range(50):
+        near = np.abs(found.real - re_used) <= rtol * (1 + np.abs(found))
+        if not near.any():
+            return re_used
+        re_used = float(np.min(found.real[near])) - 1e3 * rtol * (1 + abs(re_used))
+    return re_used
+
+
+def _shifted(msg, re_min, re_used):
+    if re_used == re_min:
+        return msg
+    return msg + f"; re_min moved from {re_min:.17g} to {re_used:.17g} (a root lay on the edge)"
+
+
+def _result(A, Ad, tau, z, mult, certified, count, re_used, N, message):
+    reps = np.array([1 if m is None else m for m in mult], dtype=int)
+    roots = np.repeat(np.asarray(z, dtype=np.complex128), reps)
+    mult_arr = np.repeat(reps, reps)
+    order = _sort(roots)
+    roots, mult_arr = roots[order], mult_arr[order]
+    res = relative_residual(A, Ad, tau, roots) if roots.size else np.empty(0)
+    return RootsResult(roots, mult_arr, np.asarray(res, dtype=float), bool(certified), count,
+                       float(re_used), int(N), message)
+
+
+# ---------------------------------------------------------------------------------------- derived
+def spectral_abscissa(A, Ad, tau, *, certify=True):
+    """``max Re s`` over all characteristic roots.
+
+    The rightmost Newton-refined eigenvalues of a first discretization give an estimate ``a``; then all
+    roots with ``Re s >= a - delta`` (``delta = clip(0.25 / tau_max, 0.05, 1)``) are computed and
+    certified by :func:`characteristic_roots`. A result that could not be certified comes with a
+    ``RuntimeWarning`` (the value is then the largest real part found).
+
+    Parameters
+    ----------
+    A, Ad, tau : the system (see :func:`characteristic_roots`)
+    certify : bool
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from ddesys.roots import spectral_abscissa
+    >>> round(spectral_abscissa([[0.0]], [[-1.0]], [1.0]), 6)                # Re W_0(-1)
+    -0.318132
+    """
+    A, Ad, tau = _system(A, Ad, tau)
+    if not isinstance(certify, (bool, np.bool_)):
+        raise TypeError(f"certify must be True or False, got {certify!r}")
+    tm = float(tau.max())
+    r0 = np.linalg.norm(A, 2) + sum(np.linalg.norm(m, 2) for m in Ad)
+    N = min(auto_grid(tm, r0, n_min=12), 60, _default_max_grid(A.shape[0]))
+    ev = igd_eigvals(A, Ad, tau, N)
+    top = ev[np.argsort(-ev.real)[: 2 * A.shape[0] + 4]]
+    s, conv = newton(A, Ad, tau, top)
+    a = float(np.max(s[conv].real)) if conv.any() else float(np.max(ev.real))
+    delta = float(np.clip(0.25 / tm, 0.05, 1.0))
+    re_min = max(a - delta, -MAX_EXPONENT / tm)
+    res = characteristic_roots(A, Ad, tau, re_min, certify=certify)
+    if res.roots.size == 0:                        # the first estimate was not a root; widen once
+        res = characteristic_roots(A, Ad, tau, max(a - 4 * delta - 1, -MAX_EXPONENT / tm), certify=certify)
+    if certify and not res.certified:
+        warnings.warn(f"spectral_abscissa: {res.message}", RuntimeWarning, stacklevel=2)
+    if res.roots.size == 0:
+        raise RuntimeError(f"spectral_abscissa: no root found right of {res.re_min:.6g} ({res.message})")
+    return float(res.roots[0].real)
+
+
+def is_stable(A, Ad, tau):
+    """Exact stability: no characteristic root with ``Re s >= 0``.
+
+    The zeros of ``det M`` in the box of ``{Re s >= 0}`` are counted by the argument principle (no
+    eigenvalue problem). A root on the imaginary axis (within rounding: the count cannot resolve the
+    edge ``Re s = 0``) means *not* asymptotically stable: False. When the boundary needs more samples
+    than the budget, :func:`spectral_abscissa` decides, with a warning.
+
+    Parameters
+    ----------
+    A, Ad, tau : the system (see :func:`characteristic_roots`)
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from ddesys.roots import is_stable
+    >>> is_stable([[0.0]], [[-1.0]], [1.5]), is_stable([[0.0]], [[-1.0]], [1.6])    # pi/2 = 1.5708
+    (True, False)
+    """
+    A, Ad, tau = _system(A, Ad, tau)
+    box = region_box(A, Ad, tau, 0.0)
+    if box is None:
+        return True
+    (cnt,), (why,) = winding_numbers(A, Ad, tau, [Rectangle(*box)])
+    if cnt is not None:
+        return cnt == 0
+    if "passes within" in why or "det M(s) = 0" in why:
+        return False                               # a root on the imaginary axis
+    warnings.warn(f"is_stable: the count on Re s = 0 failed ({why}); deciding by the spectral abscissa",
+                  RuntimeWarning, stacklevel=2)
+    return spectral_abscissa(A, Ad, tau) < 0
+
+
+# ---------------------------------------------------------------------------------------- batched
+def rightmost_roots_batch(A, Ad, tau, *, n_grid, n_roots=1, n_newton=None, tol=1e-10, maxit=30):
+    """Rightmost roots of a stack of systems of one shape: fixed degree, Newton-refined, no certificate.
+
+    Parameters
+    ----------
+    A : ``(B, n, n)``;  Ad : ``(B, K, n, n)``;  tau : ``(B, K)``
+        Validated arrays (float64 or complex128, ``tau > 0``).
+    n_grid : int
+        Chebyshev degree ``N`` for every system.
+    n_roots : int
+        Distinct roots returned per system.
+    n_newton : int, optional
+        Rightmost eigenvalues refined per system (default ``2 n + 2``).
+
+    Returns
+    -------
+    roots : complex ``(B, n_roots)``
+        Descending real part; ``nan`` where fewer roots converged.
+    estimate : float ``(B,)``
+        Largest real part of a converged root, else of the discretization's eigenvalues.
+    converged : bool ``(B,)``
+        Whether some Newton iterate converged for the system.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.roots import rightmost_roots_batch
+    >>> tau = np.array([[1.0], [1.6]])                                      # x' = -x(t - tau)
+    >>> roots, est, ok = rightmost_roots_batch(np.zeros((2, 1, 1)), -np.ones((2, 1, 1, 1)), tau, n_grid=16)
+    >>> np.round(est, 4), ok                 # Re W_0(-tau) / tau
+    (array([-0.3181,  0.0082]), array([ True,  True]))
+    """
+    A, Ad, tau = np.asarray(A), np.asarray(Ad), np.asarray(tau, dtype=float)
+    B, n = A.shape[0], A.shape[-1]
+    ev = igd_eigvals(A, Ad, tau, int(n_grid))                             # (B, n (N + 1))
+    q = min(ev.shape[1], n_newton or 2 * n + 2)
+    top = np.take_along_axis(ev, np.argsort(-ev.real, axis=1)[:, :q], axis=1)
+    b = np.repeat(np.arange(B), q)
+    s, conv = newton(A, Ad, tau, top.reshape(-1), tol=tol, maxit=maxit, batch=b)
+    s, conv = s.reshape(B, q), conv.reshape(B, q)
+    sr = np.where(conv, s.real, -np.inf)
+    order = np.argsort(-sr, axis=1)
+    s, conv = np.take_along_axis(s, order, axis=1), np.take_along_axis(conv, order, axis=1)
+    roots = np.full((B, n_roots), np.nan + 0j)
+    for i in range(B):
+        picked = []
+        for z in s[i][conv[i]]:
+            if all(abs(z - p) > MERGE_RTOL * (1 + abs(z)) for p in picked):
+                picked.append(z)
+                if len(picked) == n_roots:
+                    break
+        roots[i, :len(picked)] = picked
+    ok = conv.any(axis=1)
+    estimate = np.where(ok, np.where(conv, s.real, -np.inf).max(axis=1), ev.real.max(axis=1))
+    return roots, estimate, ok
