@@ -1,0 +1,137 @@
+"""Starting points for :mod:`ddesys.crossings`: the quadratic eigenvalue problem, the theta sweep, and
+the roots on the imaginary axis for every delay.
+
+*QEP* (``n <= QEP_MAX_N``): a pair ``(i omega, z)``, ``|z| = 1``, with ``det(i omega I - A - A1 z) = 0``
+makes ``i omega`` a common eigenvalue of ``X = A + A1 z`` and ``Y = -(conj(A) + conj(A1) / z)``; the
+Sylvester operator ``P -> X P - P Y`` is then singular, and multiplying by ``z`` gives the quadratic
+eigenvalue problem ``det(z^2 I(x)A1 + z (I(x)A + A^H(x)I) + A1^H(x)I) = 0`` of size ``n^2``, linearized
+to a generalized eigenproblem of size ``2 n^2``. Its unit-modulus eigenvalues contain every crossing
+(and spurious pairs ``lambda, -conj(lambda)`` of ``X``, rejected by the Newton refinement).
+
+*Sweep* (larger ``n`` or a singular QEP): the eigenvalues ``lambda_j(theta)`` of
+``A + A1 exp(-i theta)`` are computed on a grid of ``theta`` in ``[0, 2 pi]``, matched from one grid
+point to the next (assignment on the distance to the first-order prediction ``lambda + h
+dlambda/dtheta``), and each branch's real part is interpolated on each step by
+the cubic Hermite polynomial of its values and slopes. A sign change, or a near-zero minimum, of that
+cubic gives a starting point ``(omega, theta)`` for the Newton refinement in :mod:`ddesys.crossings`.
+Not a certified search: a branch that crosses and crosses back within one grid step, with a cubic
+that misses it, is lost (refine ``n_theta``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import linear_sum_assignment
+
+UNIT_TOL = 1e-5         # | |z| - 1 | accepted as a unit-modulus QEP eigenvalue (touches: double, ~sqrt(eps))
+CAND_TOL = 1e-4         # |Re lambda| / scale for a candidate eigenvalue of A + A1 z before Newton
+
+_T = np.linspace(0.0, 1.0, 17)
+
+
+def sigma_min(M):
+    """Smallest singular value of ``M``."""
+    return np.linalg.svd(M, compute_uv=False)[-1]
+
+
+_Z_TEST = (0.61 + 0.27j, -0.43 + 1.13j)      # generic points (off the unit circle) for the regularity test
+
+
+def qep_candidates(A, A1, scale):
+    """Unit-modulus eigenvalues of the QEP ``z^2 (I(x)A1) + z (I(x)A + A^H(x)I) + A1^H(x)I``, as
+    ``(omega0, theta0)`` starting points; ``None`` when the QEP is singular."""
+    n = A.shape[0]
+    In = np.eye(n)
+    A, A1 = A / scale, A1 / scale
+    for z in _Z_TEST:     # P(z) / z = I (x) X + W^T (x) I has the eigenvalues lam_i(X) + mu_j(W)
+        lx = np.linalg.eigvals(A + A1 * z)
+        lw = np.linalg.eigvals(A.conj() + A1.conj() / z)
+        if np.min(np.abs(lx[:, None] + lw[None, :])) > 1e-10 * (1 + 1 / abs(z)):
+            break
+    else:
+        return None                                     # det P(z) == 0 identically: singular problem
+    K2 = np.kron(In, A1)
+    K1 = np.kron(In, A) + np.kron(A.conj().T, In)
+    K0 = np.kron(A1.conj().T, In)
+    N = n * n
+    Z, I = np.zeros((N, N)), np.eye(N)
+    L = np.block([[-K1, -K0], [I, Z]])
+    R = np.block([[K2, Z], [Z, I]])
+    al, be = scipy.linalg.eig(L, R, right=False, homogeneous_eigvals=True)
+    unit = np.abs(np.abs(al) - np.abs(be)) <= UNIT_TOL * np.maximum(np.abs(al), np.abs(be))
+    unit &= np.abs(be) > 0
+    cands = []
+    for z in al[unit] / be[unit]:
+        z = z / abs(z)
+        lam = np.linalg.eigvals(A + A1 * z) * scale
+        for l in lam[np.abs(lam.real) <= CAND_TOL * scale]:
+            cands.append((l.imag, -np.angle(z)))
+    return cands
+
+
+def persistent_frequencies(A, A1, scale):
+    """Frequencies ``omega`` with a root at ``i omega`` for every delay: ``omega = 0`` when ``A + A1`` is
+    singular; ``omega != 0`` when ``i omega`` is an eigenvalue of ``A + A1 z`` for every ``z``."""
+    out = [0.0] if sigma_min(A + A1) <= 1e-12 * scale else []
+    zs = np.exp(-1j * np.array([0.7, 2.3, 4.1]))
+    lam = np.linalg.eigvals(A + A1 * zs[0])
+    for l in lam[np.abs(lam.real) <= 1e-9 * scale]:
+        w = float(l.imag)
+        if abs(w) > 1e-12 * scale and all(
+                sigma_min(1j * w * np.eye(len(A)) - A - A1 * z) <= 1e-9 * (abs(w) + scale) for z in zs[1:]):
+            if not any(abs(w - v) <= 1e-8 * scale for v in out):
+                out.append(w)
+    return out
+
+
+def eig_with_slopes(A, A1, z):
+    """Eigenvalues ``lam`` of ``A + A1 z`` (``z = exp(-i theta)``), their slopes ``dlam/dtheta`` and
+    ``c = u^* A1 z v / u^* v`` (``dlam/dtheta = -i c``; ``u, v`` left and right eigenvectors)."""
+    lam, vl, vr = scipy.linalg.eig(A + A1 * z, left=True, right=True)
+    num = np.einsum("ij,ij->j", vl.conj(), (A1 * z) @ vr)
+    den = np.einsum("ij,ij->j", vl.conj(), vr)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(np.abs(den) > 0, num / np.where(den == 0, 1, den), 0)
+    c = np.where(np.isfinite(c), c, 0)
+    return lam, -1j * c, c
+
+
+def sweep_candidates(A, A1, n_theta, scale, persistent=()):
+    """Starting points ``(omega0, theta0)`` from a sweep of ``n_theta`` steps over ``[0, 2 pi]``.
+
+    Branches that stay within ``1e-8 scale`` of a persistent root ``i omega_p`` are skipped.
+    """
+    h = 2 * np.pi / n_theta
+    lam0, sl0, _ = eig_with_slopes(A, A1, 1.0)
+    first = (lam0, sl0, None)
+    cands = []
+    pers = np.asarray(list(persistent), dtype=float)
+    for j in range(1, n_theta + 1):
+        lam1, sl1, _ = first if j == n_theta else eig_with_slopes(A, A1, np.exp(-1j * j * h))
+        pred = lam0 + h * sl0
+        _, col = linear_sum_assignment(np.abs(pred[:, None] - lam1[None, :]))
+        lam1, sl1 = lam1[col], sl1[col]
+        f0, f1 = lam0.real, lam1.real
+        g0, g1 = h * sl0.real, h * sl1.real
+        c2 = -3 * f0 - 2 * g0 + 3 * f1 - g1
+        c3 = 2 * f0 + g0 - 2 * f1 + g1
+        T = _T[None, :]
+        P = f0[:, None] + g0[:, None] * T + c2[:, None] * T ** 2 + c3[:, None] * T ** 3   # (n, 17)
+        sign_change = np.any(np.signbit(P[:, 1:]) != np.signbit(P[:, :-1]), axis=1)
+        small = np.min(np.abs(P), axis=1) <= 1e-6 * scale
+        for i in np.flatnonzero(sign_change | small):
+            if pers.size and np.min(np.abs(lam0[i] - 1j * pers)) <= 1e-8 * scale \
+                    and np.min(np.abs(lam1[i] - 1j * pers)) <= 1e-8 * scale:
+                continue
+            p = P[i]
+            ks = np.flatnonzero(np.signbit(p[1:]) != np.signbit(p[:-1]))
+            ts = [_T[k] - p[k] * (_T[k + 1] - _T[k]) / (p[k + 1] - p[k]) for k in ks] if ks.size \
+                else [_T[int(np.argmin(np.abs(p)))]]
+            for t in ts:
+                lam_t = lam0[i] + t * (lam1[i] - lam0[i])
+                cands.append((float(lam_t.imag), float((j - 1 + t) * h)))
+        lam0, sl0 = lam1, sl1
+    return cands
+
+
+__all__ = ["eig_with_slopes", "persistent_frequencies", "qep_candidates", "sigma_min", "sweep_candidates"]
