@@ -15,12 +15,19 @@ from .stability import (is_stable_exact, radius_bound, spectral_radius, stabilit
                         sufficient_margin, winding_number)
 from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_discrete
 from .tap import DelayTap
+from .lti import DelayLTI, FrequencyResponse
+from .statespace import DelayStateSpace
+from .chart import StabilityChart, delay_chart, stability_chart
+from .crossings import Crossing
+from .roots import RootsResult
+from .timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Contour", "DS4DDiscrete", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
+    "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "FrequencyResponse", "RootsResult",
+    "StabilityChart", "TimeResponse", "delay_chart", "stability_chart", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
     "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
     "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
     "stability_margin", "sufficient_margin", "synthesize_kernel", "transfer_function", "unit_roundoff",

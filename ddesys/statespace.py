@@ -1,0 +1,461 @@
+"""Continuous matrix delay systems with several delays: :class:`DelayStateSpace` (docs/theory.md §9).
+
+    x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),      y(t) = C x(t) + D u(t)
+
+The class holds the validated matrices and delegates each analysis to the module of its concept:
+:mod:`ddesys.roots` (characteristic roots, spectral abscissa, exact stability), :mod:`ddesys.crossings`
+(delay sweeps and margins), :mod:`ddesys.chart` (stability charts), :mod:`ddesys.norms` (frequency
+response, H2, Hinf), :mod:`ddesys.timeresp` (simulation, impulse and step responses) and
+:mod:`ddesys.discrete_ss` (discretization). NumPy only: analysis runs on the host.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .charmatrix import char_matrix, check_statespace
+from .lti import DelayLTI
+
+
+class DelayStateSpace(DelayLTI):
+    """A continuous linear system with ``K`` discrete delays (docs/theory.md §9)::
+
+        x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),      y(t) = C x(t) + D u(t)
+
+    Parameters
+    ----------
+    A : array_like ``(n, n)``
+        Real or complex.
+    Ad : array_like ``(n, n)`` or a sequence of ``K`` such matrices
+        The delayed-state matrices.
+    tau : float or array_like ``(K,)``
+        Their delays, ``> 0``, in time units.
+    B, C, D : array_like, optional
+        ``(n, m)``, ``(p, n)``, ``(p, m)``; defaults ``B = I``, ``C = I``, ``D = 0`` (a 1-D ``B`` is
+        one input column, a 1-D ``C`` one output row).
+
+    Attributes
+    ----------
+    A, Ad, tau, B, C, D : ndarray
+        Validated, read-only; float64 or (when any matrix is complex) complex128; ``Ad`` ``(K, n, n)``.
+    dt : 0
+        A continuous-time system.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not fit, non-finite entries, a delay ``<= 0``, before any work.
+    TypeError
+        Non-numeric input, a complex delay.
+
+    See Also
+    --------
+    DelaySystem : the diagonal special case with exact scalar formulas (its ``to_statespace()``
+        converts it).
+    DiscreteDelayStateSpace : the result of :meth:`discretize`.
+
+    Notes
+    -----
+    History before ``t = 0`` is zero. A root ``s`` of ``det M(s) = 0``, ``M(s) = s I - A - sum_k Ad[k]
+    e^{-s tau[k]}``, is a characteristic root; the system is stable when every root has ``Re s < 0``.
+
+    Examples
+    --------
+    Two coupled states with one delay:
+
+    >>> import numpy as np
+    >>> from ddesys import DelayStateSpace
+    >>> sys = DelayStateSpace(A=[[-2.0, 1.0], [0.0, -1.0]], Ad=[[-1.0, 0.0], [0.5, -0.5]], tau=1.0,
+    ...                       B=[1.0, 0.0], C=[0.0, 1.0])
+    >>> sys
+    DelayStateSpace(n_states=2, n_inputs=1, n_outputs=1, tau=[1.0])
+    >>> bool(sys.is_stable())
+    True
+    >>> np.round(sys.freqresp([0.0])[0, 0], 6)                    # DC gain -C (A + Ad)^-1 B
+    array([0.125+0.j])
+    """
+
+    dt = 0
+
+    def __init__(self, A, Ad, tau, B=None, C=None, D=None):
+        data = check_statespace(A, Ad, tau, B, C, D)
+        for name, value in data._asdict().items():
+            value = np.array(value)
+            value.setflags(write=False)
+            setattr(self, name, value)
+        self._freeze()
+
+    # ---------------------------------------------------------------- shapes
+    @property
+    def n_states(self):
+        """State dimension ``n``."""
+        return int(self.A.shape[0])
+
+    @property
+    def n_inputs(self):
+        """Input dimension ``m``."""
+        return int(self.B.shape[1])
+
+    @property
+    def n_outputs(self):
+        """Output dimension ``p``."""
+        return int(self.C.shape[0])
+
+    @property
+    def n_delays(self):
+        """Number of delays ``K``."""
+        return int(self.tau.size)
+
+    def _data(self):
+        return self.A, self.Ad, self.tau
+
+    def _full(self):
+        return self.A, self.Ad, self.tau, self.B, self.C, self.D
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(n_states={self.n_states}, n_inputs={self.n_inputs}, "
+                f"n_outputs={self.n_outputs}, tau={[float(t) for t in self.tau]})")
+
+    def characteristic_matrix(self, s):
+        """``M(s) = s I - A - sum_k Ad[k] e^{-s tau[k]}`` at the points ``s``.
+
+        Parameters
+        ----------
+        s : array_like, complex ``(...)``
+
+        Returns
+        -------
+        ndarray, complex ``(..., n, n)``
+        """
+        return char_matrix(self.A, self.Ad, self.tau, np.asarray(s, dtype=complex))
+
+    # ---------------------------------------------------------------- roots and stability
+    def roots(self, re_min=None, **kwargs):
+        """Every characteristic root with real part ``>= re_min``, refined on the exact ``M(s)``.
+
+        Parameters
+        ----------
+        re_min : float, optional
+            Left edge of the region. Default: one unit left of the spectral abscissa (so at least the
+            rightmost roots are returned).
+        **kwargs
+            Passed to :func:`ddesys.roots.characteristic_roots` (``n_grid``, ``max_grid``, ``tol``,
+            ``certify``).
+
+        Returns
+        -------
+        RootsResult
+            ``roots`` (descending real part), ``residuals``, ``certified`` (the argument-principle
+            count of ``det M`` on the region's boundary equals the number found), ``count``,
+            ``message``; unpacks as ``roots, residuals``.
+
+        Raises
+        ------
+        ValueError
+            A non-finite ``re_min``.
+
+        See Also
+        --------
+        spectral_abscissa, is_stable
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> sys = DelayStateSpace(A=[[0.0]], Ad=[[-1.0]], tau=1.0)     # x' = -x(t - 1)
+        >>> r = sys.roots(re_min=-1.0)
+        >>> r.certified, [complex(round(z.real, 4), round(z.imag, 4)) for z in r.roots[:2]]
+        (True, [(-0.3181+1.3372j), (-0.3181-1.3372j)])
+        """
+        from .roots import characteristic_roots, spectral_abscissa
+
+        if re_min is None:
+            re_min = spectral_abscissa(*self._data()) - 1.0
+        re_min = float(re_min)
+        if not np.isfinite(re_min):
+            raise ValueError(f"re_min must be finite, got {re_min}")
+        return characteristic_roots(*self._data(), re_min, **kwargs)
+
+    def poles(self, re_min=None, **kwargs):
+        """The characteristic roots as an array (python-control's name): ``roots(re_min).roots``."""
+        return self.roots(re_min, **kwargs).roots
+
+    def spectral_abscissa(self):
+        """Largest real part of the characteristic roots (certified; see :func:`ddesys.roots.spectral_abscissa`).
+
+        Returns
+        -------
+        float
+        """
+        from .roots import spectral_abscissa
+
+        key = "abscissa"
+        if key not in self._cache:
+            self._cache[key] = float(spectral_abscissa(*self._data()))
+        return self._cache[key]
+
+    def _is_stable_exact(self):
+        from .roots import is_stable
+
+        if "stable" not in self._cache:
+            self._cache["stable"] = bool(is_stable(*self._data()))
+        return self._cache["stable"]
+
+    def sufficient_margin(self):
+        """Margin of the delay-independent sufficient test: ``-(mu_2(A) + sum_k ||Ad[k]||_2)``.
+
+        ``mu_2(A) = lambda_max((A + A^H) / 2)`` is the logarithmic norm. A positive margin proves the
+        system stable for *every* choice of the delays (``d/dt |x|^2 <= 2(mu_2(A) + sum ||Ad_k||) ...``
+        by Razumikhin's argument; docs/theory.md §9); a negative one proves nothing.
+
+        Returns
+        -------
+        float
+        """
+        mu = float(np.linalg.eigvalsh((self.A + self.A.conj().T) / 2).max())
+        return -(mu + float(sum(np.linalg.norm(m, 2) for m in self.Ad)))
+
+    def _is_stable_sufficient(self):
+        return self.sufficient_margin() > 0
+
+    # ---------------------------------------------------------------- delay sweeps
+    def _one_delay(self, what):
+        if self.n_delays != 1:
+            raise ValueError(f"{what} sweeps the system's one delay; this system has {self.n_delays} delays "
+                             "(use stability_chart for two parameters)")
+        return self.A, self.Ad[0]
+
+    def crossings(self, tau_max):
+        """Every delay in ``(0, tau_max]`` at which a characteristic root lies on the imaginary axis.
+
+        The system's matrices are kept and its delay is swept (one-delay systems).
+
+        Parameters
+        ----------
+        tau_max : float
+            Largest delay, ``> 0``.
+
+        Returns
+        -------
+        list of Crossing
+            Named tuples ``(tau, omega, direction)`` sorted by ``tau``: the root is ``i omega``;
+            ``direction`` +1 destabilizing, -1 stabilizing, 0 a touch that does not cross.
+
+        Raises
+        ------
+        ValueError
+            More than one delay, a bad ``tau_max``.
+
+        See Also
+        --------
+        delay_margin, ddesys.crossings.crossings
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> sys = DelayStateSpace(A=[[0.0]], Ad=[[-1.0]], tau=1.0)     # x' = -x(t - tau)
+        >>> c = sys.crossings(8.0)
+        >>> [(round(x.tau, 6), round(x.omega, 6), x.direction) for x in c]
+        [(1.570796, 1.0, 1), (7.853982, 1.0, 1)]
+        """
+        from .crossings import crossings
+
+        A, A1 = self._one_delay("crossings")
+        return crossings(A, A1, tau_max)
+
+    def delay_margin(self):
+        """The smallest delay at which the system, stable for ``tau -> 0+``, loses stability.
+
+        Returns
+        -------
+        float
+            ``inf`` when no crossing destabilizes it.
+
+        Raises
+        ------
+        ValueError
+            More than one delay; a system not stable at ``tau -> 0+`` (``A + Ad`` not Hurwitz).
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> round(DelayStateSpace(A=[[0.0]], Ad=[[-1.0]], tau=1.0).delay_margin(), 10)   # pi / 2
+        1.5707963268
+        """
+        from .crossings import delay_margin
+
+        A, A1 = self._one_delay("delay_margin")
+        return delay_margin(A, A1)
+
+    # ---------------------------------------------------------------- frequency domain
+    def transfer(self, s):
+        """Transfer matrix ``G(s) = C M(s)^{-1} B + D`` at complex points ``s``.
+
+        Parameters
+        ----------
+        s : array_like, complex ``(F,)``
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+        """
+        s = np.asarray(s, dtype=complex).reshape(-1)
+        X = np.linalg.solve(self.characteristic_matrix(s), np.broadcast_to(self.B, (s.size,) + self.B.shape))
+        G = np.einsum("pn,fnm->pmf", self.C, X)
+        return G + self.D[..., None]
+
+    def freqresp(self, omega):
+        """Exact frequency response ``G(i omega)``.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per time unit.
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys import DelayStateSpace
+        >>> sys = DelayStateSpace(A=[[-1.0]], Ad=[[0.5]], tau=1.0)
+        >>> np.round(sys.freqresp([0.0, 1.0])[0, 0], 4)
+        array([2.    +0.j    , 0.2861-0.5569j])
+        """
+        from .norms import freqresp
+
+        omega = np.asarray(omega, dtype=float).reshape(-1)
+        return freqresp(*self._full(), omega)
+
+    def h2_norm(self, rtol=1e-8):
+        """H2 norm ``sqrt((1/2 pi) int trace(G(i w)^H G(i w)) dw)`` (see :func:`ddesys.norms.h2_norm`).
+
+        Returns
+        -------
+        float
+            ``inf`` for ``D != 0``.
+
+        Raises
+        ------
+        ValueError
+            An unstable system.
+        """
+        from .norms import h2_norm
+
+        if not self.is_stable():
+            raise ValueError(f"h2_norm of an unstable system (spectral abscissa "
+                             f"{self.spectral_abscissa():.6g} >= 0) is infinite/undefined")
+        return h2_norm(*self._full(), rtol=rtol)
+
+    def hinf_norm(self, rtol=1e-9):
+        """Hinf norm ``sup_w sigma_max(G(i w))`` and the peak frequency (see :func:`ddesys.norms.hinf_norm`).
+
+        Returns
+        -------
+        HinfNorm
+            ``(value, omega_peak)``.
+
+        Raises
+        ------
+        ValueError
+            An unstable system.
+        """
+        from .norms import hinf_norm
+
+        if not self.is_stable():
+            raise ValueError(f"hinf_norm of an unstable system (spectral abscissa "
+                             f"{self.spectral_abscissa():.6g} >= 0) is infinite")
+        return hinf_norm(*self._full(), rtol=rtol)
+
+    # ---------------------------------------------------------------- time domain
+    def simulate(self, u, t, x0=None, h=None):
+        """Response to the input ``u`` on the times ``t`` (zero history; see :func:`ddesys.timeresp.simulate`).
+
+        Parameters
+        ----------
+        u : callable
+            ``u(times) -> (m, len(times))`` (or ``(len(times),)`` for one input); zero for ``t < 0``.
+        t : array_like, real ``(T,)``
+            Output times ``>= 0``.
+        x0 : array_like ``(n,)``, optional
+            State at ``t = 0`` (the history before is zero).
+        h : float, optional
+            Step of the method of steps.
+
+        Returns
+        -------
+        TimeResponse
+            ``(t, y (p, T), x (n, T))``.
+        """
+        from .timeresp import simulate
+
+        return simulate(*self._full(), u, t, x0=x0, h=h)
+
+    def impulse(self, t, h=None):
+        """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded)."""
+        from .timeresp import impulse
+
+        return impulse(*self._full(), t, h=h)
+
+    def step(self, t, h=None):
+        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)``."""
+        from .timeresp import step
+
+        return step(*self._full(), t, h=h)
+
+    # ---------------------------------------------------------------- discretization
+    def discretize(self, dt, method="zoh"):
+        """The discrete multi-delay system for the step ``dt`` (``dt`` kept on the result).
+
+        Parameters
+        ----------
+        dt : float
+            Step ``> 0``; every delay ``tau[k] / dt`` must be ``>= 1`` step.
+        method : {"zoh", "euler"}
+            Zero-order hold of the input and of the delayed state over a step, or forward Euler.
+
+        Returns
+        -------
+        DiscreteDelayStateSpace
+        """
+        from .discrete_ss import zoh_statespace
+
+        return zoh_statespace(*self._full(), dt, method=method)
+
+    # ---------------------------------------------------------------- plots
+    def bode(self, omega=None, axes=None):
+        """Bode plot (magnitude in dB, phase in degrees) of every input-output pair; returns the figure.
+
+        Parameters
+        ----------
+        omega : array_like, optional
+            Frequencies (rad per time unit); default 400 log-spaced points around the system's scales.
+        """
+        from .plot_dss import plot_bode
+
+        if omega is None:
+            scale = max(1.0 / float(self.tau.max()), float(np.abs(np.linalg.eigvals(self.A)).max(initial=1.0)))
+            omega = np.logspace(np.log10(scale) - 3, np.log10(scale) + 2, 400)
+        return plot_bode(*self.frequency_response(omega), axes=axes)
+
+    def stability_chart(self, tau1, tau2):
+        """Stability chart over the two delays of a two-delay system (see :func:`ddesys.chart.delay_chart`).
+
+        Parameters
+        ----------
+        tau1, tau2 : array_like ``(n1,)``, ``(n2,)``
+            Grids of the first and second delay.
+
+        Returns
+        -------
+        StabilityChart
+            ``abscissa (n2, n1)``, ``stable``, and ``plot()``.
+        """
+        from .chart import delay_chart
+
+        if self.n_delays != 2:
+            raise ValueError(f"stability_chart sweeps two delays; this system has {self.n_delays}")
+        return delay_chart(self.A, self.Ad, tau1, tau2)
+
+
+__all__ = ["DelayStateSpace"]
