@@ -252,3 +252,28 @@ def test_hinf_complex_system_peak_at_negative_frequency():
 def test_hinf_rejects_unstable():
     with pytest.raises(ValueError, match="needs a stable system"):
         hinf_norm(*check_statespace([[0.0]], [[-2.0]], 1.0))                   # x' = -2 x(t-1): unstable
+
+
+# ------------------------------------------------------------------------------------ Bode plot
+def test_plot_bode_returns_a_figure_with_magnitude_and_phase():
+    pytest.importorskip("matplotlib")
+    from ddesys.lti import FrequencyResponse
+    from ddesys.plot import pyplot
+    from ddesys.plot_dss import plot_bode
+
+    d = check_statespace(np.array([[-1.0, 0.2], [0.0, -2.0]]), np.eye(2) * 0.3, 1.0, np.eye(2), np.ones((3, 2)))
+    w = np.concatenate([[0.0], np.logspace(-2, 2, 50)])          # w = 0 is dropped on the log axis
+    G = freqresp(*d, w)
+    fig = plot_bode(FrequencyResponse(w, G), title="test")
+    try:
+        assert len(fig.axes) == 4 and fig.axes[0].get_xscale() == "log"
+        lines = fig.axes[0].get_lines()
+        assert len(lines) == 3                                        # one per output, input 0
+        np.testing.assert_allclose(lines[1].get_ydata(), 20 * np.log10(np.abs(G[1, 0, 1:])))
+        assert fig.axes[0].get_title() == "input u0" and fig._suptitle.get_text() == "test"
+    finally:
+        pyplot().close(fig)
+    with pytest.raises(ValueError, match="shape"):
+        plot_bode(w, G[..., :-1])
+    with pytest.raises(ValueError, match="no positive frequency"):
+        plot_bode(-w, G)
