@@ -89,7 +89,7 @@ def _system(A, Ad, tau):
 
 
 def _finite_real(name, value):
-    if isinstance(value, (bool, np.bool_)) or not np.isscalar(value) and np.ndim(value) != 0:
+    if isinstance(value, (bool, np.bool_, str, bytes)) or np.ndim(value) != 0:
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     if np.iscomplexobj(value):
         raise TypeError(f"{name} must be real, got {value!r}")
