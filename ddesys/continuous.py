@@ -340,4 +340,4 @@ class DelaySystem(ContinuousResponses, DelayLTI):
         return DelayStateSpace(A, Ad, [float(self.tau[idx])], B, C, D)
 
 
-__all__ = ["DelaySystem"]
+__all__ = ["DelaySystem", "SIMULATE_MAX_BYTES"]

@@ -11,7 +11,7 @@ Per channel (``C`` channels, ``N2`` complex modes)::
     lam_n  = (1 - p_n) abar_n                           mu_n = p_n |abar_n| exp(i theta_n)
     bbar_n = (abar_n - 1) / a_n * B_n                   s = s_min + (s_max - s_min) sigmoid(nu_tau)
 
-so ``|lam_n| + |mu_n| = |abar_n| < 1``: stable by construction (:func:`ddesys.stability_margin`).
+so ``|lam_n| + |mu_n| = |abar_n| < 1``: stable by construction (:func:`ddesys.sufficient_margin`).
 """
 from __future__ import annotations
 
