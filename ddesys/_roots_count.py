@@ -34,7 +34,10 @@ def region_box(A, Ad, tau, re_min):
       coupling adds nothing to ``rho(P)`` however large ``E_k`` is;
     * numerical range: with ``|v| = 1``, ``s = v* A v + sum_k exp(-s tau_k) v* Ad_k v``, so ``s`` lies
       within ``sum_k E_k ||Ad_k||_2`` of the numerical range of ``A``, itself inside the box of the
-      extreme eigenvalues of ``(A + A*)/2`` and ``(A - A*)/2i``.
+      extreme eigenvalues of ``(A + A*)/2`` and ``(A - A*)/2i``; on the right, sharper, ``Re s <= h_max +
+      sum_k ||Ad_k|| exp(-Re(s) tau_k)`` (``h_max`` the largest eigenvalue of ``(A + A*)/2``).
+
+    The box is padded by 5% (and ``1e-3 (1 + |c| + rho)``) on the sides other than ``Re s = re_min``.
     """
     n = A.shape[0]
     E = np.exp(-re_min * tau)

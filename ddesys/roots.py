@@ -73,9 +73,6 @@ class RootsResult:
         yield self.roots
         yield self.residuals
 
-    def __len__(self):
-        return 2
-
     def __repr__(self):
         first = f", rightmost {self.roots[0]:.6g}" if self.roots.size else ""
         return (f"RootsResult({self.roots.size} roots with Re s >= {self.re_min:.6g}{first}, "
@@ -256,7 +253,11 @@ def _shifted(msg, re_min, re_used):
 
 def _result(A, Ad, tau, z, mult, certified, count, re_used, N, message):
     reps = np.array([1 if m is None else m for m in mult], dtype=int)
-    roots = np.repeat(np.asarray(z, dtype=np.complex128), reps)
+    z = np.array(z, dtype=np.complex128)
+    if not (np.iscomplexobj(A) or np.iscomplexobj(Ad)):      # a real system: a cluster this close to the
+        on_axis = np.abs(z.imag) <= 0.5 * MERGE_RTOL * (1 + np.abs(z))    # axis holds its own conjugate
+        z[on_axis] = z[on_axis].real
+    roots = np.repeat(z, reps)
     mult_arr = np.repeat(reps, reps)
     order = _sort(roots)
     roots, mult_arr = roots[order], mult_arr[order]
