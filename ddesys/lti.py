@@ -140,6 +140,9 @@ class DelayLTI:
         bool or ndarray of bool ``(...)``
             Per channel for a batch of channels.
         """
+        if isinstance(method, (bool, np.bool_)):          # the old first positional argument was `exact`
+            kwargs["exact"] = bool(method)
+            method = "exact"
         if "exact" in kwargs:
             exact = kwargs.pop("exact")
             warn_renamed("is_stable(exact=...)", "is_stable(method='exact' | 'sufficient') (exact is now the "

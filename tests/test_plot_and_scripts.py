@@ -64,6 +64,7 @@ SMOKE = dict(Ls=[256], seeds=1, H=8, contour_L=256, stab_samples=100, decode_H=8
              decode_len=128, decode_positions=[64, 256])
 DECODE = "Decoding after prefill"
 TAP = "DS4D with the delayed tap (FFT vs recurrent vs decode)"
+DSS = "Matrix delay systems (DelayStateSpace) vs independent references"
 
 
 def _check_verification(out, cfg, rc, timing_must_pass):
@@ -126,8 +127,11 @@ def _check_verification(out, cfg, rc, timing_must_pass):
         assert 0 <= r["rel_rmse_mean"] + r["rel_rmse_std"] <= bound, r
     assert sum(r["setting"].startswith("anchor") for r in tap) == 3
 
+    dss = checks[DSS]["rows"]
+    assert len(dss) == 15 and all(r["passed"] and 0 <= r["error"] <= r["bound"] for r in dss), dss
+
     report = (out / "report.md").read_text()
-    assert report.count("\n## ") == 8                                  # summary + seven checks
+    assert report.count("\n## ") == 9                                  # summary + eight checks
     assert "torch" in res["machine"] and res["elapsed_s"] > 0
 
 

@@ -2,8 +2,9 @@
 
     python -m verification [--quick] [--out DIR]
 
-Runs seven checks (FFT vs recurrent on a DS4D model, the contour-shift trade-off, stability, the
-discretization's convergence, reductions and round trips, decoding, DS4D with the delayed tap), shows progress, prints a summary
+Runs eight checks (FFT vs recurrent on a DS4D model, the contour-shift trade-off, stability, the
+discretization's convergence, reductions and round trips, decoding, DS4D with the delayed tap, matrix delay
+systems), shows progress, prints a summary
 table and writes ``DIR/report.md``, ``DIR/results.json`` and PNG plots. Every number in the report
 comes from this run. Exits 1 if any check fails.
 """
@@ -38,14 +39,15 @@ CONFIGS = {
 def _checks():
     from verification.checks_model import check_decode, check_fft_vs_recurrent, check_reductions
     from verification.checks_system import check_contour, check_discretization, check_stability
+    from verification.checks_dss import check_dss
     from verification.checks_tap import check_tap
     return [check_fft_vs_recurrent, check_contour, check_stability, check_discretization, check_reductions,
-            check_decode, check_tap]
+            check_decode, check_tap, check_dss]
 
 
 def _work(cfg):
     """Progress units per check (for the bar)."""
-    return [len(cfg["Ls"]) * (3 * cfg["seeds"] + 1), 8, 3, 10, 3, 1 + len(cfg["decode_positions"]), 6]
+    return [len(cfg["Ls"]) * (3 * cfg["seeds"] + 1), 8, 3, 10, 3, 1 + len(cfg["decode_positions"]), 6, 7]
 
 
 def machine_info():
