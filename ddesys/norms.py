@@ -140,28 +140,35 @@ def _gl_panels(f, a, b):
 
 
 def _adaptive(f, edges, rtol, scale, max_panels):
-    """Adaptive bisection of Gauss-Legendre panels: a panel is accepted when its value and the sum of its
-    halves agree to ``rtol * total * width / length``. Returns ``(value, error_estimate, converged)``."""
+    """Globally adaptive Gauss-Legendre (QUADPACK's strategy, vectorized): each panel's error estimate is
+    ``|Q(panel) - Q(left half) - Q(right half)|`` (the halves' sum is kept as its value); the panels with
+    the largest estimates are bisected until the estimates sum to ``<= rtol * max(value, scale)``.
+    Returns ``(value, error_estimate, converged)``."""
     a, b = edges[:-1], edges[1:]
-    length = float(edges[-1] - edges[0])
+    mid = (a + b) / 2
     Q = _gl_panels(f, a, b)
-    done, err_done, count = 0.0, 0.0, a.size
-    while a.size:
-        mid = (a + b) / 2
-        QL, QR = _gl_panels(f, a, mid), _gl_panels(f, mid, b)
-        err = np.abs(QL + QR - Q)
-        total = max(done + float(np.sum(QL + QR)), scale)
-        ok = err <= rtol * total * (b - a) / length
-        done += float(np.sum((QL + QR)[ok]))
-        err_done += float(np.sum(err[ok]))
-        bad = ~ok
-        count += int(bad.sum())
-        if count > max_panels:
-            rest = float(np.sum((QL + QR)[bad]))
-            return done + rest, err_done + float(np.sum(err[bad])), False
-        a, b = np.concatenate([a[bad], mid[bad]]), np.concatenate([mid[bad], b[bad]])
-        Q = np.concatenate([QL[bad], QR[bad]])
-    return done, err_done, True
+    QL, QR = _gl_panels(f, a, mid), _gl_panels(f, mid, b)
+    while True:
+        V = QL + QR
+        E = np.abs(V - Q)
+        value, err = float(V.sum()), float(E.sum())
+        tol = rtol * max(value, scale)
+        if err <= tol:
+            return value, err, True
+        if a.size >= max_panels:
+            return value, err, False
+        order = np.argsort(-E)
+        k = int(np.searchsorted(np.cumsum(E[order]), err - 0.5 * tol)) + 1
+        sel = order[:max(1, min(k, max_panels - a.size))]
+        keep = np.ones(a.size, bool)
+        keep[sel] = False
+        ca, cb = np.concatenate([a[sel], mid[sel]]), np.concatenate([mid[sel], b[sel]])
+        cQ = np.concatenate([QL[sel], QR[sel]])
+        cm = (ca + cb) / 2
+        a, b, mid = np.concatenate([a[keep], ca]), np.concatenate([b[keep], cb]), np.concatenate([mid[keep], cm])
+        Q = np.concatenate([Q[keep], cQ])
+        QL = np.concatenate([QL[keep], _gl_panels(f, ca, cm)])
+        QR = np.concatenate([QR[keep], _gl_panels(f, cm, cb)])
 
 
 def h2_norm(A, Ad, tau, B, C, D, *, rtol=1e-8, is_stable=None, max_panels=2_000_000):
@@ -368,9 +375,10 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
             a, b = g[max(i - 1, 0)], g[min(i + 1, g.size - 1)]
             if b <= a:
                 continue
-            r = minimize_scalar(lambda w: -sig(np.array([w]))[0], bounds=(a, b), method="bounded",
-                                options={"xatol": max(0.05 * np.sqrt(rtol) * (b - a), 1e-15 * abs(b))})
-            for w_, v_ in ((float(r.x), -float(r.fun)), (float(g[i]), float(val[i]))):
+            c = float(g[i])             # centred variable: Brent's sqrt(eps) |x| floor scales with the bracket
+            r = minimize_scalar(lambda x: -sig(np.array([c + x]))[0], bounds=(a - c, b - c), method="bounded",
+                                options={"xatol": 0.05 * np.sqrt(rtol) * (b - a)})
+            for w_, v_ in ((c + float(r.x), -float(r.fun)), (c, float(val[i]))):
                 if v_ > best_v:
                     best_v, best_w = v_, w_
         return best_v, best_w, g.size

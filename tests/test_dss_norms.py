@@ -9,7 +9,7 @@ method of steps of tests/dss_reference.py, and frequency maxima found in the tes
 import numpy as np
 import pytest
 from scipy.linalg import expm, solve_continuous_lyapunov
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 
 from dss_reference import mos_reference, random_similarity, random_unitary
 from ddesys.charmatrix import check_statespace
@@ -92,7 +92,7 @@ def test_scalar_h2_reference_has_the_delay_free_limit():
         assert abs(scalar_h2_squared(a, 0.0, 1.3) - 1 / (-2 * a)) < 1e-15
 
 
-@pytest.mark.parametrize("a,b,tau", SCALARS)
+@pytest.mark.parametrize("a,b,tau", SCALARS + [(0.0, -1.0, np.pi / 2 - 1e-6)])   # last: roots at -3e-7 +- i
 def test_h2_scalar_matches_delay_lyapunov_closed_form(a, b, tau):
     got = h2_norm(*check_statespace([[a]], [[b]], tau, [[1.0]], [[1.0]]))
     want = np.sqrt(scalar_h2_squared(a, b, tau))
@@ -217,6 +217,16 @@ def test_hinf_lightly_damped_resonance_is_found():
     r = minimize_scalar(lambda x: -mag(x), bounds=(g[i - 1], g[i + 1]), method="bounded", options={"xatol": 1e-13})
     v, w = hinf_norm(*d)
     assert abs(v / -r.fun - 1) < 1e-9 and abs(w - r.x) < 1e-6
+
+
+def test_hinf_nearly_marginal_delay_equation():
+    """x' = -x(t - tau), tau = pi/2 - 1e-4: roots about -6e-5 +- i, a peak of height ~1e4 and width ~1e-4."""
+    tau = np.pi / 2 - 1e-4
+    # |M(i w)|^2 = |i w + e^{-i w tau}|^2 = 1 + w^2 - 2 w sin(w tau): its derivative vanishes at the peak
+    w_ref = brentq(lambda w: 2 * w - 2 * np.sin(w * tau) - 2 * w * tau * np.cos(w * tau), 0.999, 1.001, xtol=1e-15)
+    v_ref = 1 / np.hypot(np.cos(w_ref * tau), w_ref - np.sin(w_ref * tau))      # no cancellation
+    v, w = hinf_norm(*check_statespace([[0.0]], [[-1.0]], tau))
+    assert v_ref > 1e4 and abs(v / v_ref - 1) < 1e-9 and abs(w - w_ref) < 1e-8
 
 
 def test_hinf_hidden_block_diagonal_mimo_with_feedthrough():
