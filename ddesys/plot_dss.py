@@ -48,6 +48,8 @@ def plot_bode(omega, response=None, axes=None, title=None):
     >>> len(fig.axes)
     2
     >>> fig.savefig("bode.png")  # doctest: +SKIP
+    >>> from ddesys.plot import pyplot
+    >>> pyplot().close(fig)
     """
     if response is None:
         try:
