@@ -72,6 +72,17 @@ def check_statespace(A, Ad, tau, B=None, C=None, D=None):
         Shapes that do not fit, non-finite entries, non-positive delays, no state.
     TypeError
         Non-numeric input, complex delays.
+
+    Examples
+    --------
+    >>> from ddesys.charmatrix import check_statespace
+    >>> d = check_statespace([[-1.0, 0.0], [0.0, -2.0]], [[0.0, 1.0], [0.0, 0.0]], 1.0, B=[1.0, 0.0])
+    >>> d.Ad.shape, d.B.shape, d.C.shape, d.D.shape           # one delay; C = I, D = 0 by default
+    ((1, 2, 2), (2, 1), (2, 2), (2, 1))
+    >>> check_statespace([[-1.0]], [[0.5]], 0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: every delay tau must be > 0 (time units), got [0.0]; a zero delay belongs in A
     """
     A = _matrix("A", A)
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] < 1:
@@ -135,6 +146,14 @@ def char_matrix(A, Ad, tau, s):
     Returns
     -------
     complex ndarray ``(..., n, n)``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.charmatrix import char_matrix
+    >>> M = char_matrix(np.array([[0.0]]), np.array([[[-1.0]]]), np.array([1.0]), np.array([0.0, 1j]))
+    >>> M.shape, complex(M[0, 0, 0])                          # M(0) = 0 - 0 + 1
+    ((2, 1, 1), (1+0j))
     """
     s = np.asarray(s, dtype=np.complex128)
     E = np.exp(-s[..., None] * tau)                                      # (..., K)

@@ -139,6 +139,15 @@ class DelayLTI:
         -------
         bool or ndarray of bool ``(...)``
             Per channel for a batch of channels.
+
+        Examples
+        --------
+        Outside the sufficient diamond ``|lam| + |mu| < 1`` yet stable:
+
+        >>> from ddesys import DiscreteDelaySystem
+        >>> sys = DiscreteDelaySystem(lam=[0.5], mu=[-0.6], bbar=[1.0], c=[1.0], delay=1.0)
+        >>> bool(sys.is_stable()), bool(sys.is_stable(method="sufficient"))
+        (True, False)
         """
         if isinstance(method, (bool, np.bool_)):          # the old first positional argument was `exact`
             kwargs["exact"] = bool(method)

@@ -10,7 +10,8 @@ import pytest
 
 DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "ddesys.continuous_response",
           "ddesys.stability", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
-          "ddesys.plot", "ddesys.parameterization", "ddesys.transfer"]
+          "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.statespace", "ddesys.roots",
+          "ddesys.chart", "ddesys.crossings", "ddesys.norms", "ddesys.timeresp", "ddesys.lti", "ddesys.charmatrix"]
 NN = ["nn.ds4d", "nn.model", "nn.optim", "nn.s4compat"]
 
 
