@@ -1,0 +1,561 @@
+"""Discrete matrix delay systems and the discretization of continuous ones (issue 19).
+
+:class:`DiscreteDelayStateSpace` is the matrix generalization of the diagonal
+:class:`~ddesys.DiscreteDelaySystem` (same index conventions, docs/theory.md §2)::
+
+    x_t = Phi x_{t-1} + sum_k G_k ((1 - a_k) x_{t-k_k} + a_k x_{t-k_k-1}) + B u_t,    x_{t<0} = 0
+    y_t = C x_t + D u_t,                         delay_k = k_k + a_k steps >= 1
+
+with real or complex matrices. Its transfer function is ``F(z) = C P(z)^-1 B + D`` with
+``P(z) = I - Phi z^-1 - sum_k G_k ((1 - a_k) z^-k_k + a_k z^-(k_k+1))``; stability is decided by a certified
+winding count of ``det P`` on the unit circle (:mod:`ddesys.discrete_ss_stability`), never by the dense
+lifted companion matrix. :func:`zoh_statespace` discretizes the continuous
+``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` (the input and the delayed state held over a step).
+"""
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import scipy.linalg
+
+from . import discrete_ss_stability as _st
+from ._array import unit_roundoff
+from ._validate import MAX_DELAY_STEPS, as_array, check_delay, check_length, check_memory
+from .charmatrix import check_statespace
+from .contour import choose_contour
+from .interpolation import split_delay
+from .lti import DelayLTI
+
+KERNEL_MAX_BYTES = 2**30     # working memory of transfer() / kernel(method="fft") (argument max_bytes)
+POLES_MAX_SIZE = 1024        # poles(): largest lifted companion size n J by default
+_CHUNK = 2**14               # points per batched solve
+
+
+def _renamed(exc):
+    """``check_statespace``'s message in this class's argument names."""
+    msg = re.sub(r"\bAd\b", "G", str(exc))
+    msg = re.sub(r"\bA\b", "Phi", msg)
+    return type(exc)(re.sub(r"\btau\b", "delay", msg))
+
+
+def _check_dt(dt, allow_true=True):
+    if dt is True and allow_true:
+        return True
+    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, (int, float, np.integer, np.floating)):
+        raise TypeError(f"dt must be True (unspecified step) or a step > 0 in time units, got {dt!r}")
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a finite step > 0 in time units (or True), got {dt!r}")
+    return float(dt)
+
+
+class DiscreteDelayStateSpace(DelayLTI):
+    """A discrete linear system with delayed-state feedback, in state-space form (module docstring).
+
+    Parameters
+    ----------
+    Phi : array_like ``(n, n)``
+        Main-branch matrix.
+    G : array_like ``(n, n)`` or a sequence of ``K`` of them (``(K, n, n)``)
+        Delayed-branch matrices, one per delay.
+    delay : float or array_like ``(K,)``
+        Delays in steps, real, in ``[1, MAX_DELAY_STEPS]``; split as ``k = floor(delay)``,
+        ``alpha = delay - k`` (linear interpolation, docs/theory.md §2.3).
+    B, C, D : array_like, optional
+        ``(n, m)``, ``(p, n)``, ``(p, m)``; defaults ``I``, ``I``, ``0`` (a 1-D ``B`` is a column, a 1-D
+        ``C`` a row, a scalar ``D`` broadcasts).
+    dt : True or float, default True
+        ``True`` for an unspecified step, else the step in time units (kept by :func:`zoh_statespace`).
+
+    Attributes
+    ----------
+    Phi, G, delay, B, C, D : ndarray (read-only; float64, or complex128 when any matrix is complex)
+    k, alpha : ndarray ``(K,)``
+        int64 and float64 parts of ``delay``.
+    dt : True or float
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad shapes, non-finite or non-numeric entries, a complex delay, a delay outside
+        ``[1, MAX_DELAY_STEPS]``, a bad ``dt``: naming the argument.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+    >>> sys = DiscreteDelayStateSpace([[0.5, 0.1], [0.0, 0.3]], [[0.2, 0.0], [0.1, 0.2]], delay=2.5,
+    ...                               B=[1.0, 0.0], C=[0.0, 1.0])
+    >>> sys
+    DiscreteDelayStateSpace(n=2, inputs=1, outputs=1, delay=[2.5], dt=True)
+    >>> bool(sys.is_stable()), round(float(sys.sufficient_margin()), 4)
+    (True, 0.2289)
+    >>> np.round(sys.kernel(6)[0, 0], 4)
+    array([0.    , 0.    , 0.05  , 0.09  , 0.0745, 0.0704])
+    """
+
+    def __init__(self, Phi, G, delay, B=None, C=None, D=None, dt=True):
+        delay = as_array(np, delay, "delay", "real").reshape(-1)
+        check_delay(delay, "delay")
+        try:
+            data = check_statespace(Phi, G, delay, B, C, D)
+        except (ValueError, TypeError) as exc:
+            raise _renamed(exc) from None
+        self.dt = _check_dt(dt)
+        for name in ("A", "Ad", "tau", "B", "C", "D"):
+            arr = getattr(data, name)
+            arr.setflags(write=False)
+            self.__dict__[{"A": "Phi", "Ad": "G", "tau": "delay"}.get(name, name)] = arr
+        k, alpha = split_delay(self.delay)
+        k.setflags(write=False)
+        alpha.setflags(write=False)
+        self.k, self.alpha = k, alpha
+        self._form = _st.lag_form(self.Phi, self.G, k, alpha)
+        self._freeze()
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def n_states(self):
+        """``n``."""
+        return self.Phi.shape[0]
+
+    @property
+    def n_inputs(self):
+        """``m``."""
+        return self.B.shape[1]
+
+    @property
+    def n_outputs(self):
+        """``p``."""
+        return self.C.shape[0]
+
+    @property
+    def lifted_size(self):
+        """``n J``: degree of ``det(z^J P(z))``, size of the lifted companion matrix (``J`` the largest lag,
+        ``k + 1`` where ``alpha > 0``)."""
+        return self.n_states * self._form.degree
+
+    def __repr__(self):
+        d = ", ".join(f"{s:.6g}" for s in self.delay[:6]) + (", ..." if self.delay.size > 6 else "")
+        return (f"DiscreteDelayStateSpace(n={self.n_states}, inputs={self.n_inputs}, outputs={self.n_outputs}, "
+                f"delay=[{d}], dt={self.dt})")
+
+    # ------------------------------------------------------------------ frequency domain
+    def _char(self, zinv_pow):
+        """``P`` from the powers ``z^-lag`` ``(F, L)``: ``(F, n, n)``."""
+        f = self._form
+        return np.eye(f.n) - (zinv_pow @ f.E.reshape(f.lags.size, -1)).reshape(-1, f.n, f.n)
+
+    def _response(self, zinv_pow, max_bytes):
+        """``C P^-1 B`` ``(F, p, m)`` at points given by their powers ``z^-lag`` ``(F, L)``."""
+        n, m, p = self.n_states, self.n_inputs, self.n_outputs
+        F = zinv_pow.shape[0]
+        check_memory(16 * F * (p * m + 2) + 48 * min(F, _CHUNK) * n * (n + m), max_bytes or KERNEL_MAX_BYTES,
+                     f"the transfer function at {F} points (n = {n})", "pass max_bytes= or fewer points")
+        out = np.empty((F, p, m), np.complex128)
+        for a in range(0, F, _CHUNK):
+            P = self._char(zinv_pow[a:a + _CHUNK])
+            with np.errstate(all="ignore"):
+                try:
+                    X = np.linalg.solve(P, np.broadcast_to(self.B, (P.shape[0], n, m)))
+                except np.linalg.LinAlgError:                     # a point exactly at a pole
+                    X = np.stack([_solve_or_inf(Pi, self.B) for Pi in P])
+            out[a:a + _CHUNK] = self.C @ X
+        return out
+
+    def transfer(self, z, max_bytes=None):
+        """The transfer matrix ``F(z) = C P(z)^-1 B + D`` at complex points (exact).
+
+        Parameters
+        ----------
+        z : array_like, complex ``(F,)``
+            Nonzero points (flattened).
+        max_bytes : int, optional
+            Memory budget (default :data:`KERNEL_MAX_BYTES`).
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+            ``inf`` at a point that is exactly a pole.
+
+        Raises
+        ------
+        ValueError
+            ``z`` contains 0 or a non-finite value.
+
+        Examples
+        --------
+        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
+        >>> sys.transfer([1.0]).real                  # 1 / (1 - 0.5 - 0.25)
+        array([[[4.]]])
+        """
+        z = as_array(np, z, "z", "complex").reshape(-1)
+        if np.any(z == 0):
+            raise ValueError("z must not contain 0 (P(z) has a pole of order J there)")
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            zp = np.exp(-np.log(z)[:, None] * self._form.lags)                 # (F, L)
+        H = self._response(zp, max_bytes) + self.D
+        return np.moveaxis(H, 0, -1)
+
+    def freqresp(self, omega, max_bytes=None):
+        """``F(e^{i omega})`` with ``omega`` in radians per step: complex ``(p, m, F)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
+        >>> np.round(sys.freqresp([0.0, np.pi])[0, 0].real, 4)      # 1/(1-0.75), 1/(1+0.5-0.25)
+        array([4. , 0.8])
+        """
+        omega = as_array(np, omega, "omega", "real").reshape(-1)
+        zp = np.exp(-1j * omega[:, None] * self._form.lags)
+        return np.moveaxis(self._response(zp, max_bytes) + self.D, 0, -1)
+
+    # ------------------------------------------------------------------ stability
+    def sufficient_margin(self):
+        """``1 - ||Phi||_2 - sum_k ||G_k||_2``: positive proves stability for every delay (Rouche).
+
+        Returns
+        -------
+        float
+        """
+        return float(1.0 - np.linalg.norm(self.Phi, 2) - sum(np.linalg.norm(g, 2) for g in self.G))
+
+    def _is_stable_sufficient(self):
+        return self.sufficient_margin() > 0
+
+    def stability_report(self, max_bytes=None, max_evals=None):
+        """The exact test with its certificate (:class:`~ddesys.discrete_ss_stability.StabilityReport`).
+
+        Skipped (answered True) when :meth:`sufficient_margin` is positive; otherwise the certified
+        winding count of ``det P`` on the unit circle, ``O(n J)`` samples plus local refinement.
+        Cached for the default budgets.
+
+        Parameters
+        ----------
+        max_bytes : int, optional
+            Memory budget (default ``ddesys.discrete_ss_stability.EXACT_MAX_BYTES``, 1 GiB); the test is
+            refused with ``ValueError`` before allocating when it does not fit.
+        max_evals : int, optional
+            Evaluation budget of the refinement; past it the report says ``certified=False``.
+
+        Returns
+        -------
+        StabilityReport
+            ``stable``, ``certified``, ``roots_outside``, ``method``, ``evaluations``, ``message``.
+
+        Examples
+        --------
+        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> r = DiscreteDelayStateSpace([[0.5]], [[0.7]], delay=2.0).stability_report()
+        >>> r.stable, r.certified, r.roots_outside, r.method
+        (False, True, 1, 'winding')
+        """
+        key = ("report", max_bytes, max_evals)
+        if key not in self._cache:
+            self._cache[key] = _st.stability_report(self._form, self.sufficient_margin(), max_bytes, max_evals)
+        return self._cache[key]
+
+    def _is_stable_exact(self, max_bytes=None, max_evals=None):
+        rep = self.stability_report(max_bytes, max_evals)
+        if not rep.certified:
+            warnings.warn(f"is_stable: stability could not be certified ({rep.message}); answering False "
+                          "(at best marginally stable)", RuntimeWarning, stacklevel=3)
+        return bool(rep.stable)
+
+    def spectral_radius(self, rtol=1e-12, max_bytes=None):
+        """Largest modulus of the roots of ``det(z^J P(z))`` (poles of the lifted system).
+
+        Companion eigenvalues when :attr:`lifted_size` ``<= 256``; otherwise bisection on the radius with
+        the certified count on ``|z| = r`` (``O(n J log(1/rtol))``).
+
+        Parameters
+        ----------
+        rtol : float, default 1e-12
+            Relative width at which the bisection stops.
+        max_bytes : int, optional
+            Memory budget of each count.
+
+        Returns
+        -------
+        float
+
+        Warns
+        -----
+        RuntimeWarning
+            When a count on the way could not be certified (a root within the resolution of a circle).
+        """
+        rad, _, cert = _st.spectral_radius(self._form, rtol=rtol, max_bytes=max_bytes)
+        if not cert:
+            warnings.warn("spectral_radius: a root count could not be certified; the value is a best "
+                          "effort", RuntimeWarning, stacklevel=2)
+        return rad
+
+    def decay_bound(self):
+        """An upper bound on the spectral radius (the Rouche radius when below 1, else the certified upper
+        end of a bisection to ``rtol = 1e-6``): drives the FFT contour."""
+        if "decay" not in self._cache:
+            r = _st.rouche_radius(self._form)
+            if r >= 1:
+                r = _st.spectral_radius(self._form, rtol=1e-6)[1] * (1 + 1e-9)
+            self._cache["decay"] = r
+        return self._cache["decay"]
+
+    def poles(self, max_size=POLES_MAX_SIZE):
+        """All ``n J`` roots of ``det(z^J P(z))``: eigenvalues of the lifted companion matrix (``O((n J)^3)``).
+
+        Parameters
+        ----------
+        max_size : int, default :data:`POLES_MAX_SIZE`
+
+        Returns
+        -------
+        ndarray, complex ``(n J,)``
+
+        Raises
+        ------
+        ValueError
+            ``n J > max_size``: use :meth:`is_stable` or :meth:`spectral_radius`.
+        """
+        if self.lifted_size > max_size:
+            raise ValueError(f"poles(): the lifted companion matrix has size n J = {self.lifted_size} > "
+                             f"max_size = {max_size}; use is_stable() or spectral_radius(), which avoid it")
+        return np.linalg.eigvals(_st.companion_matrix(self._form))
+
+    # ------------------------------------------------------------------ time domain
+    def kernel(self, L, method="fft", eps="auto", M=None, return_contour=False, max_bytes=None):
+        """Impulse-response matrices without ``D``: ``K_t = C x_t`` for ``x`` driven by ``B`` at ``t = 0``.
+
+        Parameters
+        ----------
+        L : int
+            Length.
+        method : {"fft", "recurrence"}
+            ``"fft"``: sample ``C P(z)^-1 B`` on ``|z| = 1/rho``, inverse FFT, restore ``rho^-t``
+            (docs/theory.md §5; contour from :meth:`decay_bound` and float64 roundoff by
+            :func:`ddesys.choose_contour`). ``"recurrence"``: run the recurrence.
+        eps, M :
+            As :meth:`ddesys.DiscreteDelaySystem.kernel`.
+        return_contour : bool, default False
+            Also return the :class:`~ddesys.Contour` (``"fft"``).
+        max_bytes : int, optional
+            Memory budget of the FFT path (default :data:`KERNEL_MAX_BYTES`).
+
+        Returns
+        -------
+        K : ndarray ``(p, m, L)``
+            Real for real matrices, else complex.
+        contour : Contour
+            With ``return_contour``.
+
+        Raises
+        ------
+        ValueError
+            ``method="fft"`` for a system not certified stable (its response does not decay; use
+            ``"recurrence"``), bad ``L`` / ``method`` / ``eps`` / ``M``, a budget exceeded.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
+        >>> np.round(sys.kernel(5)[0, 0], 4)
+        array([1.    , 0.5   , 0.5   , 0.375 , 0.3125])
+        >>> bool(np.allclose(sys.kernel(5), sys.kernel(5, method="recurrence"), atol=1e-13))
+        True
+        """
+        L = check_length(L)
+        if method == "recurrence":
+            m = self.n_inputs
+            u = np.zeros((m, m, L))
+            u[np.arange(m), np.arange(m), 0] = 1.0
+            return np.moveaxis(self._run(u, with_d=False), 0, 1)          # (m, p, L) -> (p, m, L)
+        if method != "fft":
+            raise ValueError(f"method must be 'fft' or 'recurrence', got {method!r}")
+        rep = self.stability_report()
+        if not rep.stable:
+            why = "is unstable" if rep.certified else f"is not certified stable ({rep.message})"
+            raise ValueError(f"kernel(method='fft'): the system {why}: its impulse response does not decay, "
+                             "so no contour inside the unit disk represents it; use method='recurrence'")
+        contour = choose_contour(L, np.asarray(self.decay_bound()), unit_roundoff(np.float64), eps=eps, M=M)
+        rho, Mf = float(contour.rho), contour.M
+        lags = self._form.lags
+        m_idx = np.arange(Mf, dtype=np.int64)
+        with np.errstate(under="ignore"):
+            zp = np.exp(lags * np.log(rho) - 2j * np.pi / Mf * ((m_idx[:, None] * (lags % Mf)) % Mf))
+        H = self._response(zp, max_bytes)                                  # (M, p, m): K(z_m)
+        K = np.fft.ifft(H, axis=0)[:L] * (rho ** -np.arange(L, dtype=float))[:, None, None]
+        K = np.moveaxis(K, 0, -1)
+        if not self._is_complex():
+            K = K.real
+        return (K, contour) if return_contour else K
+
+    def impulse(self, L, **kernel_kw):
+        """:meth:`kernel` with ``D`` added at ``t = 0``: ``(p, m, L)``.
+
+        Examples
+        --------
+        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0], D=2.0)
+        >>> sys.impulse(3, method="recurrence")[0, 0]
+        array([3. , 0.5, 0.5])
+        """
+        K = self.kernel(L, **kernel_kw)
+        K = K.astype(np.result_type(K, self.D))
+        K[..., 0] += self.D
+        return K
+
+    def _is_complex(self):
+        return self.Phi.dtype.kind == "c"
+
+    def simulate(self, u):
+        """Run the recurrence from zero history: ``y_t = C x_t + D u_t``.
+
+        Parameters
+        ----------
+        u : array_like ``(..., m, L)``, or ``(L,)`` when ``m = 1``
+            Inputs (real or complex); a leading batch is allowed.
+
+        Returns
+        -------
+        y : ndarray ``(..., p, L)``
+            Real when the system and ``u`` are real.
+
+        Raises
+        ------
+        ValueError
+            Non-finite ``u``, a shape that does not end in ``(m, L)``.
+
+        Warns
+        -----
+        RuntimeWarning
+            When the output is not finite (an unstable system over a long run).
+
+        Notes
+        -----
+        A NumPy loop over ``t`` with a history ring of ``J + 1`` states: ``O(L n^2 (1 + 2K))`` time,
+        ``O(n J)`` memory besides the input and output.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
+        >>> sys.simulate(np.ones(4))                           # step response
+        array([[1.   , 1.5  , 2.   , 2.375]])
+        """
+        u = as_array(np, u, "u", "complex" if np.iscomplexobj(u) else "real")
+        if u.ndim == 1 and self.n_inputs == 1:
+            u = u[None]
+        if u.ndim < 2 or u.shape[-2] != self.n_inputs:
+            raise ValueError(f"u must have shape (..., m, L) with m = {self.n_inputs} inputs (or (L,) when "
+                             f"m = 1), got {u.shape}")
+        return self._run(u, with_d=True)
+
+    def _run(self, u, with_d):
+        f = self._form
+        L, batch = u.shape[-1], u.shape[:-2]
+        dt = np.result_type(u, self.Phi)
+        Bu = np.einsum("ij,...jt->t...i", self.B, u).astype(dt)          # (L, ..., n)
+        R = f.degree + 1
+        ring = np.zeros((R,) + batch + (self.n_states,), dt)
+        ET = np.ascontiguousarray(np.swapaxes(f.E, 1, 2)).astype(dt)     # x @ E^T
+        y = np.empty((L,) + batch + (self.n_outputs,), dt)
+        CT = self.C.T.astype(dt)
+        lags = [int(j) for j in f.lags]
+        with np.errstate(over="ignore", invalid="ignore"):
+            for t in range(L):
+                x = Bu[t].copy()
+                for lag, Et in zip(lags, ET):
+                    if lag <= t:
+                        x += ring[(t - lag) % R] @ Et
+                ring[t % R] = x
+                y[t] = x @ CT
+            y = np.moveaxis(y, 0, -1)                                       # (..., p, L)
+            if with_d:
+                y = y + np.einsum("ij,...jt->...it", self.D, u)
+        if not np.all(np.isfinite(y)):
+            warnings.warn(f"simulate: the output holds {int(np.size(y) - np.isfinite(y).sum())} non-finite "
+                          "value(s): the system is not stable over this run (check is_stable())",
+                          RuntimeWarning, stacklevel=3)
+        return y
+
+
+def _solve_or_inf(P, B):
+    try:
+        return np.linalg.solve(P, B)
+    except np.linalg.LinAlgError:
+        return np.full(B.shape, np.inf + 0j)
+
+
+def zoh_statespace(A, Ad, tau, B=None, C=None, D=None, dt=None, method="zoh"):
+    """Discretize ``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` with step ``dt``.
+
+    ``"zoh"`` holds the input and the delayed state over a step: ``Phi = expm(A dt)``,
+    ``Gamma = int_0^dt expm(A s) ds`` (the top-right block of ``expm([[A, I], [0, 0]] dt)``, valid for
+    singular ``A``), ``G_k = Gamma Ad_k``, ``B_d = Gamma B``. ``"euler"``: ``Phi = I + A dt``,
+    ``G_k = Ad_k dt``, ``B_d = B dt``. The delays become ``tau_k / dt`` steps (linear interpolation of the
+    fractional part); ``C``, ``D`` are kept. For diagonal ``A``, ``Ad`` this is :func:`ddesys.zoh` /
+    :func:`ddesys.euler` mode by mode.
+
+    Parameters
+    ----------
+    A, Ad, tau, B, C, D :
+        As :func:`ddesys.charmatrix.check_statespace`.
+    dt : float
+        Step ``> 0``, at most ``min(tau)`` (every delay at least one step) and at least
+        ``max(tau) / MAX_DELAY_STEPS``.
+    method : {"zoh", "euler"}
+
+    Returns
+    -------
+    DiscreteDelayStateSpace
+        With ``dt`` kept.
+
+    Raises
+    ------
+    ValueError
+        A bad ``dt`` (saying the allowed range), an overflowing ``expm``, an unknown ``method``, or a
+        bad system matrix (naming it).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.discrete_ss import zoh_statespace
+    >>> sd = zoh_statespace([[-1.0]], [[0.5]], tau=1.0, B=[1.0], C=[1.0], dt=0.1)
+    >>> float(sd.delay[0]), round(float(sd.Phi[0, 0]), 4), round(float(sd.G[0, 0, 0]), 4), sd.dt
+    (10.0, 0.9048, 0.0476, 0.1)
+    """
+    data = check_statespace(A, Ad, tau, B, C, D)
+    if dt is None:
+        raise TypeError("zoh_statespace: dt (the step, > 0) is required")
+    dt = _check_dt(dt, allow_true=False)
+    s = data.tau / dt
+    if s.min() < 1:
+        raise ValueError(f"dt = {dt:g} gives a delay of {s.min():.4g} < 1 step; every delay must be at least one "
+                         f"step: use dt <= min(tau) = {data.tau.min():.6g}")
+    if s.max() > MAX_DELAY_STEPS:
+        raise ValueError(f"dt = {dt:g} gives a delay of {s.max():.4g} steps > MAX_DELAY_STEPS = {MAX_DELAY_STEPS}: "
+                         f"use dt >= max(tau) / MAX_DELAY_STEPS = {data.tau.max() / MAX_DELAY_STEPS:.6g}")
+    n = data.A.shape[0]
+    if method == "zoh":
+        blk = np.zeros((2 * n, 2 * n), data.A.dtype)
+        blk[:n, :n] = data.A * dt
+        blk[:n, n:] = np.eye(n) * dt
+        with np.errstate(all="ignore"):
+            E = scipy.linalg.expm(blk)
+        Phi, Gam = E[:n, :n], E[:n, n:]
+    elif method == "euler":
+        Phi, Gam = np.eye(n) + data.A * dt, np.eye(n) * dt
+    else:
+        raise ValueError(f"method must be 'zoh' or 'euler', got {method!r}")
+    if not (np.all(np.isfinite(Phi)) and np.all(np.isfinite(Gam))):
+        raise ValueError(f"zoh_statespace(dt={dt:g}, method={method!r}) overflows (||A|| dt too large); use a "
+                         "smaller dt")
+    return DiscreteDelayStateSpace(Phi, Gam @ data.Ad, s, Gam @ data.B, data.C, data.D, dt=dt)
+
+
+__all__ = ["DiscreteDelayStateSpace", "KERNEL_MAX_BYTES", "zoh_statespace"]

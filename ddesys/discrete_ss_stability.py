@@ -1,0 +1,406 @@
+"""Exact stability of a discrete matrix delay system without the lifted companion matrix.
+
+The recurrence ``x_t = Phi x_{t-1} + sum_k G_k ((1 - a_k) x_{t-k_k} + a_k x_{t-k_k-1}) + ...`` has the
+characteristic matrix, written by lags ``j`` (:func:`lag_form`)::
+
+    P(z) = I - sum_j E_j z^-j,      E_1 = Phi + ...,  E_{k_k} += (1 - a_k) G_k,  E_{k_k+1} += a_k G_k
+
+``det(z^J P(z))`` (``J`` the largest lag) is a monic polynomial of degree ``n J``: its roots are the
+eigenvalues of the lifted companion matrix (:func:`companion_matrix`). The number of them in ``|z| < r``
+is ``n J + wind(det P, |z| = r)``, so the system is stable iff ``det P`` has winding number 0 on the unit
+circle and does not vanish there. :func:`winding_count` certifies the count:
+
+* ``P`` is sampled at ``M = nextpow2(8 n J)`` angles (the powers ``e^{-i j theta}`` from the integer
+  ``(m j) mod M``); at each sample, ``slogdet`` gives the phase of ``det P`` and the inverse a lower bound
+  ``s <= sigma_min(P)`` (``1/min(||P^-1||_F, (||P^-1||_1 ||P^-1||_inf)^(1/2))``, less rounding terms).
+* On an arc of width ``h`` from a sample ``P0``, ``||P(theta) - P0||_2 <= delta(h) = sum_j ||E_j||_2
+  r^-j 2 sin(min(j h / 2, pi / 2))``. If ``delta(h) < (2^(1/n) - 1) s``, then ``||P0^-1 Delta|| < 2^(1/n)
+  - 1`` and ``|det(P0 + Delta) / det P0 - 1| <= (1 + ||P0^-1 Delta||)^n - 1 < 1``: ``det P`` stays in a
+  disk around ``det P0`` that excludes 0, and the arc's phase increment is the principal
+  ``arg(det P1 / det P0)`` (either endpoint may serve as ``P0``).
+* Arcs that fail are split (into the power of two, 2 to 64, that the bound asks for), recursively, up to
+  ``MAX_DEPTH`` levels and an evaluation budget. Past it the count is returned as a best effort with
+  ``certified=False``: a root lies within the resolution of the circle.
+
+Cost: ``O(M (n^3 + n^2 L))`` for ``L`` distinct lags (``L <= 1 + 2K``), plus refinement local to the arcs
+near roots. Memory is checked before allocating (``max_bytes``, default :data:`EXACT_MAX_BYTES`).
+docs/_drafts/discrete_ss.md states the method and its references.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ._validate import check_memory
+
+EXACT_MAX_BYTES = 2**30     # default memory budget of one count
+MAX_DEPTH = 16              # refinement levels before giving up certification
+MAX_SPLIT = 64              # largest split of one arc at one level
+BLOCK = 8192               # coarse samples refined together
+ARC_BYTES = 128            # memory per pending arc of the refinement
+MAX_SAMPLES = 2**31         # (m j) mod M computed as m (j mod M) < M**2 <= 2**62
+EIG_MAX_SIZE = 256          # spectral_radius: companion eigenvalues up to this lifted size
+_U = 2.0**-52
+
+
+class LagForm(NamedTuple):
+    """``P(z) = I - sum_l E[l] z^-lags[l]``: ``lags`` ``(L,)`` int64 distinct ascending ``>= 1``, ``E``
+    ``(L, n, n)`` float64 or complex128; ``degree`` ``J = lags.max()`` (``det(z^J P)`` has degree ``n J``)."""
+
+    lags: np.ndarray
+    E: np.ndarray
+    n: int
+    degree: int
+
+
+class WindingCount(NamedTuple):
+    """Result of :func:`winding_count`: ``wind <= 0`` (``-wind`` roots in ``|z| >= r``), ``certified``,
+    ``evaluations`` (points where ``P`` was evaluated) and a ``message`` (empty when certified)."""
+
+    wind: int
+    certified: bool
+    evaluations: int
+    message: str
+
+
+class StabilityReport(NamedTuple):
+    """Outcome of the exact stability test.
+
+    Attributes
+    ----------
+    stable : bool
+        Certified stable (every root of ``det(z^J P)`` in ``|z| < 1``); False also when not certified.
+    certified : bool
+        Whether the answer is proved (sufficient criterion, or a certified winding count).
+    roots_outside : int or None
+        Roots in ``|z| >= 1`` (None when the sufficient criterion answered; a best effort when not
+        certified).
+    method : str
+        ``"sufficient"`` or ``"winding"``.
+    evaluations : int
+        Points where ``P`` was evaluated on the unit circle.
+    message : str
+        Why the count is not certified (empty otherwise).
+    """
+
+    stable: bool
+    certified: bool
+    roots_outside: object
+    method: str
+    evaluations: int
+    message: str
+
+
+def lag_form(Phi, G, k, alpha):
+    """The lags and coefficient matrices of ``P(z)`` (module docstring).
+
+    Parameters
+    ----------
+    Phi : ``(n, n)``;  G : ``(K, n, n)``;  k : int ``(K,)`` ``>= 1``;  alpha : real ``(K,)`` in ``[0, 1)``
+
+    Returns
+    -------
+    LagForm
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = lag_form(np.eye(2) * 0.5, np.eye(2)[None] * 0.2, np.array([3]), np.array([0.25]))
+    >>> f.lags.tolist(), f.degree, np.round(f.E[:, 0, 0].real, 3).tolist()
+    ([1, 3, 4], 4, [0.5, 0.15, 0.05])
+    """
+    dt = np.result_type(np.asarray(Phi), np.asarray(G), np.float64)
+    Phi = np.array(Phi, dt)
+    terms = {1: Phi}
+    for Gk, kk, a in zip(np.asarray(G, dt), np.asarray(k, np.int64), np.asarray(alpha, float)):
+        for lag, w in ((int(kk), 1.0 - a), (int(kk) + 1, a)):
+            if w != 0:
+                terms[lag] = terms.get(lag, 0) + w * Gk
+    lags = np.array(sorted(terms), np.int64)
+    return LagForm(lags, np.stack([terms[int(j)] for j in lags]), Phi.shape[0], int(lags[-1]))
+
+
+def _weights(form, r):
+    """``||E_l||_2 r^-lag_l`` ``(L,)``."""
+    nrm = np.linalg.norm(form.E, 2, axis=(1, 2))
+    with np.errstate(over="ignore"):
+        return nrm * np.exp(-form.lags * math.log(r))
+
+
+def samples_on_circle(form):
+    """``M = nextpow2(max(64, 8 n J))``: the first sampling of :func:`winding_count`."""
+    return 1 << max(6, math.ceil(math.log2(8 * form.n * form.degree)))
+
+
+def point_bytes(form):
+    """Peak working memory per evaluated point (``P``, its inverse, the lag phases, temporaries)."""
+    return 16 * (2 * form.lags.size + 6 * form.n**2) + 128
+
+
+def _eval(form, r, m, M, off):
+    """At ``theta = 2 pi m / M + off`` (``m`` int64 ``(N,)``, ``off`` float ``(N,)``, ``|off| < 2 pi / M``):
+    the phase of ``det P`` (unit complex, 0 where singular), ``beta`` ``(N, L + 1)`` with
+    ``beta[:, l] >= ||P^-1 E_l||_2 r^-lag_l`` and ``beta[:, L]`` the rounding term, and finiteness."""
+    lags, n, L = form.lags, form.n, form.lags.size
+    ph = ((m[:, None] * (lags % M)[None, :]) % M) * (-2 * math.pi / M) - off[:, None] * lags
+    with np.errstate(over="ignore", invalid="ignore"):
+        coef = np.exp(1j * ph - lags * math.log(r))                                   # (N, L)
+        P = np.eye(n) - (coef @ form.E.reshape(L, n * n)).reshape(-1, n, n)
+    finite = np.isfinite(P).all(axis=(1, 2))
+    P[~finite] = np.eye(n)
+    sign = np.linalg.slogdet(P)[0]
+    beta = np.full((m.size, L + 1), np.inf)
+    ok = finite & (sign != 0)
+    if ok.any():
+        Pk = P[ok]
+        try:
+            Z = np.linalg.inv(Pk)
+        except np.linalg.LinAlgError:                     # an exactly singular sample among them
+            Z = np.linalg.pinv(Pk)
+            ok[np.flatnonzero(ok)[np.linalg.svd(Pk, compute_uv=False)[:, -1] == 0]] = False
+        zf, pf = _fro(Z), _fro(Pk)
+        grow = 1 + 16 * n * _U * zf * pf                           # rounding of the computed inverse
+        N2 = Z.shape[0]
+        ZE = Z.reshape(N2 * n, n) @ form.E.transpose(1, 0, 2).reshape(n, L * n)  # rows (N2 n), cols (L n)
+        ZE = ZE.view(np.float64).reshape(N2, n, L, 2 * n)
+        ZE = np.sqrt(np.einsum("ailj,ailj->al", ZE, ZE))                       # ||Z E_l||_F
+        with np.errstate(over="ignore", invalid="ignore"):
+            ZE = ZE * np.exp(-lags * math.log(r))                               # (N2, L)
+            scale = 1.0 + np.abs(coef[ok]) @ _fro(form.E)                         # size of P
+            b = np.concatenate([ZE * grow[:, None], (zf * 8 * (n + L) * _U * scale)[:, None]], axis=1)
+        b[~np.isfinite(b)] = np.inf
+        beta[ok] = b
+    sign[~finite] = 0.0
+    return sign, beta, finite
+
+
+def _fro(X):
+    """Frobenius norms over the last two axes of a complex array."""
+    X = np.ascontiguousarray(X).view(np.float64)
+    return np.sqrt(np.einsum("...ij,...ij->...", X, X))
+
+
+def _value(beta, lags, h):
+    """Bound on ``||P0^-1 (P(theta0 + t) - P0)||_2`` for ``|t| <= h``: ``beta`` ``(..., L + 1)``,
+    ``h`` broadcasting against ``beta[..., 0]``."""
+    x = np.minimum(np.asarray(h, float)[..., None] * lags / 2, np.pi / 2)
+    with np.errstate(invalid="ignore"):
+        v = (beta[..., :-1] * (2 * np.sin(x))).sum(axis=-1) + beta[..., -1]
+    return np.where(np.isnan(v), np.inf, v)
+
+
+def winding_count(form, r=1.0, max_bytes=None, max_evals=None, max_depth=MAX_DEPTH):
+    """Certified winding number of ``det P`` around 0 on ``|z| = r`` (module docstring).
+
+    Parameters
+    ----------
+    form : LagForm
+    r : float, default 1.0
+        Radius of the circle, ``> 0``.
+    max_bytes : int or None
+        Memory budget (default :data:`EXACT_MAX_BYTES`); a count that needs more is refused with
+        ``ValueError`` before anything is allocated. The sampling runs in blocks sized to it.
+    max_evals : int or None
+        Budget of points evaluated in all (default ``64 M + 2**20``); past it the count is returned
+        uncertified.
+    max_depth : int, default :data:`MAX_DEPTH`
+
+    Returns
+    -------
+    WindingCount
+        ``-wind`` roots of ``det(z^J P)`` lie in ``|z| >= r``.
+
+    Raises
+    ------
+    ValueError
+        The memory budget or the integer phase arithmetic (``M <= 2**31``) does not allow the count.
+
+    Examples
+    --------
+    The scalar ``x_t = 0.5 x_{t-1} + 0.7 x_{t-2}`` has one root outside the unit circle:
+
+    >>> import numpy as np
+    >>> f = lag_form(np.array([[0.5]]), np.array([[[0.7]]]), np.array([2]), np.array([0.0]))
+    >>> winding_count(f)[:2]
+    (-1, True)
+    """
+    n, lags = form.n, form.lags
+    M = samples_on_circle(form)
+    budget = EXACT_MAX_BYTES if max_bytes is None else int(max_bytes)
+    if M > MAX_SAMPLES:
+        raise ValueError(f"winding count: n J = {n * form.degree} needs M = {M} samples, beyond the integer "
+                         f"phase arithmetic limit {MAX_SAMPLES}; use the sufficient test")
+    pb = point_bytes(form) + 2 * ARC_BYTES + 32 * lags.size
+    block = min(M, BLOCK, budget // pb)                 # coarse samples per block
+    cap = budget // pb                                 # points evaluated at once, at most
+    check_memory(min(M, 4096) * pb, budget,
+                 f"exact stability test (certified winding count, n = {n}, largest lag J = {form.degree}, "
+                 f"{M} samples on the circle)",
+                 f"pass max_bytes= (default ddesys.discrete_ss_stability.EXACT_MAX_BYTES = {EXACT_MAX_BYTES}) "
+                 "or use the sufficient test (is_stable(method='sufficient'))")
+    max_evals = 64 * M + 2**20 if max_evals is None else int(max_evals)
+    c = 2.0 ** (1.0 / n) - 1.0
+    h0 = 2 * math.pi / M
+    total, evals, certified, msg = 0.0, 0, True, ""
+    for a0 in range(0, M, block):
+        mm = np.arange(a0, min(M, a0 + block) + 1, dtype=np.int64)       # one overlap with the next block
+        sg, be, fin = _eval(form, r, mm % M, M, np.zeros(mm.size))
+        evals += mm.size
+        if not fin.all():
+            return WindingCount(0, False, evals, f"P overflows on the circle |z| = {r:.6g} (r^-J too large)")
+        arcs = (mm[:-1] % M, np.zeros(mm.size - 1), np.full(mm.size - 1, h0), sg[:-1], be[:-1], sg[1:], be[1:])
+        t, evals, cert, why = _refine(form, r, M, c, arcs, evals, max_evals, max_depth, cap)
+        total += t
+        if not cert:
+            certified, msg = False, why
+    wind = total / (2 * math.pi)
+    wi = int(np.rint(wind)) if np.isfinite(wind) else 0
+    if certified and (abs(wind - wi) > 0.1 or wi > 0):
+        certified, msg = False, f"inconsistent phase total {wind:.3f} turns (rounding): not certified"
+    return WindingCount(wi, certified, evals, msg)
+
+
+def _refine(form, r, M, c, arcs, evals, max_evals, max_depth, cap):
+    """Phase total over ``arcs = (m, off, h, sign_a, beta_a, sign_b, beta_b)``, splitting uncertified ones
+    level by level; returns ``(total, evals, certified, message)``."""
+    lags = form.lags
+    total = 0.0
+    for depth in range(max_depth + 1):
+        am, aoff, ah, sga, ba, sgb, bb = arcs
+        va, vb = _value(ba, lags, ah), _value(bb, lags, ah)
+        ok = np.minimum(va, vb) < c
+        with np.errstate(invalid="ignore"):
+            inc = np.angle(sgb * np.conj(sga))
+        total += float(inc[ok].sum())
+        bad = np.flatnonzero(~ok)
+        if bad.size == 0:
+            return total, evals, True, ""
+        am, aoff, ah, sga, ba, sgb, bb = (x[bad] for x in (am, aoff, ah, sga, ba, sgb, bb))
+        v = np.minimum(va[bad], vb[bad])
+        f = np.clip(2 ** np.ceil(np.log2(np.maximum(2 * v / c, 2))), 2, MAX_SPLIT)
+        f = np.where(np.isfinite(f), f, MAX_SPLIT).astype(np.int64)
+        new = int((f - 1).sum())
+        if depth == max_depth or evals + new > max_evals or new > cap:
+            total += float(np.nan_to_num(inc[bad]).sum())
+            reason = ("the refinement depth" if depth == max_depth else
+                      "the evaluation budget" if evals + new > max_evals else "the memory budget")
+            return total, evals, False, (
+                f"{bad.size} arc(s) of the circle |z| = {r:.6g} could not be certified within {reason} "
+                f"({evals} evaluations): a root lies within about {float(ah.min()):.2g} rad of the circle")
+        nxt = []
+        for fv in np.unique(f):
+            g = np.flatnonzero(f == fv)
+            sub = ah[g] / fv
+            off = aoff[g, None] + sub[:, None] * np.arange(1, fv)                      # (A, fv-1)
+            sg, be, _ = _eval(form, r, np.repeat(am[g], fv - 1), M, off.ravel())
+            evals += sg.size
+            SG = np.concatenate([sga[g, None], sg.reshape(-1, fv - 1), sgb[g, None]], axis=1)
+            BE = np.concatenate([ba[g, None], be.reshape(g.size, fv - 1, -1), bb[g, None]], axis=1)
+            offs = np.concatenate([aoff[g, None], off], axis=1)
+            nxt.append((np.repeat(am[g], fv), offs.ravel(), np.repeat(sub, fv), SG[:, :-1].ravel(),
+                        BE[:, :-1].reshape(-1, BE.shape[-1]), SG[:, 1:].ravel(), BE[:, 1:].reshape(-1, BE.shape[-1])))
+        arcs = tuple(np.concatenate(x) for x in zip(*nxt))
+    return total, evals, False, "unreachable"
+
+
+def companion_matrix(form):
+    """The lifted companion matrix ``(n J, n J)``: first block row ``[E_1 .. E_J]``, identities below;
+    its eigenvalues are the roots of ``det(z^J P(z))``."""
+    n, J = form.n, form.degree
+    C = np.zeros((n * J, n * J), np.complex128)
+    for lag, E in zip(form.lags, form.E):
+        C[:n, (lag - 1) * n:lag * n] = E
+    C[n:, :-n] = np.eye(n * (J - 1))
+    return C
+
+
+def rouche_radius(form):
+    """Upper bound on the spectral radius: the ``r`` with ``sum_l ||E_l||_2 r^-lag_l = 1`` (for larger
+    ``|z|``, ``||I - P(z)|| < 1`` and ``P`` is invertible). Bisection in ``log r``."""
+    nrm = np.linalg.norm(form.E, 2, axis=(1, 2))
+    keep = nrm > 0
+    if not keep.any():
+        return 0.0
+    nrm, lags = nrm[keep], form.lags[keep].astype(float)
+    g = lambda lr: float(np.exp(np.log(nrm) - lags * lr).sum()) - 1.0  # noqa: E731 - decreasing in lr
+    lo, hi = -745.0, max(0.0, float(np.log(nrm.sum()))) + 1e-12
+    with np.errstate(over="ignore"):
+        while g(hi) > 0:
+            hi += 1.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
+            if hi - lo < 1e-15:
+                break
+    return math.exp(hi)
+
+
+def spectral_radius(form, rtol=1e-12, max_bytes=None, eig_max_size=EIG_MAX_SIZE):
+    """Largest root modulus of ``det(z^J P)``: ``(radius, upper, certified)``.
+
+    Companion eigenvalues when ``n J <= eig_max_size`` (``upper = radius``); otherwise bisection (in
+    ``log r``) between a lower bound (the geometric mean ``|det E_J|^(1/(n J))`` of the root moduli) and
+    :func:`rouche_radius`, with :func:`winding_count` on each circle, to relative width ``rtol``.
+    ``upper`` is a certified upper bound; ``certified`` is False when an uncertified count (a root within
+    the resolution of a circle) moved the lower end.
+    """
+    n, J = form.n, form.degree
+    if n * J <= eig_max_size:
+        rad = float(np.abs(np.linalg.eigvals(companion_matrix(form))).max())
+        return rad, rad, True
+    hi = rouche_radius(form)
+    if hi == 0.0:
+        return 0.0, 0.0, True
+    nrm = np.linalg.norm(form.E, 2, axis=(1, 2))
+    floor = float(np.max(np.exp((np.log(np.maximum(nrm, 1e-300)) - 600.0) / form.lags)))   # r^-J finite
+    sgn, logdet = np.linalg.slogdet(form.E[-1])
+    certified = True
+    if sgn != 0 and np.isfinite(logdet):
+        lo = min(hi, math.exp(logdet / (n * J))) * (1 - 1e-9)
+    else:
+        lo = hi / 2
+        while lo > floor:
+            wc = winding_count(form, lo, max_bytes=max_bytes)
+            if wc.wind < 0 or not wc.certified:
+                break
+            hi, lo = lo, lo / 2
+        else:
+            return floor, hi, True                         # every root below the overflow floor
+    lo = max(lo, floor)
+    while hi - lo > rtol * hi:
+        mid = math.sqrt(lo * hi)
+        wc = winding_count(form, mid, max_bytes=max_bytes)
+        if wc.wind < 0 or not wc.certified:
+            lo = mid
+            certified &= wc.certified
+        else:
+            hi = mid
+    return 0.5 * (lo + hi), hi, certified
+
+
+def stability_report(form, margin, max_bytes=None, max_evals=None):
+    """The exact test: the sufficient criterion when ``margin > 0``, else the winding count on ``|z| = 1``.
+
+    Parameters
+    ----------
+    form : LagForm
+    margin : float
+        ``1 - ||Phi||_2 - sum_k ||G_k||_2``.
+    max_bytes, max_evals : int or None
+        As :func:`winding_count`.
+
+    Returns
+    -------
+    StabilityReport
+    """
+    if margin > 0:
+        return StabilityReport(True, True, None, "sufficient", 0, "")
+    wc = winding_count(form, 1.0, max_bytes=max_bytes, max_evals=max_evals)
+    return StabilityReport(wc.certified and wc.wind == 0, wc.certified, -wc.wind, "winding", wc.evaluations,
+                           wc.message)
+
+
+__all__ = ["EXACT_MAX_BYTES", "LagForm", "StabilityReport", "WindingCount", "companion_matrix", "lag_form",
+           "rouche_radius", "samples_on_circle", "spectral_radius", "stability_report", "winding_count"]
