@@ -203,8 +203,10 @@ class DelayStateSpace(DelayLTI):
         """Margin of the delay-independent sufficient test: ``-(mu_2(A) + sum_k ||Ad[k]||_2)``.
 
         ``mu_2(A) = lambda_max((A + A^H) / 2)`` is the logarithmic norm. A positive margin proves the
-        system stable for *every* choice of the delays (``d/dt |x|^2 <= 2(mu_2(A) + sum ||Ad_k||) ...``
-        by Razumikhin's argument; docs/theory.md §9); a negative one proves nothing.
+        system stable for *every* choice of the delays: at a root ``s`` with eigenvector ``v``
+        (``|v| = 1``), ``Re s = Re v^H (A + sum_k Ad_k e^{-s tau_k}) v <= mu_2(A) + sum_k ||Ad_k||_2
+        |e^{-s tau_k}|``, which is negative when ``Re s >= 0`` (the Halanay-type bound; docs/theory.md
+        §9). A negative margin proves nothing.
 
         Returns
         -------
@@ -345,7 +347,7 @@ class DelayStateSpace(DelayLTI):
         if not self.is_stable():
             raise ValueError(f"h2_norm of an unstable system (spectral abscissa "
                              f"{self.spectral_abscissa():.6g} >= 0) is infinite/undefined")
-        return h2_norm(*self._full(), rtol=rtol)
+        return h2_norm(*self._full(), rtol=rtol, is_stable=True)     # the exact test above
 
     def hinf_norm(self, rtol=1e-9):
         """Hinf norm ``sup_w sigma_max(G(i w))`` and the peak frequency (see :func:`ddesys.norms.hinf_norm`).
@@ -365,7 +367,7 @@ class DelayStateSpace(DelayLTI):
         if not self.is_stable():
             raise ValueError(f"hinf_norm of an unstable system (spectral abscissa "
                              f"{self.spectral_abscissa():.6g} >= 0) is infinite")
-        return hinf_norm(*self._full(), rtol=rtol)
+        return hinf_norm(*self._full(), rtol=rtol, is_stable=True)
 
     # ---------------------------------------------------------------- time domain
     def simulate(self, u, t, x0=None, h=None):
