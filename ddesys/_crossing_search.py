@@ -1,5 +1,6 @@
-"""Starting points for :mod:`ddesys.crossings`: the quadratic eigenvalue problem, the theta sweep, and
-the roots on the imaginary axis for every delay.
+"""Search and refinement for :mod:`ddesys.crossings`: starting points from the quadratic eigenvalue
+problem or the theta sweep, the roots on the imaginary axis for every delay, and the Newton iterations
+in ``(omega, theta)`` and in ``s``.
 
 *QEP* (``n <= QEP_MAX_N``): a pair ``(i omega, z)``, ``|z| = 1``, with ``det(i omega I - A - A1 z) = 0``
 makes ``i omega`` a common eigenvalue of ``X = A + A1 z`` and ``Y = -(conj(A) + conj(A1) / z)``; the
@@ -23,7 +24,10 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import linear_sum_assignment
 
+from .charmatrix import char_matrix, char_matrix_ds
+
 UNIT_TOL = 1e-5         # | |z| - 1 | accepted as a unit-modulus QEP eigenvalue (touches: double, ~sqrt(eps))
+RES_TOL = 1e-10         # sigma_min(M) / scale accepted as a root after Newton
 CAND_TOL = 1e-4         # |Re lambda| / scale for a candidate eigenvalue of A + A1 z before Newton
 
 _T = np.linspace(0.0, 1.0, 17)
@@ -84,6 +88,17 @@ def persistent_frequencies(A, A1, scale):
     return out
 
 
+def _eig_slopes_fast(A, A1, z):
+    """As :func:`eig_with_slopes` for the sweep: left eigenvectors as the rows of ``V^-1``."""
+    lam, vr = np.linalg.eig(A + A1 * z)
+    try:
+        c = np.diagonal(np.linalg.solve(vr, (A1 * z) @ vr))
+    except np.linalg.LinAlgError:
+        return eig_with_slopes(A, A1, z)
+    c = np.where(np.isfinite(c), c, 0)
+    return lam, -1j * c, c
+
+
 def eig_with_slopes(A, A1, z):
     """Eigenvalues ``lam`` of ``A + A1 z`` (``z = exp(-i theta)``), their slopes ``dlam/dtheta`` and
     ``c = u^* A1 z v / u^* v`` (``dlam/dtheta = -i c``; ``u, v`` left and right eigenvectors)."""
@@ -102,12 +117,12 @@ def sweep_candidates(A, A1, n_theta, scale, persistent=()):
     Branches that stay within ``1e-8 scale`` of a persistent root ``i omega_p`` are skipped.
     """
     h = 2 * np.pi / n_theta
-    lam0, sl0, _ = eig_with_slopes(A, A1, 1.0)
+    lam0, sl0, _ = _eig_slopes_fast(A, A1, 1.0 + 0j)
     first = (lam0, sl0, None)
     cands = []
     pers = np.asarray(list(persistent), dtype=float)
     for j in range(1, n_theta + 1):
-        lam1, sl1, _ = first if j == n_theta else eig_with_slopes(A, A1, np.exp(-1j * j * h))
+        lam1, sl1, _ = first if j == n_theta else _eig_slopes_fast(A, A1, np.exp(-1j * j * h))
         pred = lam0 + h * sl0
         _, col = linear_sum_assignment(np.abs(pred[:, None] - lam1[None, :]))
         lam1, sl1 = lam1[col], sl1[col]
@@ -134,4 +149,57 @@ def sweep_candidates(A, A1, n_theta, scale, persistent=()):
     return cands
 
 
-__all__ = ["eig_with_slopes", "persistent_frequencies", "qep_candidates", "sigma_min", "sweep_candidates"]
+def newton_pair(A, A1, w, th, scale, maxit=60):
+    """Newton in the real unknowns ``(omega, theta)`` on ``det(i omega I - A - A1 e^{-i theta}) = 0``.
+
+    The step solves ``[a b] [dw dth]^T = -1`` (real and imaginary parts) with the log-derivatives of
+    Jacobi's formula ``a = tr(M^-1 dM/dw)``, ``b = tr(M^-1 dM/dth)``; least squares where the 2x2
+    Jacobian is singular (touches). Returns ``(omega, theta, ok)``.
+    """
+    n = A.shape[0]
+    eye = np.eye(n)
+    prev = np.inf
+    for _ in range(maxit):
+        E = A1 * np.exp(-1j * th)
+        M = 1j * w * eye - A - E
+        try:
+            X = np.linalg.solve(M, np.hstack([eye, E]))
+        except np.linalg.LinAlgError:            # exactly singular: a root
+            break
+        a, b = 1j * np.trace(X[:, :n]), 1j * np.trace(X[:, n:])
+        J = np.array([[a.real, b.real], [a.imag, b.imag]])
+        if not np.all(np.isfinite(J)):
+            break
+        dw, dth = np.linalg.lstsq(J, np.array([-1.0, 0.0]), rcond=1e-12)[0]
+        big = max(abs(dw) / (0.5 * scale), abs(dth) / 0.5, 1.0)    # no jumps beyond the basin
+        w, th = w + dw / big, th + dth / big
+        step = abs(dw) / scale + abs(dth) / max(1.0, abs(th))
+        if step <= 1e-15 or (step <= 1e-12 and step >= 0.5 * prev):      # converged, or stagnating at rounding
+            break
+        prev = step
+    M = 1j * w * eye - A - A1 * np.exp(-1j * th)
+    ok = bool(np.isfinite(w) and np.isfinite(th) and sigma_min(M) <= RES_TOL * (abs(w) + scale))
+    return float(w), float(th), ok
+
+
+def newton_s(A, Ad, tau, s, scale, maxit=50):
+    """Newton on ``det M(s) = 0`` at the delay ``tau`` (step ``-1 / tr(M^-1 dM/ds)``)."""
+    t = np.array([tau])
+    for _ in range(maxit):
+        M = char_matrix(A, Ad, t, s)
+        try:
+            g = np.trace(np.linalg.solve(M, char_matrix_ds(A, Ad, t, s)))
+        except np.linalg.LinAlgError:
+            break
+        if not np.isfinite(g) or g == 0:
+            break
+        ds = -1.0 / g
+        s = s + ds
+        if abs(ds) <= 1e-15 * (abs(s) + scale):
+            break
+    ok = sigma_min(char_matrix(A, Ad, t, s)) <= RES_TOL * (abs(s) + scale)
+    return s, bool(ok)
+
+
+__all__ = ["eig_with_slopes", "newton_pair", "newton_s", "persistent_frequencies", "qep_candidates", "sigma_min",
+           "sweep_candidates"]

@@ -6,11 +6,12 @@ lies on the imaginary axis at ``s = i omega`` exactly when ``det(i omega I - A -
 gives the delays ``tau_k = (theta + 2 pi k) / omega > 0``. The pairs are found as the unit-modulus
 eigenvalues ``z`` of a quadratic eigenvalue problem of size ``n^2`` (``n <= QEP_MAX_N``), or by a
 sweep of the eigenvalues of ``A + A1 exp(-i theta)`` over ``theta`` (larger ``n``, or when that
-problem is singular), and refined by Newton's method in ``(omega, theta)``; docs/theory.md §9 (draft:
-docs/_drafts/crossings.md) states the method, the direction rule and the tolerances.
+problem is singular), and refined by Newton's method in ``(omega, theta)``. docs/theory.md (delay sweeps of matrix systems;
+draft: docs/_drafts/crossings.md) states the method, the direction rule and the tolerances.
 
-Real systems: only ``omega > 0`` is listed; the conjugate root ``-i omega`` crosses at the same delay in
-the same direction. Complex systems: both signs of ``omega`` are listed.
+Real systems (complex dtype with zero imaginary parts included): only ``omega > 0`` is listed; the
+conjugate root ``-i omega`` crosses at the same delay in the same direction. Complex systems: both
+signs of ``omega`` are listed.
 """
 from __future__ import annotations
 
@@ -19,12 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._crossing_search import (eig_with_slopes, persistent_frequencies, qep_candidates, sigma_min,
-                               sweep_candidates)
-from .charmatrix import char_matrix, char_matrix_ds, check_statespace
+from ._crossing_search import (RES_TOL, eig_with_slopes, newton_pair, newton_s, persistent_frequencies,
+                               qep_candidates, sigma_min, sweep_candidates)
+from .charmatrix import check_statespace
 
 QEP_MAX_N = 12          # QEP (size 2 n^2 after linearization) up to this n, theta sweep above
-RES_TOL = 1e-10         # sigma_min(M) / scale accepted as a root after Newton
 CLUSTER_TOL = 1e-6      # eigenvalues of A + A1 z within this (relative) of i omega count as one cluster
 DIR_TOL = 1e-6          # |Im c| / |c| below this: first-order direction undecided, decided by continuation
 MAX_CROSSINGS = 100_000
@@ -70,6 +70,8 @@ def _check(A, A1):
     except (TypeError, ValueError) as exc:        # name the argument as this API calls it
         raise type(exc)(str(exc).replace("Ad[0]", "A1").replace("Ad ", "A1 ")) from None
     A, A1 = data.A, data.Ad[0]
+    if np.iscomplexobj(A) and not np.any(A.imag) and not np.any(A1.imag):
+        A, A1 = A.real.copy(), A1.real.copy()          # complex dtype, real values: a real system
     return A, A1, float(np.linalg.norm(A, 2) + np.linalg.norm(A1, 2)) or 1.0
 
 
@@ -78,36 +80,6 @@ def _check_method(method, n_theta):
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not isinstance(n_theta, (int, np.integer)) or isinstance(n_theta, bool) or n_theta < 16:
         raise ValueError(f"n_theta must be an integer >= 16 (theta grid of the sweep), got {n_theta!r}")
-
-
-def _newton_pair(A, A1, w, th, scale, maxit=60):
-    """Newton in the real unknowns ``(omega, theta)`` on ``det(i omega I - A - A1 e^{-i theta}) = 0``.
-
-    The step solves ``[a b] [dw dth]^T = -1`` (real and imaginary parts) with the log-derivatives of
-    Jacobi's formula ``a = tr(M^-1 dM/dw)``, ``b = tr(M^-1 dM/dth)``; least squares where the 2x2
-    Jacobian is singular (touches). Returns ``(omega, theta, ok)``.
-    """
-    n = A.shape[0]
-    eye = np.eye(n)
-    for _ in range(maxit):
-        E = A1 * np.exp(-1j * th)
-        M = 1j * w * eye - A - E
-        try:
-            X = np.linalg.solve(M, np.hstack([eye, E]))
-        except np.linalg.LinAlgError:            # exactly singular: a root
-            break
-        a, b = 1j * np.trace(X[:, :n]), 1j * np.trace(X[:, n:])
-        J = np.array([[a.real, b.real], [a.imag, b.imag]])
-        if not np.all(np.isfinite(J)):
-            break
-        dw, dth = np.linalg.lstsq(J, np.array([-1.0, 0.0]), rcond=1e-12)[0]
-        big = max(abs(dw) / (0.5 * scale), abs(dth) / 0.5, 1.0)    # no jumps beyond the basin
-        w, th = w + dw / big, th + dth / big
-        if abs(dw) <= 1e-15 * scale and abs(dth) <= 1e-15 * max(1.0, abs(th)):
-            break
-    M = 1j * w * eye - A - A1 * np.exp(-1j * th)
-    ok = bool(np.isfinite(w) and np.isfinite(th) and sigma_min(M) <= RES_TOL * (abs(w) + scale))
-    return float(w), float(th), ok
 
 
 def _normalize_theta(w, th):
@@ -121,25 +93,6 @@ def _first_tau(w, th):
     return (th if th != 0.0 else 2 * np.pi * np.sign(w)) / w
 
 
-def _newton_s(A, Ad, tau, s, scale, maxit=50):
-    """Newton on ``det M(s) = 0`` at the delay ``tau`` (step ``-1 / tr(M^-1 dM/ds)``)."""
-    t = np.array([tau])
-    for _ in range(maxit):
-        M = char_matrix(A, Ad, t, s)
-        try:
-            g = np.trace(np.linalg.solve(M, char_matrix_ds(A, Ad, t, s)))
-        except np.linalg.LinAlgError:
-            break
-        if not np.isfinite(g) or g == 0:
-            break
-        ds = -1.0 / g
-        s = s + ds
-        if abs(ds) <= 1e-15 * (abs(s) + scale):
-            break
-    ok = sigma_min(char_matrix(A, Ad, t, s)) <= RES_TOL * (abs(s) + scale)
-    return s, bool(ok)
-
-
 def _continuation(A, A1, w, tau, dsdtau, scale):
     """Direction at a touch-like crossing: track the root by Newton at ``tau -+ delta`` (``delta =
     1e-4 tau``) and compare the signs of its real part. ``None`` when the tracking fails."""
@@ -147,7 +100,7 @@ def _continuation(A, A1, w, tau, dsdtau, scale):
     re = []
     for sgn in (-1.0, 1.0):
         d = sgn * 1e-4 * tau
-        s, ok = _newton_s(A, Ad, tau + d, 1j * w + dsdtau * d, scale)
+        s, ok = newton_s(A, Ad, tau + d, 1j * w + dsdtau * d, scale)
         if not ok or abs(s - 1j * w) > 10 * abs(dsdtau * d) + 1e-2 * (abs(w) + scale):
             return None
         re.append(s.real)
@@ -168,6 +121,31 @@ class _Pair(NamedTuple):
     net: int           # cluster: net number of roots entering the right half-plane (tau increasing)
 
 
+def _refine_touch(A, A1, w, th, c, scale):
+    """A touch-like pair: Newton in ``(omega, theta)`` meets a singular Jacobian there and stops at
+    ``~sqrt(eps)``. The touch is where ``Re lambda(theta)`` has a double zero, so its slope ``Im c``
+    has a simple one: secant steps on ``Im c(theta)`` locate it to rounding. Kept when ``Re lambda`` is
+    zero there to ``RES_TOL``; otherwise the Newton result stands."""
+    def at(t, w_ref):
+        lam, _, cc = eig_with_slopes(A, A1, np.exp(-1j * t))
+        i = int(np.argmin(np.abs(lam - 1j * w_ref)))
+        return complex(cc[i]), complex(lam[i])
+    t0, t1 = th, th + 1e-7
+    (h0, _), (c1, l1) = at(t0, w), at(t1, w)
+    h0, h1 = h0.imag, c1.imag
+    for _ in range(40):
+        if h1 == h0:
+            break
+        t0, t1, h0 = t1, t1 - h1 * (t1 - t0) / (h1 - h0), h1
+        c1, l1 = at(t1, l1.imag)
+        h1 = c1.imag
+        if abs(t1 - t0) <= 4e-16 * max(1.0, abs(t1)):
+            break
+    if abs(t1 - th) <= 1e-5 and abs(l1.real) <= RES_TOL * scale and abs(l1.imag - w) <= 1e-5 * scale:
+        return l1.imag, _normalize_theta(l1.imag, t1), c1
+    return w, th, c
+
+
 def _analyse(A, A1, w, th, scale):
     """Cluster size and first-order direction of a refined pair (``sign Re ds/dtau = sign(omega Im c)``,
     ``c = u^* A1 z v / u^* v`` with ``u, v`` the left and right eigenvectors of ``A + A1 z`` at ``i
@@ -182,6 +160,8 @@ def _analyse(A, A1, w, th, scale):
     if m == 1:
         ci = complex(c[cl][0])
         undecided = abs(ci.imag) <= DIR_TOL * abs(ci) or abs(ci) <= 1e-10 * scale
+        if undecided and abs(ci) > 1e-10 * scale:
+            w, th, ci = _refine_touch(A, A1, w, th, ci, scale)
         return _Pair(w, th, 1, ci, 0 if undecided else int(np.sign(w * ci.imag)), 0)
     rest = dist[~cl]
     r = 0.5 * rest.min() if rest.size else scale
@@ -210,7 +190,7 @@ def _pairs(A, A1, scale, method, n_theta):
     for w0, th0 in cands:
         E = A1 * np.exp(-1j * th0)
         start_ok = sigma_min(1j * w0 * np.eye(len(A)) - A - E) <= 1e-8 * (abs(w0) + scale)
-        w, th, ok = _newton_pair(A, A1, w0, th0, scale)
+        w, th, ok = newton_pair(A, A1, w0, th0, scale)
         if not ok:
             if start_ok:
                 warnings.warn(f"crossings: Newton did not converge from the candidate omega = {w0:.6g}, "
@@ -245,7 +225,7 @@ def _directions(A, A1, p, tau, scale):
     d = _continuation(A, A1, p.omega, tau, dsdtau if np.isfinite(dsdtau) else 0.0, scale)
     if d is None:
         warnings.warn(f"crossings: the direction at tau = {tau:.10g}, omega = {p.omega:.10g} is zero to first "
-                      "order and the continuation failed; reported as 0", RuntimeWarning, stacklevel=4)
+                      "order and the continuation failed; reported as 0", RuntimeWarning, stacklevel=3)
         return [0]
     return [d]
 
@@ -336,8 +316,10 @@ def crossings(A, A1, tau_max, *, method="auto", n_theta=512):
 def delay_margin(A, A1, *, method="auto", n_theta=512):
     """The smallest destabilizing delay of ``x' = A x + A1 x(t - tau)``, stable at ``tau -> 0+``.
 
-    The system is stable for every ``tau`` in ``[0, delay_margin)`` (``A + A1`` Hurwitz at ``tau = 0``)
-    and unstable just beyond it. Touches before it (marginal stability at isolated delays) do not count.
+    The system is stable for every ``tau`` in ``[0, delay_margin)`` (``A + A1`` Hurwitz at ``tau = 0``),
+    except at isolated delays where a root touches the axis and goes back (``direction = 0`` in
+    :func:`crossings`: marginal stability there), and unstable just beyond it. The first crossing of each
+    pair is at ``theta / omega`` and its direction holds for all its delays, so no ``tau_max`` is needed.
 
     Parameters
     ----------
