@@ -5,7 +5,6 @@ published values (cited), or brute force written here with NumPy only (eigenvalu
 with bisection; the number of right-half-plane roots by the argument principle on numpy.linalg.det).
 """
 import doctest
-import time
 import warnings
 
 import numpy as np
@@ -356,15 +355,12 @@ def test_bad_inputs():
         crossings([[0.0]], [[-1.0]], 1e9)                                  # ~1.6e8 crossings
 
 
-def test_speed_ten_states():
+def test_ten_states_against_brute_force():
+    # speed is measured by experiments/bench_dss.py (0.03-0.15 s here), not asserted in a unit test
     rng = np.random.default_rng(0)
     A = rng.standard_normal((10, 10)) - 1.5 * np.eye(10)
     A1 = rng.standard_normal((10, 10))
-    crossings(A, A1, 10.0)
-    t0 = time.perf_counter()
     got = crossings(A, A1, 10.0)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 3.0, elapsed           # 0.03-0.15 s measured on the shared 2-core machine (pencil 200)
     ref = brute_pairs(A, A1, real=True, n_grid=4001)
     fr = sorted(crossing_frequencies(A, A1))
     assert len(fr) == len(ref) and all(abs(p.omega - w) < 1e-9 and abs(p.theta - th) < 1e-9
