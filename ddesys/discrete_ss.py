@@ -21,11 +21,10 @@ import numpy as np
 import scipy.linalg
 
 from . import discrete_ss_stability as _st
-from ._array import unit_roundoff
-from ._validate import MAX_DELAY_STEPS, as_array, check_delay, check_length, check_memory
+from ._validate import MAX_DELAY_STEPS, as_array, check_delay, check_memory
 from .charmatrix import check_statespace
-from .contour import choose_contour
 from .interpolation import split_delay
+from .discrete_ss_response import DiscreteSSResponses
 from .lti import DelayLTI
 
 KERNEL_MAX_BYTES = 2**30     # working memory of transfer() / kernel(method="fft") (argument max_bytes)
@@ -50,7 +49,7 @@ def _check_dt(dt, allow_true=True):
     return float(dt)
 
 
-class DiscreteDelayStateSpace(DelayLTI):
+class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
     """A discrete linear system with delayed-state feedback, in state-space form (module docstring).
 
     Parameters
@@ -158,10 +157,13 @@ class DiscreteDelayStateSpace(DelayLTI):
             P = self._char(zinv_pow[a:a + _CHUNK])
             with np.errstate(all="ignore"):
                 try:
-                    X = np.linalg.solve(P, np.broadcast_to(self.B, (P.shape[0], n, m)))
+                    out[a:a + _CHUNK] = self.C @ np.linalg.solve(P, np.broadcast_to(self.B, (P.shape[0], n, m)))
                 except np.linalg.LinAlgError:                     # a point exactly at a pole
-                    X = np.stack([_solve_or_inf(Pi, self.B) for Pi in P])
-            out[a:a + _CHUNK] = self.C @ X
+                    for i, Pi in enumerate(P):
+                        try:
+                            out[a + i] = self.C @ np.linalg.solve(Pi, self.B)
+                        except np.linalg.LinAlgError:
+                            out[a + i] = np.inf
         return out
 
     def transfer(self, z, max_bytes=None):
@@ -223,6 +225,9 @@ class DiscreteDelayStateSpace(DelayLTI):
         float
         """
         return float(1.0 - np.linalg.norm(self.Phi, 2) - sum(np.linalg.norm(g, 2) for g in self.G))
+
+    def _is_complex(self):
+        return self.Phi.dtype.kind == "c"
 
     def _is_stable_sufficient(self):
         return self.sufficient_margin() > 0
@@ -324,171 +329,6 @@ class DiscreteDelayStateSpace(DelayLTI):
             raise ValueError(f"poles(): the lifted companion matrix has size n J = {self.lifted_size} > "
                              f"max_size = {max_size}; use is_stable() or spectral_radius(), which avoid it")
         return np.linalg.eigvals(_st.companion_matrix(self._form))
-
-    # ------------------------------------------------------------------ time domain
-    def kernel(self, L, method="fft", eps="auto", M=None, return_contour=False, max_bytes=None):
-        """Impulse-response matrices without ``D``: ``K_t = C x_t`` for ``x`` driven by ``B`` at ``t = 0``.
-
-        Parameters
-        ----------
-        L : int
-            Length.
-        method : {"fft", "recurrence"}
-            ``"fft"``: sample ``C P(z)^-1 B`` on ``|z| = 1/rho``, inverse FFT, restore ``rho^-t``
-            (docs/theory.md §5; contour from :meth:`decay_bound` and float64 roundoff by
-            :func:`ddesys.choose_contour`). ``"recurrence"``: run the recurrence.
-        eps, M :
-            As :meth:`ddesys.DiscreteDelaySystem.kernel`.
-        return_contour : bool, default False
-            Also return the :class:`~ddesys.Contour` (``"fft"``).
-        max_bytes : int, optional
-            Memory budget of the FFT path (default :data:`KERNEL_MAX_BYTES`).
-
-        Returns
-        -------
-        K : ndarray ``(p, m, L)``
-            Real for real matrices, else complex.
-        contour : Contour
-            With ``return_contour``.
-
-        Raises
-        ------
-        ValueError
-            ``method="fft"`` for a system not certified stable (its response does not decay; use
-            ``"recurrence"``), bad ``L`` / ``method`` / ``eps`` / ``M``, a budget exceeded.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
-        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
-        >>> np.round(sys.kernel(5)[0, 0], 4)
-        array([1.    , 0.5   , 0.5   , 0.375 , 0.3125])
-        >>> bool(np.allclose(sys.kernel(5), sys.kernel(5, method="recurrence"), atol=1e-13))
-        True
-        """
-        L = check_length(L)
-        if method == "recurrence":
-            m = self.n_inputs
-            u = np.zeros((m, m, L))
-            u[np.arange(m), np.arange(m), 0] = 1.0
-            return np.moveaxis(self._run(u, with_d=False), 0, 1)          # (m, p, L) -> (p, m, L)
-        if method != "fft":
-            raise ValueError(f"method must be 'fft' or 'recurrence', got {method!r}")
-        rep = self.stability_report()
-        if not rep.stable:
-            why = "is unstable" if rep.certified else f"is not certified stable ({rep.message})"
-            raise ValueError(f"kernel(method='fft'): the system {why}: its impulse response does not decay, "
-                             "so no contour inside the unit disk represents it; use method='recurrence'")
-        contour = choose_contour(L, np.asarray(self.decay_bound()), unit_roundoff(np.float64), eps=eps, M=M)
-        rho, Mf = float(contour.rho), contour.M
-        lags = self._form.lags
-        m_idx = np.arange(Mf, dtype=np.int64)
-        with np.errstate(under="ignore"):
-            zp = np.exp(lags * np.log(rho) - 2j * np.pi / Mf * ((m_idx[:, None] * (lags % Mf)) % Mf))
-        H = self._response(zp, max_bytes)                                  # (M, p, m): K(z_m)
-        K = np.fft.ifft(H, axis=0)[:L] * (rho ** -np.arange(L, dtype=float))[:, None, None]
-        K = np.moveaxis(K, 0, -1)
-        if not self._is_complex():
-            K = K.real
-        return (K, contour) if return_contour else K
-
-    def impulse(self, L, **kernel_kw):
-        """:meth:`kernel` with ``D`` added at ``t = 0``: ``(p, m, L)``.
-
-        Examples
-        --------
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
-        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0], D=2.0)
-        >>> sys.impulse(3, method="recurrence")[0, 0]
-        array([3. , 0.5, 0.5])
-        """
-        K = self.kernel(L, **kernel_kw)
-        K = K.astype(np.result_type(K, self.D))
-        K[..., 0] += self.D
-        return K
-
-    def _is_complex(self):
-        return self.Phi.dtype.kind == "c"
-
-    def simulate(self, u):
-        """Run the recurrence from zero history: ``y_t = C x_t + D u_t``.
-
-        Parameters
-        ----------
-        u : array_like ``(..., m, L)``, or ``(L,)`` when ``m = 1``
-            Inputs (real or complex); a leading batch is allowed.
-
-        Returns
-        -------
-        y : ndarray ``(..., p, L)``
-            Real when the system and ``u`` are real.
-
-        Raises
-        ------
-        ValueError
-            Non-finite ``u``, a shape that does not end in ``(m, L)``.
-
-        Warns
-        -----
-        RuntimeWarning
-            When the output is not finite (an unstable system over a long run).
-
-        Notes
-        -----
-        A NumPy loop over ``t`` with a history ring of ``J + 1`` states: ``O(L n^2 (1 + 2K))`` time,
-        ``O(n J)`` memory besides the input and output.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
-        >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
-        >>> sys.simulate(np.ones(4))                           # step response
-        array([[1.   , 1.5  , 2.   , 2.375]])
-        """
-        u = as_array(np, u, "u", "complex" if np.iscomplexobj(u) else "real")
-        if u.ndim == 1 and self.n_inputs == 1:
-            u = u[None]
-        if u.ndim < 2 or u.shape[-2] != self.n_inputs:
-            raise ValueError(f"u must have shape (..., m, L) with m = {self.n_inputs} inputs (or (L,) when "
-                             f"m = 1), got {u.shape}")
-        return self._run(u, with_d=True)
-
-    def _run(self, u, with_d):
-        f = self._form
-        L, batch = u.shape[-1], u.shape[:-2]
-        dt = np.result_type(u, self.Phi)
-        Bu = np.einsum("ij,...jt->t...i", self.B, u).astype(dt)          # (L, ..., n)
-        R = f.degree + 1
-        ring = np.zeros((R,) + batch + (self.n_states,), dt)
-        ET = np.ascontiguousarray(np.swapaxes(f.E, 1, 2)).astype(dt)     # x @ E^T
-        y = np.empty((L,) + batch + (self.n_outputs,), dt)
-        CT = self.C.T.astype(dt)
-        lags = [int(j) for j in f.lags]
-        with np.errstate(over="ignore", invalid="ignore"):
-            for t in range(L):
-                x = Bu[t].copy()
-                for lag, Et in zip(lags, ET):
-                    if lag <= t:
-                        x += ring[(t - lag) % R] @ Et
-                ring[t % R] = x
-                y[t] = x @ CT
-            y = np.moveaxis(y, 0, -1)                                       # (..., p, L)
-            if with_d:
-                y = y + np.einsum("ij,...jt->...it", self.D, u)
-        if not np.all(np.isfinite(y)):
-            warnings.warn(f"simulate: the output holds {int(np.size(y) - np.isfinite(y).sum())} non-finite "
-                          "value(s): the system is not stable over this run (check is_stable())",
-                          RuntimeWarning, stacklevel=3)
-        return y
-
-
-def _solve_or_inf(P, B):
-    try:
-        return np.linalg.solve(P, B)
-    except np.linalg.LinAlgError:
-        return np.full(B.shape, np.inf + 0j)
 
 
 def zoh_statespace(A, Ad, tau, B=None, C=None, D=None, dt=None, method="zoh"):

@@ -74,8 +74,8 @@ class StabilityReport(NamedTuple):
         Certified stable (every root of ``det(z^J P)`` in ``|z| < 1``); False also when not certified.
     certified : bool
         Whether the answer is proved (sufficient criterion, or a certified winding count).
-    roots_outside : int or None
-        Roots in ``|z| >= 1`` (None when the sufficient criterion answered; a best effort when not
+    roots_outside : int
+        Roots in ``|z| >= 1`` (0 when the sufficient criterion answered; a best effort when not
         certified).
     method : str
         ``"sufficient"`` or ``"winding"``.
@@ -396,7 +396,7 @@ def stability_report(form, margin, max_bytes=None, max_evals=None):
     StabilityReport
     """
     if margin > 0:
-        return StabilityReport(True, True, None, "sufficient", 0, "")
+        return StabilityReport(True, True, 0, "sufficient", 0, "")
     wc = winding_count(form, 1.0, max_bytes=max_bytes, max_evals=max_evals)
     return StabilityReport(wc.certified and wc.wind == 0, wc.certified, -wc.wind, "winding", wc.evaluations,
                            wc.message)
