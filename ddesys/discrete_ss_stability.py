@@ -10,14 +10,13 @@ eigenvalues of the lifted companion matrix (:func:`companion_matrix`). The numbe
 is ``n J + wind(det P, |z| = r)``, so the system is stable iff ``det P`` has winding number 0 on the unit
 circle and does not vanish there. :func:`winding_count` certifies the count:
 
-* ``P`` is sampled at ``M = nextpow2(8 n J)`` angles (the powers ``e^{-i j theta}`` from the integer
-  ``(m j) mod M``); at each sample, ``slogdet`` gives the phase of ``det P`` and the inverse a lower bound
-  ``s <= sigma_min(P)`` (``1/min(||P^-1||_F, (||P^-1||_1 ||P^-1||_inf)^(1/2))``, less rounding terms).
-* On an arc of width ``h`` from a sample ``P0``, ``||P(theta) - P0||_2 <= delta(h) = sum_j ||E_j||_2
-  r^-j 2 sin(min(j h / 2, pi / 2))``. If ``delta(h) < (2^(1/n) - 1) s``, then ``||P0^-1 Delta|| < 2^(1/n)
-  - 1`` and ``|det(P0 + Delta) / det P0 - 1| <= (1 + ||P0^-1 Delta||)^n - 1 < 1``: ``det P`` stays in a
-  disk around ``det P0`` that excludes 0, and the arc's phase increment is the principal
-  ``arg(det P1 / det P0)`` (either endpoint may serve as ``P0``).
+* ``P`` is sampled at ``M = nextpow2(max(64, 8 n J))`` angles (the powers ``e^{-i j theta}`` from the
+  integer ``(m j) mod M``); at each sample ``P0``, ``slogdet`` gives the phase of ``det P0`` and the
+  inverse the bounds ``beta_j >= ||P0^-1 E_j||_2 r^-j`` (Frobenius norms, inflated for rounding).
+* On an arc of width ``h`` from ``P0``, ``P(theta) = P0 + Delta`` with ``||P0^-1 Delta||_2 <= V(h) =
+  sum_j beta_j 2 sin(min(j h / 2, pi / 2))``. If ``V(h) < 2^(1/n) - 1``, then ``|det(P0 + Delta) / det P0
+  - 1| <= (1 + V)^n - 1 < 1``: ``det P`` stays in a disk around ``det P0`` that excludes 0, and the arc's
+  phase increment is the principal ``arg(det P1 / det P0)`` (either endpoint may serve as ``P0``).
 * Arcs that fail are split (into the power of two, 2 to 64, that the bound asks for), recursively, up to
   ``MAX_DEPTH`` levels and an evaluation budget. Past it the count is returned as a best effort with
   ``certified=False``: a root lies within the resolution of the circle.
@@ -152,14 +151,13 @@ def _eval(form, r, m, M, off):
     P[~finite] = np.eye(n)
     sign = np.linalg.slogdet(P)[0]
     beta = np.full((m.size, L + 1), np.inf)
-    ok = finite & (sign != 0)
-    if ok.any():
+    ok = np.flatnonzero(finite & (sign != 0))
+    if ok.size:
         Pk = P[ok]
         try:
             Z = np.linalg.inv(Pk)
-        except np.linalg.LinAlgError:                     # an exactly singular sample among them
-            Z = np.linalg.pinv(Pk)
-            ok[np.flatnonzero(ok)[np.linalg.svd(Pk, compute_uv=False)[:, -1] == 0]] = False
+        except np.linalg.LinAlgError:                     # an exactly singular LU among them: one by one
+            Z = np.stack([_inv_or_inf(X) for X in Pk])
         zf, pf = _fro(Z), _fro(Pk)
         grow = 1 + 16 * n * _U * zf * pf                           # rounding of the computed inverse
         N2 = Z.shape[0]
@@ -174,6 +172,13 @@ def _eval(form, r, m, M, off):
         beta[ok] = b
     sign[~finite] = 0.0
     return sign, beta, finite
+
+
+def _inv_or_inf(X):
+    try:
+        return np.linalg.inv(X)
+    except np.linalg.LinAlgError:
+        return np.full(X.shape, np.inf + 0j)
 
 
 def _fro(X):
