@@ -39,14 +39,24 @@ def channel_index(batch_shape, index):
 def pair_matrices(a, ad, b, c, d):
     """``(A, Ad (1, n, n), B (n, 1), C (1, n), D (1, 1))`` of one channel (module docstring).
 
-    ``a, ad, b, c`` are complex ``(N2,)`` host arrays, ``d`` a real scalar; the matrices are complex128
-    (``D`` float64).
+    ``a, ad, b, c`` are complex ``(N2,)`` host arrays, ``d`` a real scalar; the matrices are float64.
     """
     a, ad, b, c = (np.asarray(v, np.complex128).reshape(-1) for v in (a, ad, b, c))
-    both = lambda v: np.concatenate([v, np.conj(v)])  # noqa: E731
-    A = np.diag(both(a))
-    Ad = np.diag(both(ad))[None]
-    return A, Ad, both(b)[:, None], both(c)[None, :], np.array([[float(d)]])
+    n = 2 * a.size
+
+    def blocks(v):                                   # block-diagonal real form of diag(v, conj v)
+        M = np.zeros((n, n))
+        M[0::2, 0::2] = np.diag(v.real)
+        M[0::2, 1::2] = np.diag(-v.imag)
+        M[1::2, 0::2] = np.diag(v.imag)
+        M[1::2, 1::2] = np.diag(v.real)
+        return M
+
+    B = np.empty((n, 1))
+    B[0::2, 0], B[1::2, 0] = b.real, b.imag
+    C = np.empty((1, n))
+    C[0, 0::2], C[0, 1::2] = 2 * c.real, -2 * c.imag
+    return blocks(a), blocks(ad)[None], B, C, np.array([[float(d)]])
 
 
 def refuse_tap(tap):

@@ -304,10 +304,11 @@ class DelaySystem(ContinuousResponses, DelayLTI):
     def to_statespace(self, index=None):
         """One channel as a :class:`~ddesys.DelayStateSpace` with ``n = 2 N2`` states.
 
-        The stored modes and their implied conjugates, written out (complex matrices, real output)::
+        The stored modes and their implied conjugates, written out in real coordinates
+        ``(Re h_n, Im h_n)``: one 2 x 2 block per mode (real matrices, the same real output)::
 
-            A = diag(a, conj a)    Ad = [diag(ad, conj ad)]    tau = [tau]
-            B = [b; conj b]        C  = [c, conj c]            D   = [[d]]
+            A_n = [[Re a, -Im a], [Im a, Re a]]    Ad_n likewise for ad        tau = [tau]
+            B_n = [Re b; Im b]                     C_n = [2 Re c, -2 Im c]     D   = [[d]]
 
         Parameters
         ----------
@@ -330,8 +331,8 @@ class DelaySystem(ContinuousResponses, DelayLTI):
         --------
         >>> from ddesys import DelaySystem
         >>> sys = DelaySystem(a=[[-1.0 + 2j], [-0.5]], ad=[0.5], b=[1.0], c=[0.5], tau=1.0)
-        >>> ss = sys.to_statespace(index=1)                  # doctest: +SKIP
-        >>> ss.A.shape                                       # doctest: +SKIP
+        >>> ss = sys.to_statespace(index=1)                
+        >>> ss.A.shape                                     
         (2, 2)
         """
         idx = channel_index(self.batch_shape, index)

@@ -402,8 +402,8 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
         >>> from ddesys import DiscreteDelaySystem
         >>> sys = DiscreteDelaySystem(lam=[[0.9, 0.5j]], mu=[0.05, 0.1], bbar=[1.0, 1.0], c=[0.5, 0.25],
         ...                           delay=3.5, dt=0.1)
-        >>> ss = sys.to_statespace(index=0)                  # doctest: +SKIP
-        >>> ss.dt                                            # doctest: +SKIP
+        >>> ss = sys.to_statespace(index=0)                
+        >>> ss.dt                                          
         0.1
         """
         refuse_tap(self.tap)

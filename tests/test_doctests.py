@@ -11,7 +11,8 @@ import pytest
 DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "ddesys.continuous_response",
           "ddesys.stability", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
           "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.statespace", "ddesys.roots",
-          "ddesys.chart", "ddesys.crossings", "ddesys.norms", "ddesys.timeresp", "ddesys.lti", "ddesys.charmatrix"]
+          "ddesys.chart", "ddesys.crossings", "ddesys.norms", "ddesys.timeresp", "ddesys.lti", "ddesys.charmatrix",
+          "ddesys.discrete_ss", "ddesys.discrete_ss_response", "ddesys.discrete_ss_stability", "ddesys.plot_dss"]
 NN = ["nn.ds4d", "nn.model", "nn.optim", "nn.s4compat"]
 
 
