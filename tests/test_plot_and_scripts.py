@@ -128,7 +128,7 @@ def _check_verification(out, cfg, rc, timing_must_pass):
     assert sum(r["setting"].startswith("anchor") for r in tap) == 3
 
     dss = checks[DSS]["rows"]
-    assert len(dss) == 15 and all(r["passed"] and 0 <= r["error"] <= r["bound"] for r in dss), dss
+    assert len(dss) == 16 and all(r["passed"] and 0 <= r["error"] <= r["bound"] for r in dss), dss
 
     report = (out / "report.md").read_text()
     assert report.count("\n## ") == 9                                  # summary + eight checks
