@@ -97,7 +97,8 @@ def check_statespace(A, Ad, tau, B=None, C=None, D=None):
         mats = [_matrix(f"Ad[{k}]", m) for k, m in enumerate(Ad)]
         for k, m in enumerate(mats):
             if m.shape != (n, n):
-                raise ValueError(f"Ad[{k}] must have A's shape {(n, n)}, got {m.shape}")
+                raise ValueError(f"Ad[{k}] must have A's shape {(n, n)}, got {m.shape} (several delays: pass a "
+                                 "list of (n, n) matrices, e.g. Ad=[[[0.3]], [[0.4]]] for n = 1)")
         Ad = np.stack([m.astype(np.result_type(*mats)) for m in mats])
     else:
         Ad = _matrix("Ad", Ad)

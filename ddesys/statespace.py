@@ -184,6 +184,12 @@ class DelayStateSpace(DelayLTI):
         Returns
         -------
         float
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> round(DelayStateSpace([[-1.0]], [[0.5]], 1.0).spectral_abscissa(), 6)   # Lambert W: -1 + W(0.5 e)
+        -0.314923
         """
         from .roots import spectral_abscissa
 
@@ -298,6 +304,13 @@ class DelayStateSpace(DelayLTI):
         Returns
         -------
         ndarray, complex ``(p, m, F)``
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> sys = DelayStateSpace([[-1.0]], [[0.5]], 1.0)
+        >>> sys.transfer([0.0]).shape, complex(sys([0.0])[0, 0, 0])   # sys(s) is transfer(s)
+        ((1, 1, 1), (2+0j))
         """
         s = np.asarray(s, dtype=complex).reshape(-1)
         X = np.linalg.solve(self.characteristic_matrix(s), np.broadcast_to(self.B, (s.size,) + self.B.shape))
@@ -341,6 +354,12 @@ class DelayStateSpace(DelayLTI):
         ------
         ValueError
             An unstable system.
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> round(DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).h2_norm(), 8)
+        0.85089427
         """
         from .norms import h2_norm
 
@@ -361,6 +380,12 @@ class DelayStateSpace(DelayLTI):
         ------
         ValueError
             An unstable system.
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).hinf_norm()    # the DC gain 1 / (1 - 0.5)
+        HinfNorm(value=2.0, omega_peak=0.0)
         """
         from .norms import hinf_norm
 
@@ -388,19 +413,44 @@ class DelayStateSpace(DelayLTI):
         -------
         TimeResponse
             ``(t, y (p, T), x (n, T))``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys import DelayStateSpace
+        >>> sys = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0])
+        >>> t, y, x = sys.simulate(np.ones_like, np.linspace(0, 20, 5))     # unit step, settling to 2
+        >>> np.round(y[0], 4)
+        array([0.    , 1.6098, 1.9192, 1.9833, 1.9965])
         """
         from .timeresp import simulate
 
         return simulate(*self._full(), u, t, x0=x0, h=h)
 
     def impulse(self, t, h=None):
-        """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded)."""
+        """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded).
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> r = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).impulse([0.0, 1.0, 2.0])
+        >>> r.y.shape, [round(float(v), 4) for v in r.y[0, 0]]          # e^{-t} until the delay acts
+        ((1, 1, 3), [1.0, 0.3679, 0.3193])
+        """
         from .timeresp import impulse
 
         return impulse(*self._full(), t, h=h)
 
     def step(self, t, h=None):
-        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)``."""
+        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)``.
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> r = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).step([0.0, 20.0])
+        >>> [round(float(v), 4) for v in r.y[0, 0]]
+        [0.0, 1.9965]
+        """
         from .timeresp import step
 
         return step(*self._full(), t, h=h)
@@ -419,6 +469,18 @@ class DelayStateSpace(DelayLTI):
         Returns
         -------
         DiscreteDelayStateSpace
+
+        Raises
+        ------
+        ValueError
+            ``dt <= 0`` or a delay shorter than one step.
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> sd = DelayStateSpace([[-1.0]], [[0.5]], 1.0).discretize(0.1)
+        >>> sd.dt, float(sd.delay[0]), bool(sd.is_stable())
+        (0.1, 10.0, True)
         """
         from .discrete_ss import zoh_statespace
 
@@ -432,6 +494,18 @@ class DelayStateSpace(DelayLTI):
         ----------
         omega : array_like, optional
             Frequencies (rad per time unit); default 400 log-spaced points around the system's scales.
+        axes : array of matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+
+        Examples
+        --------
+        >>> from ddesys import DelayStateSpace
+        >>> fig = DelayStateSpace([[-1.0]], [[0.5]], 1.0).bode()
+        >>> len(fig.axes)                                            # magnitude and phase
+        2
         """
         from .plot_dss import plot_bode
 
@@ -452,6 +526,20 @@ class DelayStateSpace(DelayLTI):
         -------
         StabilityChart
             ``abscissa (n2, n1)``, ``stable``, and ``plot()``.
+
+        Raises
+        ------
+        ValueError
+            A system without exactly two delays.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys import DelayStateSpace
+        >>> sys = DelayStateSpace([[-1.0]], [[[-0.8]], [[-0.8]]], [1.0, 1.0])
+        >>> chart = sys.stability_chart(np.linspace(0.1, 3, 4), np.linspace(0.1, 3, 4))
+        >>> chart.stable.shape, bool(chart.stable[0, 0]), bool(chart.stable[-1, -1])
+        ((4, 4), True, False)
         """
         from .chart import delay_chart
 
