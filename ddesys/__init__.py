@@ -18,7 +18,6 @@ from .tap import DelayTap
 from .lti import DelayLTI, FrequencyResponse
 from .statespace import DelayStateSpace
 from .discrete_ss import DiscreteDelayStateSpace, zoh_statespace
-from .crossings import crossing_frequencies, crossings, delay_margin
 from .chart import StabilityChart, delay_chart, stability_chart
 from .crossings import Crossing
 from .roots import RootsResult
@@ -28,8 +27,7 @@ from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 __version__ = "0.1.0"
 
 __all__ = [
-    "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DiscreteDelayStateSpace", "zoh_statespace",
-    "crossing_frequencies", "crossings", "delay_margin", "FrequencyResponse", "RootsResult",
+    "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DiscreteDelayStateSpace", "zoh_statespace", "FrequencyResponse", "RootsResult",
     "StabilityChart", "TimeResponse", "delay_chart", "stability_chart", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
     "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
     "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
