@@ -176,10 +176,12 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="folder for bench_dss.json and bench_dss.md")
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        if not out.is_dir():
-            raise SystemExit(f"error: --out {out} is not a folder")
+    if out is not None:                              # before any work: an unusable folder fails at once
+        from verification.outdir import OutError, prepare_out
+        try:
+            prepare_out(out)
+        except OutError as exc:
+            raise SystemExit(f"error: {exc}") from None
     result = {"date": time.strftime("%Y-%m-%d"), "threads": thread_budget(), "accuracy": accuracy_rows(),
               "timing": timing_rows(args.quick), "tdcpy": tdcpy_rows()}
     md = [f"# Matrix delay systems: accuracy and speed ({result['date']}, {result['threads']} threads)", ""]
