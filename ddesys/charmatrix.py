@@ -48,6 +48,21 @@ def _matrix(name, value, complex_ok=True):
     return arr
 
 
+def real_vector(value, name, what):
+    """``value`` as a finite float64 vector (flattened); ``TypeError`` / ``ValueError`` naming ``name``.
+    ``what`` says what the entries are (e.g. "real times"), for the message."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
+        raise TypeError(f"{name} must be an array of {what}, got {type(value).__name__}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold {what}, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64).reshape(-1)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    return arr
+
+
 def check_statespace(A, Ad, tau, B=None, C=None, D=None):
     """Validate and normalize ``(A, Ad, tau, B, C, D)``; every bad input raises naming its argument.
 
@@ -188,5 +203,5 @@ def relative_residual(A, Ad, tau, s):
     return sv[..., -1] / char_scale(A, Ad, tau, s)
 
 
-__all__ = ["StateSpaceData", "char_matrix", "char_matrix_ds", "char_scale", "check_statespace",
+__all__ = ["StateSpaceData", "char_matrix", "real_vector", "char_matrix_ds", "char_scale", "check_statespace",
            "relative_residual"]

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ._spectral_est import estimate_roots, screen_stability
-from .charmatrix import char_matrix
+from .charmatrix import char_matrix, real_vector
 
 _CHUNK_BYTES = 2**25            # working set of one batch of frequencies (M(i w) stacks)
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(10)
@@ -60,16 +60,7 @@ def _response(A, Ad, tau, B, C, omega):
 
 
 def _check_omega(omega):
-    try:
-        w = np.asarray(omega)
-    except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
-        raise TypeError(f"omega must be an array of real frequencies, got {type(omega).__name__}") from exc
-    if w.dtype.kind not in "biuf":
-        raise TypeError(f"omega must hold real frequencies (rad per time unit), got dtype {w.dtype}")
-    w = w.astype(np.float64).reshape(-1)
-    if not np.all(np.isfinite(w)):
-        raise ValueError("omega must be finite")
-    return w
+    return real_vector(omega, "omega", "real frequencies (rad per time unit)")
 
 
 def freqresp(A, Ad, tau, B, C, D, omega):

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._validate import check_memory
+from .charmatrix import real_vector
 
 SIMULATE_MAX_BYTES = 2**30     # memory budget of the grid (argument ``max_bytes``)
 BREAKPOINT_ORDER = 4           # breakpoints sum_k j_k tau_k with sum_k j_k <= 4 are grid points
@@ -49,15 +50,7 @@ class TimeResponse(NamedTuple):
 
 
 def _check_t(t):
-    try:
-        arr = np.asarray(t)
-    except Exception as exc:  # noqa: BLE001 - re-raised with the argument's name
-        raise TypeError(f"t must be an array of real times, got {type(t).__name__}") from exc
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"t must hold real times, got dtype {arr.dtype}")
-    arr = arr.astype(np.float64).reshape(-1)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("t must be finite")
+    arr = real_vector(t, "t", "real times")
     if np.any(arr < 0):
         raise ValueError(f"t must be >= 0 (the history before t = 0 is zero), got min {arr.min():.6g}")
     return arr
