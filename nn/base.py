@@ -48,12 +48,30 @@ class DiagonalSSM(nn.Module):
 
         ``mode="fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
         float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification (no autograd).
+
+        Non-finite inputs are refused (``ValueError`` naming the first position holding a NaN or inf):
+        the FFT mixes all positions, so one NaN or inf would reach every output, earlier ones included.
+        The check is one sum over the input (no temporary; a small cost next to the FFTs), and on CUDA
+        one device synchronization per call; under ``torch.compile`` it is a graph break. Finite but
+        huge values are not refused: the FFT's rounding error at every position scales with the
+        largest input of the sequence (float32: about ``1e-7 * max|x|``), so a value of 1e30 at the
+        last position shows as errors of about 1e23 at earlier ones; normalize inputs, or use
+        ``mode="recurrent"`` (exactly causal).
         """
         if mode not in ("fft", "recurrent"):
             raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
         xin = check_input(self, x)                                  # (B, H, L), any float dtype
         self._prepare(xin.shape[-1])
         check_finite_params(self)
+        if not bool(torch.isfinite(xin.sum(dtype=compute_dtype(xin)))):   # any NaN / inf makes the sum so
+            bad = ~torch.isfinite(xin)                              # (B, H, L); the sum may only have overflowed
+            if bool(bad.any()):
+                t = int(bad.any(0).any(0).nonzero()[0, 0])          # the first position, over batch and channels
+                b, h = (int(i) for i in bad[:, :, t].nonzero()[0])
+                raise ValueError(f"{type(self).__name__}: input is not finite at position {t} (batch {b}, "
+                                 f"channel {h}: {float(xin[b, h, t])}; {int(bad.sum())} non-finite entries): "
+                                 "the FFT path mixes all positions, so it would reach every output, earlier "
+                                 "positions included; clean or mask the input")
         if mode == "fft":
             y = self._fft(xin)
         elif self.bidirectional:

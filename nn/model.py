@@ -1,12 +1,23 @@
 """Blocks and sequence models around DS4D / S4D layers."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from .ds4d import DS4D
+from .generate import allocate_caches, generate, reset_caches, split_dtype_arg
 from .s4d import S4D
 
+__all__ = ["SequenceBlock", "SequenceModel"]
+
 LAYERS = {"ds4d": DS4D, "s4d": S4D}
+NORMS = ("layer", "none")
+
+
+def _norm(kind, d_model):
+    if kind not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
+    return nn.LayerNorm(d_model) if kind == "layer" else nn.Identity()
 
 
 class SequenceBlock(nn.Module):
@@ -28,11 +39,13 @@ class SequenceBlock(nn.Module):
         Output linear ``H -> 2H`` followed by GLU (the paper's setting); else ``H -> H``.
     prenorm : bool, default True
         Normalize the layer's input; ``False``: normalize the block's output (post-norm).
+    norm : {"layer", "none"}, default "layer"
+        ``nn.LayerNorm`` or the identity (no normalization).
 
     Raises
     ------
     ValueError
-        An unknown ``layer``.
+        An unknown ``layer`` or ``norm``.
 
     Notes
     -----
@@ -40,17 +53,17 @@ class SequenceBlock(nn.Module):
     """
 
     def __init__(self, d_model, layer="ds4d", layer_kw=None, activation="gelu", dropout=0.0, glu=True,
-                 prenorm=True):
+                 prenorm=True, norm="layer"):
         super().__init__()
         if layer not in LAYERS:
             raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = _norm(norm, d_model)
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()
         self.drop = nn.Dropout(dropout)
         self.out = nn.Linear(d_model, 2 * d_model if glu else d_model)
         self.glu = nn.GLU(dim=-1) if glu else nn.Identity()
-        self.prenorm = prenorm
+        self.prenorm = bool(prenorm)
 
     def _post(self, z):
         return self.drop(self.glu(self.out(self.drop(self.act(z)))))
@@ -72,9 +85,10 @@ class SequenceBlock(nn.Module):
         y = x + self._post(self.layer(z, mode=mode))
         return y if self.prenorm else self.norm(y)
 
-    def allocate_inference_cache(self, batch_size, dtype=None):
-        """The layer's fresh decode cache for ``batch_size`` sequences (see the layer's method)."""
-        return self.layer.allocate_inference_cache(batch_size, dtype)
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
+        """The layer's fresh decode cache for ``batch_size`` sequences (see :meth:`SequenceModel.allocate_inference_cache`)."""
+        max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceBlock")
+        return allocate_caches([self.layer], batch_size, max_seqlen, dtype, kwargs)[0]
 
     def step(self, x_t, cache):
         """One position ``x_t`` ``(B, H)`` -> ``(B, H)``; updates ``cache`` in place."""
@@ -109,11 +123,18 @@ class SequenceModel(nn.Module):
         Pooling over the sequence before the decoder.
     embedding : bool, default False
         ``nn.Embedding`` encoder for token ids instead of ``nn.Linear``.
+    prenorm : bool, default True
+        Pre-norm blocks; ``False``: post-norm (see :class:`SequenceBlock`).
+    norm : {"layer", "none"}, default "layer"
+        The blocks' and the final normalization: ``nn.LayerNorm`` or the identity.
+    device, dtype : optional
+        Where and in which floating dtype the parameters live. The model is built on the CPU in
+        float32 and then moved, so a seed gives the same weights on every device.
 
     Raises
     ------
     ValueError
-        An unknown ``pool`` or ``layer``.
+        An unknown ``pool``, ``layer`` or ``norm``, or a ``dtype`` that is not a floating dtype.
 
     See Also
     --------
@@ -147,19 +168,64 @@ class SequenceModel(nn.Module):
     (torch.Size([2, 8, 50]), torch.Size([2, 50]))
     >>> torch.allclose(y_next, y_full[:, 8], atol=1e-4)
     True
+
+    Or let :meth:`generate` run the prefill / step / sample loop:
+
+    >>> out = lm.generate(ids[:, :4], max_new_tokens=6, temperature=0)   # greedy
+    >>> out.shape
+    torch.Size([2, 10])
     """
 
     def __init__(self, d_input, d_output, d_model=128, n_layers=4, layer="ds4d", layer_kw=None,
-                 dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu"):
+                 dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
+                 norm="layer", device=None, dtype=None):
         super().__init__()
         if pool not in (None, "mean", "last"):
             raise ValueError(f"pool must be None, 'mean' or 'last', got {pool!r}")
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"dtype must be a floating torch.dtype (torch.float32, torch.float64, ...), got {dtype!r}")
+        if device is not None:
+            try:
+                device = torch.device(device)
+            except (RuntimeError, TypeError) as err:
+                raise ValueError(f"device must name a torch device ('cpu', 'cuda:0', ...), got {device!r}") from err
         self.encoder = nn.Embedding(d_input, d_model) if embedding else nn.Linear(d_input, d_model)
-        self.blocks = nn.ModuleList(SequenceBlock(d_model, layer, layer_kw, activation, dropout, glu)
-                                    for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model)
+        self.blocks = nn.ModuleList(SequenceBlock(d_model, layer, layer_kw, activation, dropout, glu,
+                                                  prenorm=prenorm, norm=norm) for _ in range(n_layers))
+        self.norm = _norm(norm, d_model)
         self.decoder = nn.Linear(d_model, d_output)
         self.pool = pool
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
+    # ------------------------------------------------------------------ inputs
+    def _encode(self, x, what, step=False):
+        """Check ``x``'s shape and dtype and embed it: ``(B, L, H)`` (``step``: ``(B, H)``) and whether a
+        step's input carried the length axis ``(B, 1, ...)``."""
+        tokens = isinstance(self.encoder, nn.Embedding)
+        if tokens:
+            want, base = ("token ids of shape (B,) or (B, 1)", 1) if step else ("token ids of shape (B, L)", 2)
+            kind = "integer token ids (embedding=True)"
+            ok_dtype = torch.is_tensor(x) and not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
+        else:
+            d = self.encoder.in_features
+            want, base = (f"inputs of shape (B, {d}) or (B, 1, {d})", 2) if step else (f"inputs of shape (B, L, {d})", 3)
+            kind = "floating-point inputs (embedding=False)"
+            ok_dtype = torch.is_tensor(x) and x.is_floating_point()
+        if not torch.is_tensor(x):
+            raise TypeError(f"SequenceModel.{what} expects {want}, got {type(x).__name__}")
+        if not ok_dtype:
+            raise TypeError(f"SequenceModel.{what} expects {kind}, got dtype {x.dtype}")
+        seq_axis = step and x.dim() == base + 1 and x.shape[1] == 1
+        ok_shape = x.dim() == base or seq_axis
+        if not ok_shape or (not tokens and x.shape[-1] != self.encoder.in_features):
+            raise ValueError(f"SequenceModel.{what} expects {want}, got shape {tuple(x.shape)}")
+        if seq_axis:
+            x = x[:, 0]
+        return self.encoder(x), seq_axis
+
+    def _head(self, h):
+        return self.decoder(self.norm(h))
 
     def forward(self, x, mode="fft"):
         """``(B, L, d_input)`` (or ``(B, L)`` ids) -> ``(B, L, d_output)``, or ``(B, d_output)`` pooled.
@@ -174,7 +240,7 @@ class SequenceModel(nn.Module):
         -------
         Tensor ``(B, L, d_output)`` or ``(B, d_output)``
         """
-        h = self.encoder(x)                                          # (B, L, H)
+        h, _ = self._encode(x, "forward")                            # (B, L, H)
         for blk in self.blocks:
             h = blk(h, mode=mode)
         h = self.norm(h)
@@ -184,21 +250,46 @@ class SequenceModel(nn.Module):
             h = h[:, -1]
         return self.decoder(h)
 
-    def allocate_inference_cache(self, batch_size, dtype=None):
-        """Fresh decode caches for ``batch_size`` sequences: a list, one per block.
+    # ------------------------------------------------------------------ decoding
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
+        """Fresh decode caches for ``batch_size`` sequences: a list, one per block (Mamba's signature).
 
         Parameters
         ----------
         batch_size : int
+        max_seqlen : int, optional
+            The longest sequence (prompt plus generated tokens) the caches will see; validated and
+            passed to layers that take it (a DS4D cache is sized by the layer's delays, not by it).
         dtype : torch.dtype, optional
             ``torch.float64`` for complex128 states (default complex64).
+        **kwargs
+            Passed to every layer's ``allocate_inference_cache``, e.g. ``history_dtype=torch.bfloat16``
+            for DS4D; a keyword a layer does not take raises ``TypeError`` naming it.
 
         Returns
         -------
         list
-            One layer cache per block, for :meth:`step` and :meth:`prefill`.
+            One layer cache per block, for :meth:`step`, :meth:`prefill` and :meth:`reset_cache`.
+
+        Notes
+        -----
+        The old call ``allocate_inference_cache(batch_size, dtype)`` (the dtype second) still works for
+        a release, with a ``DeprecationWarning``.
         """
-        return [blk.allocate_inference_cache(batch_size, dtype) for blk in self.blocks]
+        max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceModel")
+        return allocate_caches([blk.layer for blk in self.blocks], batch_size, max_seqlen, dtype, kwargs)
+
+    def reset_cache(self, caches):
+        """Put used ``caches`` (from :meth:`allocate_inference_cache`) back to the empty state, in place,
+        to decode new sequences without allocating again.
+
+        Raises
+        ------
+        ValueError
+            ``caches`` not a list of one cache per block.
+        """
+        self._check_caches(caches, "reset_cache")
+        reset_caches(caches)
 
     def _check_caches(self, caches, what):
         if not isinstance(caches, (list, tuple)) or len(caches) != len(self.blocks):
@@ -207,20 +298,24 @@ class SequenceModel(nn.Module):
                              f"allocate_inference_cache), got {got}")
 
     def step(self, x_t, caches):
-        """One position: ``(B, d_input)`` (or ``(B,)`` ids) -> ``(B, d_output)`` (no pooling).
+        """One position: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids ``(B,)`` or ``(B, 1)``) ->
+        ``(B, d_output)``, or ``(B, 1, d_output)`` for an input with the length axis (no pooling).
 
         ``caches`` (from :meth:`allocate_inference_cache`) are updated in place.
 
         Raises
         ------
         ValueError
-            ``caches`` not a list of one cache per block.
+            ``caches`` not a list of one cache per block, or ``x_t`` of another shape (named).
+        TypeError
+            Float token ids, or integer inputs to a model without ``embedding``.
         """
         self._check_caches(caches, "step")
-        h = self.encoder(x_t)                                        # (B, H)
+        h, seq_axis = self._encode(x_t, "step", step=True)          # (B, H)
         for blk, c in zip(self.blocks, caches):
             h = blk.step(h, c)
-        return self.decoder(self.norm(h))
+        y = self._head(h)                                            # (B, d_output)
+        return y[:, None] if seq_axis else y
 
     def prefill(self, x, caches):
         """Consume a prompt ``(B, L, d_input)`` (or ``(B, L)`` ids) in parallel.
@@ -231,10 +326,24 @@ class SequenceModel(nn.Module):
         Raises
         ------
         ValueError
-            ``caches`` not a list of one cache per block.
+            ``caches`` not a list of one cache per block, or ``x`` of another shape (named).
         """
         self._check_caches(caches, "prefill")
-        h = self.encoder(x)                                          # (B, L, H)
+        h, _ = self._encode(x, "prefill")                            # (B, L, H)
         for blk, c in zip(self.blocks, caches):
             h = blk.prefill(h, c)
-        return self.decoder(self.norm(h))
+        return self._head(h)
+
+    def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler=None, generator=None, *,
+                 return_logits=False, cache_kwargs=None):
+        """Continue token prompts: prefill, then one :meth:`step` per new token (a token model:
+        ``embedding=True, pool=None``). See :func:`nn.generate.generate` for the parameters.
+
+        Returns
+        -------
+        Tensor ``(B, L + max_new_tokens)`` int64
+            The prompt followed by the new tokens; with ``return_logits=True`` also the logits each
+            token was drawn from, ``(B, max_new_tokens, d_output)``.
+        """
+        return generate(self, prompt, max_new_tokens, temperature, top_k, sampler, generator,
+                        return_logits=return_logits, cache_kwargs=cache_kwargs)

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from torch import nn
-
 import nn as dnn
 
 from .._tap import width_schedule
@@ -99,15 +97,8 @@ def build(arch: Arch, width, task, seed=None):
         elif arch.delay_init == "constant":
             kw.update(delay_init="constant", tau0=float(arch.tau0))
     layer = "s4d" if arch.family == "s4d" else "ds4d"
-    model = dnn.SequenceModel(1, task.n_out, d_model=width, n_layers=arch.n_layers, layer=layer,
-                              layer_kw=kw, pool=None, glu=arch.glu)
-    for blk in model.blocks:
-        blk.prenorm = arch.prenorm              # SequenceBlock's own option (SequenceModel does not pass it)
-        if arch.norm == "none":
-            blk.norm = nn.Identity()
-    if arch.norm == "none":
-        model.norm = nn.Identity()
-    return model
+    return dnn.SequenceModel(1, task.n_out, d_model=width, n_layers=arch.n_layers, layer=layer,
+                             layer_kw=kw, pool=None, glu=arch.glu, prenorm=arch.prenorm, norm=arch.norm)
 
 
 def tap_schedule(arch: Arch, model, steps):
