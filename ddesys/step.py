@@ -44,12 +44,17 @@ long). Large rings also want huge pages: a buffer from ``np.zeros`` (NumPy advis
 with huge pages) wrapped by ``torch.from_numpy`` decoded about 1.5 times faster here than one from
 ``torch.zeros`` at R ~ 1000.
 
-Threads. Batch rows x blocks of channels are split over Numba's threads (``prange``) inside
-:func:`ddesys.threads.numba_threads` (never beyond torch's budget), or one thread runs the step.
-``parallel=None`` picks: one thread below ``PARALLEL_MIN_WORK = B * H * N2`` (waking the pool costs more
-than it saves there), else it times both on the first calls of each size and thread budget (real steps:
-the two loops compute the same formula, equal up to float rounding) and keeps the faster, checking again
-every ``RECHECK`` calls.
+Threads and determinism. The parallel loop splits a fixed partition, batch rows x blocks of ``_CH``
+channels, over Numba's threads (``prange``) inside :func:`ddesys.threads.numba_threads` (never beyond
+torch's budget). Each item's arithmetic is the same code whatever thread runs it and however many
+there are, so the parallel loop's outputs are bitwise equal at 1, 2 or 16 threads and under any load.
+The serial loop is compiled separately (LLVM may vectorize or contract it differently: the two agree to
+float rounding, not bitwise). ``parallel=None`` (the default) is a fixed rule, deterministic: the serial
+loop below ``PARALLEL_MIN_WORK = B * H * N2`` (waking the pool costs more than it saves there), else the
+parallel loop, even on one thread. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
+(opt-in, not deterministic) times both on the first calls of each size and thread budget and keeps the
+faster, checking again every ``RECHECK`` calls; callers that honour a determinism switch (``nn``'s fused
+engine and ``torch.are_deterministic_algorithms_enabled()``) pass None instead.
 
 Checks, at no measurable cost: Numba's dispatcher, compiled for the exact types only, refuses wrong types,
 dtypes, ranks, layouts and read-only buffers; the compiled loop checks the shapes, ``t >= 0`` and every
@@ -76,7 +81,7 @@ FMT16 = ("float16", "bfloat16")
 #: ``B * H * N2`` below which the step always runs on one thread (experiments/bench_step.py: one batch
 #: row of 256 x 32 modes takes tens of microseconds, about what waking and joining the pool costs).
 PARALLEL_MIN_WORK = 32768
-#: calls between two re-timings of serial against parallel (``parallel=None`` above PARALLEL_MIN_WORK)
+#: calls between two re-timings of serial against parallel (``parallel="auto"`` above PARALLEL_MIN_WORK)
 RECHECK = 4096
 _TRIALS = 5                   # timed calls of each variant per decision
 _TMAX = 2 ** 62
@@ -209,8 +214,9 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         t: the position, an int ``>= 0``; reads of positions ``< 0`` are zero.
         y_out: ``(B, H)`` real, C-contiguous, written in place.
         fmt16: ``"float16"`` or ``"bfloat16"`` for a uint16 buffer; None for a complex one.
-        parallel: None (automatic, see the module docstring), True (threads, if the budget of
-            :func:`ddesys.threads.thread_budget` is above one) or False.
+        parallel: None (the default: a fixed rule of the shapes, bitwise reproducible at any thread
+            count, see the module docstring), True (the parallel loop, within the budget of
+            :func:`ddesys.threads.thread_budget`), False (the serial loop) or ``"auto"`` (timed, opt-in).
 
     Precision: complex128 buffer -> complex128 parameters and float64 reals, the update in float64; a
     complex64 or 16-bit buffer -> complex64 and float32, the update in float32. Anything else is refused
@@ -231,19 +237,22 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         which, fmt = 2, 1
     else:
         _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
-    go_par, timing = parallel, None
-    if parallel:
-        go_par = thread_budget() > 1              # one thread allowed: the serial loop
-    elif parallel is None:
+    timing = None
+    if parallel is None or (parallel.__class__ is str and parallel == "auto"):
         try:                                      # B * H * N2 without building a shape tuple
             work = x_t.size * lam.size // (len(k) or 1)
         except (AttributeError, TypeError):
             work = 0                              # not arrays: refused below
-        go_par = False
-        if work >= PARALLEL_MIN_WORK:
+        go_par = work >= PARALLEL_MIN_WORK        # the fixed rule: a function of the shapes only
+        if go_par and parallel is not None:       # "auto": timed, the faster kept
             n = thread_budget()
+            go_par = False
             if n > 1:
                 go_par, timing = _AUTO.pick((fmt16 is not None, work, n))
+    elif isinstance(parallel, (bool, np.bool_)):
+        go_par = bool(parallel)
+    else:
+        raise ValueError(f"decode_step: parallel must be None, True, False or 'auto', got {parallel!r}")
     try:
         if go_par:
             kern = _KERNELS[which + 1] or _kernel(which + 1)

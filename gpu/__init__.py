@@ -4,8 +4,10 @@ decode step. One source serves ``nn`` (torch CUDA tensors) and ``ddesys`` (CuPy 
 This package is a leaf: it imports nothing of the project. It says what it *can* run
 (:func:`usable_for`, :func:`cuda_usable`); :func:`ddesys.backend.choose` decides what runs (it adds the
 ``DDESYS_REFERENCE=1`` switch). Importing this package never fails: without Triton or a GPU the
-capability checks are simply False. On a CPU, ``TRITON_INTERPRET=1`` with ``DDESYS_GPU_INTERPRET=1``
-runs the same kernels on CPU tensors (that is how CI tests them).
+capability checks are simply False. Triton itself is imported lazily, by the first question about CUDA
+data (or under the interpreter), never by ``import gpu`` or a question about CPU data. On a CPU,
+``TRITON_INTERPRET=1`` with ``DDESYS_GPU_INTERPRET=1`` runs the same kernels on CPU tensors (that is how
+CI tests them).
 """
 from __future__ import annotations
 
@@ -67,8 +69,6 @@ def usable_for(tensor) -> bool:
     """The fused kernels can run on this torch tensor: CUDA data (or any data under ``TRITON_INTERPRET=1``
     when ``DDESYS_GPU_INTERPRET=1`` asks for it in tests) and Triton present. Whether they *do* run is
     :func:`ddesys.backend.choose`'s decision."""
-    if not triton_available():
-        return False
-    if getattr(tensor, "is_cuda", False):
-        return True
-    return _interpret_requested()
+    if not (getattr(tensor, "is_cuda", False) or _interpret_requested()):
+        return False                  # decided without importing Triton (CPU data needs no GPU kernel)
+    return triton_available()

@@ -4,8 +4,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .common import (StepConstants, check_cache, check_finite_params, check_input, check_sizes, compute_dtype,
-                     fft_conv, init_dt, no_autocast, s4d_modes)
+import warnings
+
+from .common import (check_alloc_sizes, check_cache, check_dtype, check_finite_params, check_input, check_sizes,
+                     compute_dtype, fft_conv, init_dt, no_autocast, s4d_modes)
+from .engine import StepMemo
 
 
 class DiagonalSSM(nn.Module):
@@ -24,7 +27,7 @@ class DiagonalSSM(nn.Module):
         check_sizes(self, d_model, d_state)
         self.H, self.N2 = d_model, d_state // 2
         self.bidirectional, self.transposed = bidirectional, transposed
-        self._step_memo = StepConstants()
+        self._step_memo = StepMemo()
         C = 2 * d_model if bidirectional else d_model
         g = torch.Generator().manual_seed(seed) if seed is not None else None
         a = s4d_modes(self.N2, init).expand(C, -1)                  # (C, N2) complex
@@ -111,6 +114,49 @@ class DiagonalSSM(nn.Module):
         check_finite_params(self)
         y = self._fft(xb)                                           # (B, H, L); a prompt may be short
         return xb, (y if self.transposed else y.transpose(-1, -2))
+
+    # ------------------------------------------------------------------ decode constants
+    def setup_step(self, dtype=None):
+        """Recompute the decode constants now (``step`` then reuses them until a parameter changes).
+
+        ``step`` notices optimizer steps, ``load_state_dict`` and writes under ``torch.no_grad()`` by
+        itself; call this after a write torch does not track (through ``param.data``), or to move the
+        discretization (and its NaN check, which names the parameter) out of the first token.
+        ``dtype``: the real precision of the caches to serve, ``torch.float32`` (complex64 and 16-bit
+        caches, the default) or ``torch.float64`` (complex128 caches)."""
+        self._step_memo.clear()
+        rdt = torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
+        with torch.no_grad():
+            self._step_memo.get(self, rdt, self._step_constants)
+
+    def _decode_constants(self, rdt):
+        """The memoized :meth:`_step_constants` for real precision ``rdt``."""
+        return self._step_memo.get(self, rdt, self._step_constants)
+
+    def __getstate__(self):
+        """Pickled without derived state (the decode memo): ``torch.save(model)`` then ``torch.load`` with
+        ``weights_only=True`` needs only the project's layer classes allowlisted."""
+        return {k: v for k, v in super().__getstate__().items() if k not in ("_step_memo", "_memo_names")}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._step_memo = StepMemo()
+
+    @staticmethod
+    def _alloc_args(layer, batch_size, max_seqlen, dtype):
+        """Validate ``allocate_inference_cache``'s common arguments; an old-style positional dtype
+        (``allocate_inference_cache(8, torch.float64)``) is accepted with a ``DeprecationWarning``.
+        Returns ``(max_seqlen, real dtype of the update or None)``."""
+        if isinstance(max_seqlen, torch.dtype):
+            warnings.warn(f"{type(layer).__name__}.allocate_inference_cache(batch_size, dtype): pass dtype by keyword; "
+                          "the second positional argument is max_seqlen (Mamba's signature "
+                          "allocate_inference_cache(batch_size, max_seqlen, dtype=None, **kwargs))",
+                          DeprecationWarning, stacklevel=3)
+            if dtype is not None:
+                raise TypeError("allocate_inference_cache got a dtype positionally (as max_seqlen) and by keyword")
+            max_seqlen, dtype = None, max_seqlen
+        check_alloc_sizes(layer, batch_size, max_seqlen)
+        return max_seqlen, check_dtype(layer, dtype)
 
     @staticmethod
     def _cache_dtype(dtype):

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 
 import torch
 
 from ddesys.init import s4d_modes as _modes
+
+from .cache import describe_layer
 
 
 def s4d_modes(N2, init="inv"):
@@ -55,10 +58,11 @@ def no_autocast(x):
     return contextlib.nullcontext()
 
 
-def check_finite_params(layer):
+def check_finite_params(layer, any_device=False):
     """Name the non-finite parameters (a diverged optimizer step) instead of returning NaN silently.
-    Checked where it costs no device synchronization (CPU parameters) and at decode/analysis entry points."""
-    if layer.D.device.type != "cpu":
+    Checked where it costs no device synchronization (CPU parameters), and on every device with
+    ``any_device`` (where the decode constants are recomputed: once per parameter change, not per token)."""
+    if layer.D.device.type != "cpu" and not any_device:
         return
     bad = [n for n, p in layer.named_parameters(recurse=False) if not bool(torch.isfinite(p).all())]
     if bad:
@@ -97,7 +101,9 @@ def fft_conv(x, K):
 
 
 def check_cache(layer, cache, batch, what="step"):
-    """The cache belongs to a layer of this kind and size (from its ``allocate_inference_cache``)."""
+    """The cache belongs to a layer of this kind and size and to this very layer (from its
+    ``allocate_inference_cache``): ``TypeError`` for another kind, ``ValueError`` for another size, batch
+    or device, ``RuntimeError`` naming both layers for another layer of the same shape."""
     name, want = type(layer).__name__, type(layer).cache_type
     if not isinstance(cache, want):
         raise TypeError(f"{name}.{what} needs the {want.__name__} from this layer's allocate_inference_cache(), "
@@ -110,10 +116,18 @@ def check_cache(layer, cache, batch, what="step"):
         raise ValueError(f"{name}.{what}: input has batch {batch} but the cache was allocated for {cache.batch_size}")
     if state.device != layer.D.device:
         raise ValueError(f"{name}.{what}: cache on {state.device} but the layer's parameters are on {layer.D.device}")
+    if cache.owner is not layer:
+        owner = cache.__dict__.get("_owner_name")
+        made = (f"was allocated by {owner}" if owner and cache.owner is not None else
+                f"was allocated by {owner}, which no longer exists" if owner else
+                "is bound to no layer (built by hand, or unpickled)")
+        raise RuntimeError(f"{name}.{what}: this cache {made}, not by this layer, {describe_layer(layer)}: a cache "
+                           "holds one layer's state (one cache per layer, from that layer's allocate_inference_cache)")
 
 
 def check_step_input(layer, x_t, cache):
-    """Validate a decode step's input against the layer and its cache."""
+    """Validate a decode step's input against the layer and its cache. Token-independent checks of the
+    cache run in full only when it is not this layer's own (the fast path is an identity test)."""
     if layer.bidirectional:
         raise ValueError(f"{type(layer).__name__}(bidirectional=True) sees the future; it cannot decode step by step")
     if not torch.is_tensor(x_t) or not x_t.is_floating_point():
@@ -121,34 +135,34 @@ def check_step_input(layer, x_t, cache):
                         f"{getattr(x_t, 'dtype', type(x_t).__name__)}")
     if x_t.dim() != 2 or x_t.shape[1] != layer.H:
         raise ValueError(f"step expects x_t of shape (B, {layer.H}), got {tuple(x_t.shape)}")
-    check_cache(layer, cache, x_t.shape[0])
+    if cache.__class__ is not layer.cache_type or cache.owner is not layer:
+        check_cache(layer, cache, x_t.shape[0])
+    if x_t.shape[0] != cache.batch_size:
+        raise ValueError(f"{type(layer).__name__}.step: input has batch {x_t.shape[0]} but the cache was allocated "
+                         f"for {cache.batch_size}")
+    if x_t.device != cache.state.device:
+        raise ValueError(f"{type(layer).__name__}.step: x_t on {x_t.device} but the cache is on {cache.state.device}")
 
 
-class StepConstants:
-    """Memo of a layer's decode constants (discretized coefficients, interpolation weights), so ``step``
-    does not rediscretize every token (complex ``exp`` over ``(H, N/2)`` is most of a token's work).
+def check_dtype(layer, dtype, what="dtype"):
+    """``dtype`` of ``allocate_inference_cache``: None or a real floating dtype (float64 -> a complex128
+    cache, the others complex64) or complex64 / complex128 itself; anything else (a Mamba-style
+    positional ``max_seqlen`` landing here, a string) raises ``TypeError`` naming the argument."""
+    ok = (None, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or dtype not in ok):
+        raise TypeError(f"{type(layer).__name__}.allocate_inference_cache: {what} must be None or a torch float "
+                        f"dtype (float64 gives a complex128 cache, the others complex64), got {dtype!r}"
+                        + (" (the signature is allocate_inference_cache(batch_size, max_seqlen=None, dtype=None, "
+                           "**kwargs), as Mamba's)" if isinstance(dtype, numbers.Integral) else ""))
+    return torch.float64 if dtype in (torch.float64, torch.complex128) else (None if dtype is None else torch.float32)
 
-    Recomputed when any of the layer's own parameters changed since the last call (an optimizer step
-    or ``load_state_dict`` writes in place and bumps torch's per-tensor version counter), when the
-    dtype, device or a parameter object changed, or when the layer's ``memo_key()`` (its ablation and
-    delay range) changed.
-    Writes through ``param.data`` bypass torch's version counter (as they bypass autograd's checks):
-    after such a write call :meth:`clear` (``layer._step_memo.clear()``) or use ``with torch.no_grad():
-    param.copy_(...)``, which is tracked."""
 
-    def __init__(self):
-        self._key, self._value = None, None
-
-    def clear(self):
-        self._key, self._value = None, None
-
-    def get(self, layer, dtype, compute):
-        """``compute()``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
-        names = layer.__dict__.get("_memo_names")
-        if names is None:                            # the layer's own parameters, by name (fixed once built)
-            names = layer.__dict__["_memo_names"] = tuple(n for n, _ in layer.named_parameters(recurse=False))
-        key = (dtype, layer.memo_key(),
-               tuple((id(p), p._version, p.device, p.dtype) for p in map(layer.__getattr__, names)))
-        if key != self._key:
-            self._value, self._key = compute(), key
-        return self._value
+def check_alloc_sizes(layer, batch_size, max_seqlen):
+    """``batch_size`` a non-negative int and ``max_seqlen`` None or a positive int."""
+    name = f"{type(layer).__name__}.allocate_inference_cache"
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
+        raise TypeError(f"{name}: batch_size must be a non-negative int, got {batch_size!r}")
+    if max_seqlen is not None and (isinstance(max_seqlen, bool) or not isinstance(max_seqlen, numbers.Integral)
+                                   or max_seqlen < 1):
+        raise TypeError(f"{name}: max_seqlen must be None or a positive int (the longest sequence the cache will "
+                        f"see), got {max_seqlen!r}")

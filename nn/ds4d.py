@@ -6,71 +6,29 @@ one-step update); this module holds the parameters, the convolution and the infe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
 from ddesys import DiscreteDelaySystem, choose_contour, next_pow2, unit_roundoff
-from ddesys.backend import NUMBA, TRITON, choose
 from ddesys.parameterization import ablation_kinds, ds4d_discrete
-from ddesys.recurrence import delay_update, readout, run_recurrence
-from ddesys.step import decode_step as fused_step
-from ddesys.step import step_available
+from ddesys.recurrence import run_recurrence
 from ddesys.tap import check_width
 from ddesys.transfer import synthesize_kernel
-from gpu import decode as gpu_decode
 
 from .autograd import kernel_sampler
 from .base import DiagonalSSM, split_channels
+from .cache import DS4DCache
 from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange
+from .engine import DS4DConstants, host_views, select_engine
 from .optim import register_optim
 from .tap import DelayedTap
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
 PREFILL_BLOCK = 2**24        # complex128 elements of one (batch, H, modes, M) block of prefill (256 MiB)
-
-
-@dataclass
-class DS4DCache:
-    """Decode state of one DS4D layer: ring buffer ``buf`` of the last ``R = k_max + 1`` states of every
-    mode (slot-major: a token's states are contiguous) and the number ``t`` of tokens consumed.
-
-    ``buf`` is complex ``(B, R, H, N2)``, or, for a 16-bit history, float16 / bfloat16 ``(B, R, H, N2, 2)``
-    (real and imaginary parts; the update itself runs in float32)."""
-    buf: torch.Tensor
-    t: int = 0
-    xbuf: torch.Tensor | None = None     # inputs of the last Rx tokens (B, Rx, H), layers with a tap
-
-    @property
-    def state(self):
-        return self.buf
-
-    @property
-    def modes(self):
-        """``(H, N2)``: the channels and modes the cache holds."""
-        return tuple(self.buf.shape[2:4])
-
-    @property
-    def history16(self):
-        """The 16-bit storage dtype, or None for a complex history."""
-        return None if self.buf.is_complex() else self.buf.dtype
-
-    @property
-    def batch_size(self):
-        return self.buf.shape[0]
-
-    @property
-    def n_slots(self):
-        return self.buf.shape[1]
-
-    @property
-    def nbytes(self):
-        extra = 0 if self.xbuf is None else self.xbuf.numel() * self.xbuf.element_size()
-        return self.buf.numel() * self.buf.element_size() + extra
 
 
 class DS4D(DelayedTap, DelayRange, DiagonalSSM):
@@ -242,48 +200,73 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         return y.to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
-    def allocate_inference_cache(self, batch_size, dtype=None, history_dtype=None):
-        """A fresh :class:`DS4DCache` for ``batch_size`` sequences, sized by the layer's largest delay now
-        (``R = k_max + 1`` slots): complex128 when ``dtype`` is ``torch.float64``, else complex64.
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, *, history_dtype=None, engine=None,
+                                 parallel=None, **kwargs):
+        """A fresh :class:`DS4DCache` for ``batch_size`` sequences, bound to this layer and to one decode
+        engine (:mod:`nn.engine`). Mamba's signature; old calls (``allocate_inference_cache(8)``,
+        ``allocate_inference_cache(batch_size=8, history_dtype=...)``) work as before.
 
-        ``history_dtype=torch.float16`` or ``torch.bfloat16`` keeps the history in 16-bit floats (half the
-        memory of complex64; the update runs in float32, each stored state is rounded to the 16-bit
-        format: about 1e-3 (float16) or 1e-2 (bfloat16) relative error on the outputs, see
-        :func:`ddesys.step.history_error_bound`). float16 overflows for states beyond 65504."""
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int or None
+            The longest sequence (prompt + generated tokens) the cache will see, as in Mamba: validated and
+            recorded (``cache.max_seqlen``), used for nothing else. The ring is sized by the layer's
+            largest delay now (``R = k_max + 1 <= l_max`` slots), never by the sequence: decoding past
+            ``max_seqlen`` (or ``l_max``) costs the same per token and needs no more memory.
+        dtype : torch.dtype or None
+            ``torch.float64`` (or ``complex128``): a complex128 ring, the update in float64; None or another
+            float dtype: complex64, the update in float32. Anything else raises ``TypeError``.
+        history_dtype : None, torch.float16 or torch.bfloat16
+            Keep the history in 16-bit floats (half the memory of complex64; the update runs in float32,
+            each stored state is rounded to the 16-bit format: about 1e-3 (float16) or 1e-2 (bfloat16)
+            relative error on the outputs, see :func:`ddesys.step.history_error_bound`). float16 overflows
+            past 65504 (``step`` then warns once); bfloat16 has float32's range. On CPU and CUDA alike.
+        engine : None, "fused", "triton" or "reference"
+            The decode engine; None: the fused Numba step on the CPU, the Triton kernel on CUDA, the torch
+            reference elsewhere or with ``DDESYS_REFERENCE=1`` (read here, once per cache).
+        parallel : None, False, True or "auto"
+            Fused engine only: None (default) a fixed serial/parallel rule whose outputs do not depend on
+            the thread count; ``"auto"`` times both (opt-in, ignored under
+            ``torch.use_deterministic_algorithms(True)``).
+        """
         self._check_decodable()
         self._require_range("allocate_inference_cache")
+        max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
+        if kwargs:
+            raise TypeError(f"DS4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         if history_dtype not in HISTORY_DTYPES:
             raise ValueError(f"history_dtype must be one of {HISTORY_DTYPES}, got {history_dtype}")
-        if history_dtype is not None and dtype == torch.float64:
+        if history_dtype is not None and rdt == torch.float64:
             raise ValueError("a 16-bit history (history_dtype) runs its update in float32: drop dtype=torch.float64")
         check_finite_params(self)
         R = int(self.discrete(torch.float64).k.max()) + 1
-        shape, dt = (batch_size, R, self.H, self.N2), self._cache_dtype(dtype)
+        shape, dt = (batch_size, R, self.H, self.N2), self._cache_dtype(rdt)
         if history_dtype is not None:
             shape, dt = shape + (2,), history_dtype
         xbuf = None
         if self.has_tap:                             # the tap's input ring (B, Rx, H), real
-            xdt = torch.float64 if dtype == torch.float64 else torch.float32
+            xdt = torch.float64 if rdt == torch.float64 else torch.float32
             xbuf = torch.zeros((batch_size, self._tap_slots(), self.H), dtype=xdt, device=self.D.device)
         if self.D.device.type == "cpu":              # NumPy's allocator asks for huge pages: a faster ring
             np_dt = {torch.complex64: np.complex64, torch.complex128: np.complex128}.get(dt, np.uint16)
-            return DS4DCache(torch.from_numpy(np.zeros(shape, np_dt)).view(dt), xbuf=xbuf)
-        return DS4DCache(torch.zeros(shape, dtype=dt, device=self.D.device), xbuf=xbuf)
+            buf = torch.from_numpy(np.zeros(shape, np_dt)).view(dt)
+        else:
+            buf = torch.zeros(shape, dtype=dt, device=self.D.device)
+        return DS4DCache(buf, xbuf=xbuf)._bind(self, select_engine(buf, engine, parallel), max_seqlen)
 
     def _step_constants(self, rdt):
-        """``lam, m1 = mu (1 - alpha), m2 = mu alpha, bbar, c`` ``(H, N2)``, ``k`` ``(H,)``, ``k_max``,
-        ``arange(H)``, on the CPU the NumPy views the fused step reads (``None`` elsewhere), and the
-        tap's constants (``None`` without a tap)."""
+        """:class:`nn.engine.DS4DConstants` in real precision ``rdt``: ``lam, m1 = mu (1 - alpha), m2 = mu
+        alpha, bbar, c`` ``(H, N2)``, ``d`` and ``k`` ``(H,)``, ``k_max``, on the CPU the NumPy views the
+        fused engine reads, and the tap's constants (None without a tap). Names non-finite parameters
+        (on every device: this runs once per parameter change, not per token)."""
+        check_finite_params(self, any_device=True)
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
-        ar = torch.arange(self.H, device=d.lam.device)              # channel index for the gathers
-        consts = (d.lam, d.mu * (1 - al), d.mu * al, d.bbar, d.c)   # (H, N2) each
-        fused = None
-        if d.lam.device.type == "cpu":
-            fused = tuple(v.detach().contiguous().numpy() for v in consts) + (
-                self.D.detach().to(rdt).contiguous().numpy(), d.k.contiguous().numpy())
+        consts = tuple(v.detach() for v in (d.lam, d.mu * (1 - al), d.mu * al, d.bbar, d.c, self.D.to(rdt), d.k))
         tapc = self._tap_constants(rdt) if self.has_tap else None
-        return (*consts, d.k, int(d.k.max()), ar, fused, tapc)
+        return DS4DConstants(*consts, int(d.k.max()), torch.arange(self.H, device=d.lam.device),
+                             host_views(consts), tapc)
 
     def _out(self, y, x_t, cache, t, tapc):
         """A step's output in the caller's dtype, with the tap's term added (``y`` ``(B, H)``)."""
@@ -294,44 +277,18 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
     @torch.no_grad()
     def step(self, x_t, cache):
         """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place (inference: no
-        autograd). The discretized constants are memoized and recomputed whenever a parameter changes
-        (:class:`nn.common.StepConstants`), so a weight update never leaves them stale."""
+        autograd), with the engine recorded in it at allocation. The discretized constants are memoized
+        and recomputed whenever a parameter changes (:class:`nn.engine.StepMemo`; :meth:`setup_step`
+        after writes torch does not track), so a weight update never leaves them stale."""
         check_step_input(self, x_t, cache)
-        buf, t, R = cache.buf, cache.t, cache.n_slots
-        rdt = torch.float64 if buf.dtype == torch.complex128 else torch.float32
-        lam, m1, m2, bbar, c, k, k_max, ar, fused, tapc = self._step_memo.get(self, rdt,
-                                                                             lambda: self._step_constants(rdt))
-        if tapc is not None and cache.xbuf is None:
-            raise RuntimeError("this cache has no input ring for the layer's tap: allocate it with "
-                               "allocate_inference_cache of this layer")
-        if k_max >= R:
-            raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {R - 1}: "
-                               "allocate a new cache (delays changed since allocation)")
-        path = choose(buf)
-        if path == TRITON and cache.history16 is None:
-            y = gpu_decode.decode_step(buf, x_t, lam, m1, m2, bbar, c, self.D, k, t)
-            cache.t = t + 1
-            return self._out(y, x_t, cache, t, tapc)
-        if path == NUMBA and fused is not None and step_available():   # the fused CPU step, one pass
-            y = torch.empty(x_t.shape, dtype=rdt)                   # (B, H)
-            ring = buf.view(torch.uint16).numpy() if cache.history16 else buf.numpy()
-            fmt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(cache.history16)
-            fused_step(ring, x_t.detach().to(rdt).numpy(), *fused[:5], fused[5], fused[6], t, y.numpy(), fmt16=fmt)
-            cache.t = t + 1
-            return self._out(y, x_t, cache, t, tapc)
-        wide = (lambda z: torch.view_as_complex(z.float())) if cache.history16 else (lambda z: z)  # noqa: E731
-        hk = wide(buf[:, (t - k) % R, ar])                          # (B, H, N2)
-        hk1 = wide(buf[:, (t - k - 1) % R, ar])                     # (B, H, N2)
-        if t <= k_max:                                              # reads before the start are zero
-            zero = torch.zeros((), dtype=hk.dtype, device=buf.device)
-            hk = torch.where((t - k >= 0)[:, None], hk, zero)
-            hk1 = torch.where((t - k - 1 >= 0)[:, None], hk1, zero)
-        prev = wide(buf[:, (t - 1) % R]) if t > 0 else torch.zeros_like(hk)               # (B, H, N2)
-        xt = x_t.to(rdt)[..., None]                                 # (B, H, 1)
-        h = delay_update(prev, hk, hk1, xt, lam, m1, m2, bbar)      # (B, H, N2)
-        buf[:, t % R] = torch.view_as_real(h).to(buf.dtype) if cache.history16 else h
+        consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
+        if cache.__dict__.get("_bound") is not consts:             # new constants: the cache's checks, once
+            cache._engine.bind(cache, consts)
+            cache._bound = consts
+        t = cache.t
+        y = cache._engine.step(cache, x_t, consts)                  # (B, H), the cache's real dtype
         cache.t = t + 1
-        return self._out(readout(h, c, self.D.to(rdt), x_t.to(rdt)), x_t, cache, t, tapc)   # (B, H)
+        return self._out(y, x_t, cache, t, consts.tap)
 
     @torch.no_grad()
     def prefill(self, x, cache):

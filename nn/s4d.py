@@ -1,8 +1,6 @@
 """S4D baseline (diagonal SSM, ZOH, explicit B) with the same interface as :class:`nn.DS4D`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
 from ddesys.parameterization import s4d_discrete
@@ -11,32 +9,10 @@ from ddesys.transfer import vandermonde_kernel
 
 from .autograd import vandermonde
 from .base import DiagonalSSM, split_channels
+from .cache import S4DCache
 from .common import check_finite_params, check_step_input
+from .engine import S4DConstants
 from .optim import register_optim
-
-
-@dataclass
-class S4DCache:
-    """Decode state: ``h`` ``(B, H, N2)`` complex and the number ``t`` of tokens consumed."""
-    h: torch.Tensor
-    t: int = 0
-
-    @property
-    def state(self):
-        return self.h
-
-    @property
-    def modes(self):
-        """``(H, N2)``: the channels and modes the cache holds."""
-        return tuple(self.h.shape[1:3])
-
-    @property
-    def batch_size(self):
-        return self.h.shape[0]
-
-    @property
-    def nbytes(self):
-        return self.h.numel() * self.h.element_size()
 
 
 class S4D(DiagonalSSM):
@@ -84,21 +60,38 @@ class S4D(DiagonalSSM):
         cache = self.allocate_inference_cache(x.shape[0], dtype=x.dtype)
         return torch.stack([self.step(x[..., t], cache) for t in range(x.shape[-1])], dim=-1)   # (B, H, L)
 
-    def allocate_inference_cache(self, batch_size, dtype=None):
-        """A fresh :class:`S4DCache` (complex128 for ``torch.float64``, else complex64)."""
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
+        """A fresh :class:`S4DCache` bound to this layer (complex128 for ``dtype=torch.float64``, else
+        complex64). Mamba's signature: ``max_seqlen`` (None or a positive int) is validated and recorded,
+        used for nothing else (the state is ``(B, H, N/2)`` whatever the length); ``dtype`` must be None
+        or a torch float dtype. ``allocate_inference_cache(8)`` works as before."""
         self._check_decodable()
+        max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
+        if kwargs:
+            raise TypeError(f"S4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         check_finite_params(self)
-        return S4DCache(torch.zeros(batch_size, self.H, self.N2, dtype=self._cache_dtype(dtype), device=self.D.device))
+        h = torch.zeros(batch_size, self.H, self.N2, dtype=self._cache_dtype(rdt), device=self.D.device)
+        return S4DCache(h)._bind(self, None, max_seqlen)
+
+    def _step_constants(self, rdt):
+        """:class:`nn.engine.S4DConstants` in real precision ``rdt``; names non-finite parameters."""
+        check_finite_params(self, any_device=True)
+        d = self.discrete(rdt)
+        return S4DConstants(d.lam.detach(), d.bbar.detach(), d.c.detach(), self.D.detach().to(rdt))
 
     @torch.no_grad()
     def step(self, x_t, cache):
         """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place (inference: no autograd)."""
         check_step_input(self, x_t, cache)
-        rdt = torch.float64 if cache.h.dtype == torch.complex128 else torch.float32
-        lam, bbar, c, _ = self._step_memo.get(self, rdt, lambda: self.discrete(rdt))
-        cache.h.copy_(delay_update(cache.h, 0, 0, x_t.to(rdt)[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
+        rdt = cache.real_dtype
+        lam, bbar, c, dd = self._step_memo.get(self, rdt, self._step_constants)
+        if lam.device != cache.h.device:
+            raise RuntimeError(f"the layer's parameters are on {lam.device} but this cache is on {cache.h.device}: "
+                               "allocate a new cache after moving the layer")
+        xt = x_t.to(rdt)
+        cache.h.copy_(delay_update(cache.h, 0, 0, xt[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
         cache.t += 1
-        return readout(cache.h, c, self.D.to(rdt), x_t.to(rdt)).to(x_t.dtype)
+        return readout(cache.h, c, dd, xt).to(x_t.dtype)
 
     @torch.no_grad()
     def prefill(self, x, cache):

@@ -76,7 +76,8 @@ def _layer_calls(layer, x):
 
     calls = {"forward": lambda: (layer(x), layer(x, mode="recurrent")), "kernel": lambda: layer.kernel(L),
              "discrete": lambda: layer.discrete(), "allocate_inference_cache": step, "step": step,
-             "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key()}
+             "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key(),
+             "setup_step": lambda: layer.setup_step()}
     if isinstance(layer, dnn.DS4D):
         calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
         calls["tap_delay"] = (lambda: layer.tap_delay()) if layer.has_tap else \

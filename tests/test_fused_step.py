@@ -151,17 +151,56 @@ def test_serial_and_parallel_agree():
     np.testing.assert_allclose(b2, b1, rtol=0, atol=1e-5 * np.abs(b1).max())
 
 
-def test_automatic_choice_matches_serial(monkeypatch):
-    """``parallel=None`` above PARALLEL_MIN_WORK times both variants on real steps: same results."""
+def test_timed_choice_matches_serial(monkeypatch):
+    """``parallel="auto"`` (opt-in) above PARALLEL_MIN_WORK times both variants on real steps: same results
+    to rounding."""
     monkeypatch.setattr(step, "PARALLEL_MIN_WORK", 1)
     monkeypatch.setattr(step, "_AUTO", step._Auto())
     H, N2, k_max, B = 9, 4, 3, 2
     P = system(H, N2, k_max, seed=7)
     x = np.random.default_rng(8).standard_normal((B, 30, H))
     y1, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=False)
-    y2, _ = run_fused(P, x, k_max + 1, np.complex64, parallel=None)
+    y2, _ = run_fused(P, x, k_max + 1, np.complex64, parallel="auto")
     np.testing.assert_allclose(y2, y1, rtol=0, atol=1e-5 * np.abs(y1).max())
-    assert step._AUTO.state                          # both variants were timed
+    assert step._AUTO.state or step.thread_budget() == 1        # both variants were timed
+
+
+def test_default_is_a_fixed_rule_not_a_timing(monkeypatch):
+    """``parallel=None`` never times (regression: it timed serial against parallel and kept the faster,
+    so outputs depended on the machine's load); below PARALLEL_MIN_WORK it equals the serial loop bitwise,
+    above it the parallel loop bitwise; anything else for ``parallel`` is refused."""
+    monkeypatch.setattr(step, "_AUTO", step._Auto())
+    monkeypatch.setenv("DDESYS_NUM_THREADS", "2")                   # a budget the old timing would use
+    H, N2, k_max, B = 9, 4, 3, 2
+    P = system(H, N2, k_max, seed=7)
+    x = np.random.default_rng(8).standard_normal((B, 30, H))
+    ys = {p: run_fused(P, x, k_max + 1, np.complex64, parallel=p)[0] for p in (False, True)}
+    assert np.array_equal(run_fused(P, x, k_max + 1, np.complex64, parallel=None)[0], ys[False])
+    monkeypatch.setattr(step, "PARALLEL_MIN_WORK", 1)
+    assert np.array_equal(run_fused(P, x, k_max + 1, np.complex64, parallel=None)[0], ys[True])
+    assert not step._AUTO.state
+    with pytest.raises(ValueError, match="parallel must be"):
+        run_fused(P, x, k_max + 1, np.complex64, parallel="fast")
+
+
+def test_parallel_loop_is_bitwise_equal_across_thread_counts():
+    """The parallel loop's fixed partition: the same bits at one and two threads (the default above
+    PARALLEL_MIN_WORK), complex and 16-bit rings."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    H, N2, k_max, B = 70, 8, 5, 3
+    P = system(H, N2, k_max, seed=5)
+    x = np.random.default_rng(6).standard_normal((B, 20, H))
+    try:
+        out = {}
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            out[n] = [run_fused(P, x, k_max + 1, np.complex64, parallel=True),
+                      run_fused(P, x, k_max + 1, np.uint16, fmt16="float16", parallel=True)]
+    finally:
+        torch.set_num_threads(before)
+    for (y1, b1), (y2, b2) in zip(out[1], out[2]):
+        assert np.array_equal(y1, y2) and np.array_equal(b1, b2)
 
 
 def test_continues_a_prefilled_buffer():
@@ -396,7 +435,7 @@ def test_no_per_token_allocation(kind):
     * ``parallel=False``: exactly the bare compiled kernel's with the same arguments (the interpreter's
       argument tuple), a few hundred bytes, while the smallest array the step could make here
       ((B, H) float32) is 16 KiB;
-    * ``parallel=None`` (serial at this size): at most two Python ints more (the work size);
+    * ``parallel=None`` (serial at this size, a fixed rule): at most two Python ints more (the work size);
     * ``parallel=True``: no array, a few hundred bytes more (the numba_threads context manager);
 
     no NumPy data block is left behind, and y_out is written in place and returned."""
@@ -453,29 +492,29 @@ def test_no_per_token_allocation(kind):
 
 # ---------------------------------------------------------------------------------------------- the nn layer
 def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
-    """The call nn.DS4D.step makes (constants from ``_step_constants`` as NumPy views, the cache's buffer
-    viewed, ``y`` in ``rdt``), here outside the layer, equals the layer's torch reference step
-    (``DDESYS_REFERENCE=1``) token by token in float32, before and after the longest delay; and the layer's
+    """The call nn.DS4D.step's fused engine makes (constants from ``_step_constants`` as NumPy views, the
+    cache's buffer viewed, ``y`` in ``rdt``), here outside the layer, equals the layer's torch reference
+    engine token by token in float32, before and after the longest delay; and the layer's
     own default step (which calls the fused step) matches too."""
     torch = pytest.importorskip("torch")
     import nn as dnn
     torch.manual_seed(0)
     H, N, B = 16, 8, 2
     layer = dnn.DS4D(H, N, l_max=48)
-    cache_ref, cache, cache_layer = (layer.allocate_inference_cache(B) for _ in range(3))
+    cache, cache_layer = (layer.allocate_inference_cache(B) for _ in range(2))
+    cache_ref = layer.allocate_inference_cache(B, engine="reference")
+    assert (cache_layer.engine, cache_ref.engine) == ("fused", "reference")
     rdt = torch.float32
     with torch.no_grad():
-        lam, m1, m2, bbar, c, k = layer._step_constants(rdt)[:6]
-        consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (lam, m1, m2, bbar, c)) + (
-            layer.D.detach().to(rdt).contiguous().numpy(), k.contiguous().numpy())
+        k_ = layer._step_constants(rdt)
+        consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (k_.lam, k_.m1, k_.m2, k_.bbar, k_.c)) + (
+            layer.D.detach().to(rdt).contiguous().numpy(), k_.k.contiguous().numpy())
     buf_np = cache.buf.numpy()                                  # once per cache
     R = cache.n_slots
     xs = torch.randn(2 * R + 3, B, H)
     for t in range(xs.shape[0]):
         x_t = xs[t]
-        monkeypatch.setenv("DDESYS_REFERENCE", "1")
         y_ref = layer.step(x_t, cache_ref)
-        monkeypatch.delenv("DDESYS_REFERENCE")
         y_layer = layer.step(x_t, cache_layer)
         xt = x_t.detach().to(rdt)
         y = torch.empty(x_t.shape, dtype=rdt)
@@ -489,7 +528,7 @@ def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
 @pytest.mark.parametrize("torch_threads", [1, 2])
 def test_parallel_step_keeps_the_thread_budget(torch_threads):
     """A parallel step runs inside ddesys.threads.numba_threads: torch's and Numba's thread counts are
-    what they were, whatever the setting (with a budget of one thread the serial loop runs)."""
+    what they were, whatever the setting (with a budget of one thread the parallel loop runs on one)."""
     torch = pytest.importorskip("torch")
     import numba
     before = torch.get_num_threads()

@@ -59,7 +59,7 @@ def test_ds4d_prefill_step_matches_fft(P):
     x = torch.randn(2, L, H, dtype=F64, generator=torch.Generator().manual_seed(P))
     with torch.no_grad():
         y = layer(x)
-        y_dec = _decode(layer, x, P, layer.allocate_inference_cache(2, F64))
+        y_dec = _decode(layer, x, P, layer.allocate_inference_cache(2, dtype=F64))
         assert rel_max(y_dec, y) <= 1e-11
         assert rel_max(bhl(y_dec), layer_oracle(layer, bhl(x))) <= 1e-11
 
@@ -74,7 +74,7 @@ def test_ds4d_decode_after_optimizer_step():
         y = layer(x)
         y_ref = layer_oracle(layer, bhl(x))
         assert rel_max(bhl(y), y_ref) <= 1e-9
-        y_dec = _decode(layer, x, 21, layer.allocate_inference_cache(2, F64))
+        y_dec = _decode(layer, x, 21, layer.allocate_inference_cache(2, dtype=F64))
         assert rel_max(y_dec, y) <= 1e-11
         assert rel_max(bhl(y_dec), y_ref) <= 1e-11
 
@@ -98,13 +98,13 @@ def test_ds4d_ring_buffer_wraps():
     x = torch.randn(2, L, H, dtype=F64, generator=torch.Generator().manual_seed(0))
     y_ref = layer_oracle(layer, bhl(x))
     with torch.no_grad():
-        cache = layer.allocate_inference_cache(2, F64)
+        cache = layer.allocate_inference_cache(2, dtype=F64)
         assert cache.buf.shape == (2, 6, H, 3)
         y_step = _decode(layer, x, 0, cache)
         assert cache.t == L and cache.buf.shape == (2, 6, H, 3)   # memory does not grow with t
         assert rel_max(bhl(y_step), y_ref) <= 1e-12
         for P in (3, 6, 7, 101):                                     # prefill shorter / longer than R
-            y_dec = _decode(layer, x, P, layer.allocate_inference_cache(2, F64))
+            y_dec = _decode(layer, x, P, layer.allocate_inference_cache(2, dtype=F64))
             assert rel_max(bhl(y_dec), y_ref) <= 1e-11, P
 
 
@@ -120,7 +120,7 @@ def test_decode_outside_no_grad_keeps_no_graph(cls):
 
 def test_ds4d_stale_cache_after_delay_growth_raises():
     layer = DS4D(2, d_state=4, l_max=64, delay_init="constant", tau0=5.5, seed=0).double()
-    cache = layer.allocate_inference_cache(1, F64)
+    cache = layer.allocate_inference_cache(1, dtype=F64)
     with torch.no_grad():
         layer.nu_tau.fill_(3.0)                                     # delay -> ~60 steps > buffer
         with pytest.raises(RuntimeError, match="allocate a new cache"):
@@ -142,7 +142,7 @@ def test_s4d_prefill_step_matches_fft_and_vandermonde(P):
         with torch.no_grad():
             y_ref = ref()
             assert rel_max(bhl(s4(x)), y_ref) <= 1e-12
-            assert rel_max(bhl(_decode(s4, x, P, s4.allocate_inference_cache(2, F64))), y_ref) <= 1e-12
+            assert rel_max(bhl(_decode(s4, x, P, s4.allocate_inference_cache(2, dtype=F64))), y_ref) <= 1e-12
         if round_ == 0:
             _sgd_update(s4, x)
 
@@ -158,10 +158,10 @@ def test_model_prefill_step_matches_fft(layer):
         with torch.no_grad():
             y_ref = reference_model_forward(m, x)
             assert rel_max(m(x), y_ref) <= 1e-10
-            caches = m.allocate_inference_cache(2, F64)
+            caches = m.allocate_inference_cache(2, dtype=F64)
             assert len(caches) == 2
             assert rel_max(_decode(m, x, 20, caches), y_ref) <= 1e-10
-            assert rel_max(_decode(m, x, 0, m.allocate_inference_cache(2, F64)), y_ref) <= 1e-10
+            assert rel_max(_decode(m, x, 0, m.allocate_inference_cache(2, dtype=F64)), y_ref) <= 1e-10
         if round_ == 0:
             _sgd_update(m, x)
 
@@ -177,7 +177,7 @@ def test_model_token_prefill_step():
         assert y.shape == (3, L, V)
         y_ref = reference_model_forward(m, ids)
         assert rel_max(y, y_ref) <= 1e-10
-        assert rel_max(_decode(m, ids, 10, m.allocate_inference_cache(3, F64)), y_ref) <= 1e-10
+        assert rel_max(_decode(m, ids, 10, m.allocate_inference_cache(3, dtype=F64)), y_ref) <= 1e-10
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -336,7 +336,7 @@ def test_cache_size_is_kmax_plus_one(H, l_max):
     assert cache.n_slots != l_max
     assert cache.nbytes == 2 * H * 3 * (k_max + 1) * 8                 # complex64
     assert cache.batch_size == 2
-    c64 = layer.allocate_inference_cache(1, F64)
+    c64 = layer.allocate_inference_cache(1, dtype=F64)
     assert c64.buf.dtype == torch.complex128 and c64.n_slots == k_max + 1
     with torch.no_grad():
         layer.nu_tau.add_(2.0)                                          # longer delays -> larger cache

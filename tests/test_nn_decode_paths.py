@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import nn.ds4d as ds4d_mod  # noqa: E402
+import nn.engine as engine_mod  # noqa: E402
 from ddesys import step as fstep  # noqa: E402
 from nn import DS4D  # noqa: E402
 
@@ -18,9 +19,9 @@ except ImportError:  # pragma: no cover - run from the repository root
 F64 = torch.float64
 
 
-def _decode(layer, x, history_dtype=None, dtype=None, prompt=0):
+def _decode(layer, x, history_dtype=None, dtype=None, prompt=0, engine=None):
     """Outputs ``(B, L, H)`` of prefilling ``prompt`` tokens then stepping through the rest."""
-    cache = layer.allocate_inference_cache(x.shape[0], dtype=dtype, history_dtype=history_dtype)
+    cache = layer.allocate_inference_cache(x.shape[0], dtype=dtype, history_dtype=history_dtype, engine=engine)
     ys = [layer.prefill(x[:, :prompt], cache)] if prompt else []
     ys += [layer.step(x[:, t], cache)[:, None] for t in range(prompt, x.shape[1])]
     return torch.cat(ys, 1), cache
@@ -32,7 +33,7 @@ def test_fused_step_is_used_and_matches_the_oracle(monkeypatch, dtype):
     x = torch.randn(3, 70, 5, dtype=dtype, generator=torch.Generator().manual_seed(1))   # wraps the ring
     calls = []
     orig = fstep.decode_step
-    monkeypatch.setattr(ds4d_mod, "fused_step", lambda *a, **k: calls.append(1) or orig(*a, **k))
+    monkeypatch.setattr(engine_mod, "decode_step", lambda *a, **k: calls.append(1) or orig(*a, **k))
     with torch.no_grad():
         y, _ = _decode(layer, x, dtype=dtype)
         ref = layer_oracle(layer.double(), bhl(x.double()))          # float64 brute-force loop (B, H, L)
@@ -41,13 +42,17 @@ def test_fused_step_is_used_and_matches_the_oracle(monkeypatch, dtype):
     assert np.abs(bhl(y.double()) - ref).max() <= tol * np.abs(ref).max()
 
 
-def test_fused_and_reference_steps_agree(monkeypatch):
+@pytest.mark.parametrize("how", ["env", "engine"])
+def test_fused_and_reference_steps_agree(monkeypatch, how):
+    """DDESYS_REFERENCE=1 at allocation (or engine="reference") records the torch engine in the cache."""
     layer = DS4D(4, 6, l_max=16, seed=2)
     x = torch.randn(2, 40, 4)
     with torch.no_grad():
         y_fused, c1 = _decode(layer, x, prompt=10)
-        monkeypatch.setenv("DDESYS_REFERENCE", "1")
-        y_ref, c2 = _decode(layer, x, prompt=10)
+        if how == "env":
+            monkeypatch.setenv("DDESYS_REFERENCE", "1")
+        y_ref, c2 = _decode(layer, x, prompt=10, engine=None if how == "env" else "reference")
+    assert (c1.engine, c2.engine) == ("fused", "reference")
     assert torch.allclose(y_fused, y_ref, rtol=0, atol=1e-6 * float(y_ref.abs().max()))
     assert torch.allclose(c1.buf, c2.buf, rtol=0, atol=1e-6 * float(c2.buf.abs().max()))
 
@@ -62,7 +67,8 @@ def test_16bit_history_within_its_bound(monkeypatch, hd, reference):
     with torch.no_grad():
         y, cache = _decode(layer, x, history_dtype=hd, prompt=15)
         assert cache.buf.dtype == hd and cache.nbytes == layer.allocate_inference_cache(2).nbytes // 2
-        lam, m1, m2, bbar, c, k, _, _, _, _ = layer._step_constants(F64)
+        k_ = layer._step_constants(F64)
+        lam, m1, m2, c = k_.lam, k_.m1, k_.m2, k_.c
         ref_layer = layer.double()
         ref = layer_oracle(ref_layer, bhl(x.double()))               # (B, H, L)
         # each mode's largest |h| over the run, from the float64 states of the oracle recurrence

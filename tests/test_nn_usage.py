@@ -192,3 +192,36 @@ def test_cache_type_checked_directly():
     bad = DS4DCache(torch.zeros(1, 3, 5, 2, dtype=torch.complex64))
     with pytest.raises(ValueError, match="another layer"):
         layer.step(torch.randn(1, 4), bad)
+
+
+# ------------------------------------------------------------------------------ non-finite inputs (issue 20, finding 7)
+@pytest.mark.parametrize("cls", [DS4D, S4D])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_non_finite_input_is_refused_naming_its_position(cls, value):
+    """Before, the FFT spread a NaN or inf at the last position into every earlier output."""
+    layer = cls(4, 8, l_max=32) if cls is DS4D else cls(4, 8)
+    x = torch.randn(3, 32, 4)
+    x[2, 31, 1] = value
+    x[1, 20, 3] = value                                          # the first position over the batch: 20
+    with pytest.raises(ValueError, match=r"not finite at position 20 \(batch 1, channel 3"):
+        layer(x)
+    with pytest.raises(ValueError, match="position 20"):
+        layer(x, mode="recurrent")
+    with pytest.raises(ValueError, match="position 20"):
+        layer(x.bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(ValueError, match="position 20"):
+        layer(x)
+    tr = cls(4, 8, l_max=32, transposed=True) if cls is DS4D else cls(4, 8, transposed=True)
+    with pytest.raises(ValueError, match=r"position 20 \(batch 1, channel 3"):
+        tr(x.transpose(1, 2))
+
+
+def test_finite_input_is_never_refused():
+    """The check is a sum: one that overflows (finite input) falls back to the exact test and passes."""
+    layer = S4D(2, 4)
+    x = torch.zeros(1, 8, 2)
+    x[0, :4, 0] = 3e38                                           # the float32 sum overflows to inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layer(x)                                                 # no ValueError
+    layer(torch.zeros(0, 8, 2))                                  # empty batch
