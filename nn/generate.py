@@ -166,7 +166,8 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
         ``sampler(logits)`` with ``logits`` ``(B, d_output)`` returning ids ``(B,)``; replaces
         ``temperature`` / ``top_k``.
     generator : torch.Generator, optional
-        Random stream of the sampling: reproducible, and the global RNG is left untouched.
+        Random stream of the sampling (on the model's device): reproducible, and the global RNG is left
+        untouched.
     return_logits : bool, default False
         Also return the logits every new token was drawn from.
     cache_kwargs : dict, optional

@@ -239,6 +239,11 @@ class SequenceModel(nn.Module):
         Returns
         -------
         Tensor ``(B, L, d_output)`` or ``(B, d_output)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            ``x`` of another shape or dtype (named).
         """
         h, _ = self._encode(x, "forward")                            # (B, L, H)
         for blk in self.blocks:

@@ -14,13 +14,12 @@ import os
 import pathlib
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
 
 import nn as dnn
-from nn import DS4D, S4D, SequenceModel
+from nn import SequenceModel
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from nn_helpers import reference_model_forward
