@@ -15,6 +15,7 @@ from .stability import (is_stable_exact, radius_bound, spectral_radius, stabilit
                         sufficient_margin, winding_number)
 from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_discrete
 from .tap import DelayTap
+from .sum_system import SumSystem
 from .lti import DelayLTI, FrequencyResponse
 from .statespace import DelayStateSpace
 from .discrete_ss import DiscreteDelayStateSpace, zoh_statespace
@@ -28,7 +29,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DiscreteDelayStateSpace", "zoh_statespace", "FrequencyResponse", "RootsResult",
-    "StabilityChart", "TimeResponse", "delay_chart", "stability_chart", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete",
+    "StabilityChart", "TimeResponse", "delay_chart", "stability_chart", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete", "SumSystem",
     "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
     "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
     "stability_margin", "sufficient_margin", "synthesize_kernel", "transfer_function", "unit_roundoff",

@@ -10,14 +10,14 @@ import numpy as np
 
 from . import stability as _st
 from ._array import get_namespace, to_numpy
-from ._pairs import channel_index, pair_matrices, refuse_tap
-from ._validate import MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_delay
+from ._pairs import channel_index, pair_matrices
+from ._validate import as_array, broadcast_modes, check_batch, check_delay
 from .charpoly import poly_coefficients
 from .contour import Contour
 from .discrete_response import DiscreteResponses
 from .interpolation import split_delay
 from .lti import DelayLTI, warn_renamed
-from .tap import DelayTap, check_width, tap_transfer
+from .tap import DelayTap
 from .transfer import transfer_function
 
 
@@ -57,9 +57,9 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
     d : array_like, real ``(...)``, default 0.0
         Feedthrough.
     tap : DelayTap or (e, delay[, width]), optional
-        A delayed input tap ``y_t += e sum_j w_j x_{t-j}`` (:mod:`ddesys.tap`, docs/theory.md §8): gain
-        ``e`` and delay (steps, ``>= 0``) real ``(...)`` broadcasting against the batch, window half-width
-        ``width >= 1`` (1: linear interpolation). An FIR term: poles and stability are those without it.
+        Deprecated (``FutureWarning``): add the tap instead, ``DiscreteDelaySystem(...) + DelayTap(e,
+        delay, width)`` (:mod:`ddesys.tap`, docs/theory.md §8). With ``tap`` given the constructor
+        returns that sum, a :class:`~ddesys.SumSystem`.
     dt : True or float, default True (keyword only)
         The step in time units, or ``True`` when unspecified. With a numeric ``dt``,
         :meth:`frequency_response` takes radians per time unit (``z = e^{i omega dt}``);
@@ -127,6 +127,22 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
     (True, False, 0.1)
     """
 
+    def __new__(cls, *args, **kwargs):
+        tap = kwargs.pop("tap", None) if "tap" in kwargs else (args[6] if len(args) > 6 else None)
+        if tap is None:
+            return super().__new__(cls)
+        warn_renamed("DiscreteDelaySystem(..., tap=...)", "DiscreteDelaySystem(...) + DelayTap(e, delay, width), "
+                     "a SumSystem (it is what tap= now returns)")
+        iir = cls(*args[:6], **kwargs)
+        return iir + _as_tap(tap, iir)
+
+    def __add__(self, other):
+        """``self + other``: the :class:`~ddesys.SumSystem` of both (e.g. a :class:`~ddesys.DelayTap`)."""
+        from .sum_system import SumSystem
+        return SumSystem(self, other)
+
+    __radd__ = __add__
+
     def __init__(self, lam, mu, bbar, c, delay, d=0.0, tap=None, *, dt=True):
         xp = get_namespace(lam, mu, bbar, c, delay, d)
         named = {n: as_array(xp, v, n, "complex") for n, v in
@@ -150,22 +166,8 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
         self.k, self.alpha = k, alpha
-        self.tap = None if tap is None else self._check_tap(xp, tap, tuple(batch))
+        self.tap = None                  # a tap is a separate system now: self + DelayTap(...)
         self._freeze()
-
-    @staticmethod
-    def _check_tap(xp, tap, batch):
-        if not isinstance(tap, (tuple, list)) or not 2 <= len(tap) <= 3:
-            raise TypeError(f"tap must be a DelayTap or a tuple (e, delay[, width]), got {type(tap).__name__}")
-        tap = DelayTap(*tap)
-        e = as_array(xp, tap.e, "tap gain e", "real")
-        s = as_array(xp, tap.delay, "tap delay", "real")
-        check_batch("tap gain e", e.shape, batch)
-        check_batch("tap delay", s.shape, batch)
-        sn = to_numpy(s)
-        if not (np.all(np.isfinite(sn)) and np.all(sn >= 0) and np.all(sn <= MAX_DELAY_STEPS)):
-            raise ValueError(f"tap delay must be finite and in [0, MAX_DELAY_STEPS = {MAX_DELAY_STEPS}] steps")
-        return DelayTap(xp.broadcast_to(e, batch), xp.broadcast_to(s, batch), check_width(tap.width))
 
     # ------------------------------------------------------------------ shapes
     @property
@@ -331,10 +333,7 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
             z = xp.reshape(z, (-1,))
         if bool(xp.any(z == 0)):
             raise ValueError("z must not contain 0 (the transfer function has a pole of order k+1 there)")
-        H = transfer_function(self.lam, self.mu, self.bbar, self.c, self.k, self.alpha, self.d, z)
-        if self.tap is not None:
-            H = H + tap_transfer(self.tap.e, self.tap.delay, self.tap.width, z)
-        return H
+        return transfer_function(self.lam, self.mu, self.bbar, self.c, self.k, self.alpha, self.d, z)
 
     def freqresp(self, omega):
         """Frequency response ``K(e^{i omega})`` on the unit circle (docs/theory.md §4).
@@ -392,8 +391,8 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
         Raises
         ------
         ValueError
-            A system with a delayed input tap (an FIR term, not a state-space term); a missing or
-            out-of-range ``index``.
+            A missing or out-of-range ``index`` (a sum with a delayed input tap, :class:`~ddesys.SumSystem`,
+            refuses the conversion: the FIR term is not a state-space term).
         TypeError
             A non-integer ``index``.
 
@@ -406,12 +405,22 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
         >>> ss.dt                                          
         0.1
         """
-        refuse_tap(self.tap)
         idx = channel_index(self.batch_shape, index)
         lam, mu, bbar, c = (to_numpy(v)[idx] for v in (self.lam, self.mu, self.bbar, self.c))
         Phi, G, Bd, C, D = pair_matrices(lam, mu, bbar, c, to_numpy(self.d)[idx])
         from .discrete_ss import DiscreteDelayStateSpace
         return DiscreteDelayStateSpace(Phi, G, [float(to_numpy(self.delay)[idx])], Bd, C, D, dt=self.dt)
+
+
+def _as_tap(tap, system):
+    """The deprecated ``tap=`` argument as a :class:`~ddesys.DelayTap` on ``system``'s batch and ``dt``."""
+    if isinstance(tap, DelayTap):
+        tap = tuple(tap)
+    if not isinstance(tap, (tuple, list)) or not 2 <= len(tap) <= 3:
+        raise TypeError(f"tap must be a DelayTap or a tuple (e, delay[, width]), got {type(tap).__name__}")
+    out = DelayTap(*tap, dt=system.dt)
+    check_batch("tap", out.batch_shape, system.batch_shape)
+    return out
 
 
 __all__ = ["DiscreteDelaySystem", "Contour"]

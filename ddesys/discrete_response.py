@@ -18,7 +18,6 @@ from ._validate import as_array, check_batch, check_length, check_real_dtype
 from .contour import choose_contour
 from .lti import warn_renamed
 from .recurrence import run_recurrence
-from .tap import tap_filter, tap_kernel
 from .transfer import synthesize_kernel
 
 
@@ -71,8 +70,7 @@ class DiscreteResponses:
         return choose_contour(L, self.decay_bound(), unit_roundoff(cdt), eps=eps, M=M)
 
     def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None, return_contour=None):
-        """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded; the
-        tap's ``e w_t`` included).
+        """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded).
 
         Parameters
         ----------
@@ -145,8 +143,6 @@ class DiscreteResponses:
             rho = xp.asarray(rho, device=self.lam.device)
         K = synthesize_kernel(xp.astype(self.lam, cplx), xp.astype(self.mu, cplx),
                               xp.astype(self.c * self.bbar, cplx), self.k, self.alpha, L, contour.M, rho)
-        if self.tap is not None:                     # the FIR tap adds exactly (no contour)
-            K = K + xp.astype(tap_kernel(self.tap.e, self.tap.delay, self.tap.width, L), K.dtype)
         K = xp.astype(K, out_dt)
         return (K, contour) if return_contour else K
 
@@ -248,7 +244,7 @@ class DiscreteResponses:
         -------
         ndarray, complex ``(batch, N2, L)``
             ``h_{n,t}`` of the stored modes (the conjugate partners are ``conj(h)``), so that the output
-            of :meth:`simulate` is ``2 Re(sum_n c_n h_{n,t}) + d x_t`` (plus the tap's term).
+            of :meth:`simulate` is ``2 Re(sum_n c_n h_{n,t}) + d x_t``.
 
         Raises
         ------
@@ -292,9 +288,6 @@ class DiscreteResponses:
                              flat(self.k, ()), flat(self.alpha, ()), flat(self.d if d is None else d, ()),
                              flat(x, (L,)), return_states=return_states)
         y = res[0] if return_states else res
-        if self.tap is not None:
-            y = y + tap_filter(flat(self.tap.e, ()), flat(self.tap.delay, ()), self.tap.width,
-                               xp.astype(flat(x, (L,)), y.dtype))
         _warn_unstable(self, y, B * self.n_modes * L, warn_unstable)
         odt = x.dtype
         if return_states:

@@ -27,7 +27,7 @@ __all__ = ["ABLATIONS", "ablation_kinds", "DS4DDiscrete", "S4DDiscrete", "LOG_DT
 
 LOG_DT_RANGE = (-20.0, 10.0)
 LOG_RATE_RANGE = (math.log(1e-6), math.log(100.0))
-ABLATIONS = (None, "tau_min", "mu_zero")
+ABLATIONS = (None, "tau_min", "mu_zero", "tap_zero")
 
 
 class DS4DDiscrete(NamedTuple):
@@ -51,7 +51,11 @@ class S4DDiscrete(NamedTuple):
 
 
 def ablation_kinds(ablation):
-    """The ablations named by ``ablation`` (None, one of ``ABLATIONS`` or a tuple of them) as a tuple."""
+    """The ablations named by ``ablation`` (None, one of ``ABLATIONS`` or a tuple of them) as a tuple.
+
+    ``"tau_min"``: every delay one step; ``"mu_zero"``: no delayed branch (both applied by
+    :func:`ds4d_discrete`); ``"tap_zero"``: the DS4D layer's input tap removed (applied by the layer,
+    ``nn.DS4D(ablation=...)``: forward, recurrent path, decoding and ``to_ddesys``; no effect here)."""
     kinds = () if ablation is None else (ablation,) if isinstance(ablation, str) else tuple(ablation)
     bad = [k for k in kinds if k not in ABLATIONS[1:]]
     if bad:

@@ -15,24 +15,24 @@ The tap is a finite impulse response (FIR) filter: its transfer function ``e W(z
 w_j z^-j``, has no poles, so it never changes the system's stability or its characteristic
 polynomial; it adds ``e w_t`` to the convolution kernel exactly (no contour, no aliasing). Written
 against the array API (NumPy, CuPy, torch with autograd through ``e`` and ``s``).
+
+:class:`DelayTap` is the tap as a discrete system (kernel, transfer function, frequency response,
+simulation). It composes with a :class:`~ddesys.DiscreteDelaySystem` as a sum, ``sys + DelayTap(e, s,
+width)`` (a :class:`~ddesys.SumSystem`), rather than being a constructor flag of it.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+import numpy as np
 
-from ._array import get_namespace, is_numpy
+from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy
+from ._validate import MAX_DELAY_STEPS, as_array, check_batch, check_length, check_real_dtype
+from .lti import DelayLTI
 
 __all__ = ["DelayTap", "check_width", "tap_filter", "tap_kernel", "tap_span", "tap_support", "tap_transfer",
            "tap_weights"]
 
-
-class DelayTap(NamedTuple):
-    """A delayed input tap of every channel: gain ``e`` and delay ``delay`` (steps, ``>= 0``), real
-    ``(...)``, read through a hat window of half-width ``width >= 1`` (a float shared by the batch)."""
-    e: Any
-    delay: Any
-    width: float = 1.0
+KERNEL_METHODS = ("fft", "recurrence")
 
 
 def check_width(width):
@@ -132,3 +132,152 @@ def tap_filter(e, s, width, x):
 
 def _arr(xp, v):
     return v if hasattr(v, "shape") else xp.asarray(v)
+
+
+class DelayTap(DelayLTI):
+    """A batch of delayed input taps as a discrete FIR system::
+
+        y_t = e sum_{j >= 0} w_j x_{t-j},    w_j = hat((j - delay) / width) / Z   (see the module docstring)
+
+    Parameters
+    ----------
+    e : array_like, real ``(...)``
+        Gains.
+    delay : array_like, real ``(...)``
+        Delays in steps, ``0 <= delay <= MAX_DELAY_STEPS``, broadcasting against ``e``.
+    width : float, default 1.0
+        Half-width of the hat window, finite and ``>= 1`` (1: linear interpolation), shared by the batch.
+    dt : True or float, default True (keyword only)
+        The step in time units, or ``True`` when unspecified (as :class:`~ddesys.DiscreteDelaySystem`).
+
+    Attributes
+    ----------
+    e, delay : real ``(...)``
+        Broadcast to the batch shape; ``width`` float; ``dt``.
+
+    Raises
+    ------
+    ValueError
+        Non-finite or negative delays, delays above ``MAX_DELAY_STEPS``, a width that is not finite or
+        below 1, shapes that do not broadcast.
+    TypeError
+        Complex or non-numeric ``e`` / ``delay``.
+
+    Notes
+    -----
+    An FIR system: no poles (only trivial ones at ``z = 0``), so it is stable and adds nothing to the
+    poles or the stability of a sum it is part of. Its kernel is exact (no contour): the ``method``,
+    ``eps`` and ``M`` options of :meth:`kernel` are accepted so that a :class:`~ddesys.SumSystem` can
+    pass them to every part. Immutable, like every ddesys system. Unpacks as ``e, delay, width`` (the
+    older ``DelayTap`` was a named tuple of these fields).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys import DelayTap, DiscreteDelaySystem
+    >>> tap = DelayTap(e=[2.0], delay=[1.25])               # linear interpolation at 1.25 steps
+    >>> tap.kernel(4)
+    array([[0. , 1.5, 0.5, 0. ]])
+    >>> sys = DiscreteDelaySystem(lam=[0.5], mu=[0.25], bbar=[1.0], c=[0.5], delay=4.0) + DelayTap(1.0, 2.0)
+    >>> type(sys).__name__, sys.tap
+    ('SumSystem', DelayTap(batch_shape=(), delay in [2, 2], width=1))
+    >>> bool(sys.is_stable()), np.round(sys.kernel(4), 4)      # stability: the delay system's alone
+    (True, array([1.   , 0.5  , 1.25 , 0.125]))
+    """
+
+    def __init__(self, e, delay, width=1.0, *, dt=True):
+        from .discrete import check_dt
+        xp = get_namespace(e, delay)
+        e = as_array(xp, e, "tap gain e", "real")
+        s = as_array(xp, delay, "tap delay", "real")
+        batch = check_batch("tap delay", s.shape, e.shape)
+        sn = to_numpy(s)
+        if not (np.all(sn >= 0) and np.all(sn <= MAX_DELAY_STEPS)):
+            raise ValueError(f"tap delay must be in [0, MAX_DELAY_STEPS = {MAX_DELAY_STEPS}] steps, got min "
+                             f"{float(sn.min()):.6g}, max {float(sn.max()):.6g}")
+        self.xp, self.dt = xp, check_dt(dt)
+        self.e, self.delay = xp.broadcast_to(e, tuple(batch)), xp.broadcast_to(s, tuple(batch))
+        self.width = check_width(width)
+        self._freeze()
+
+    @property
+    def batch_shape(self):
+        """Shape ``(...)`` of the batch of channels."""
+        return tuple(self.e.shape)
+
+    def __iter__(self):
+        return iter((self.e, self.delay, self.width))
+
+    def __repr__(self):
+        s = to_numpy(self.delay)
+        rng = f"[{float(s.min()):.4g}, {float(s.max()):.4g}]" if s.size else "[]"
+        step = "" if self.dt is True else f", dt={self.dt:.6g}"
+        return f"DelayTap(batch_shape={self.batch_shape}, delay in {rng}, width={self.width:.4g}{step})"
+
+    def __add__(self, other):
+        from .sum_system import SumSystem
+        return SumSystem(self, other)
+
+    __radd__ = __add__
+
+    # ------------------------------------------------------------------ stability: an FIR is stable
+    def _is_stable_exact(self, max_bytes=None):
+        return np.ones(self.batch_shape, dtype=bool) if self.batch_shape else np.True_
+
+    def _is_stable_sufficient(self):
+        return self._is_stable_exact()
+
+    # ------------------------------------------------------------------ responses
+    def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None):
+        """The tap's kernel ``e w_t``, ``t = 0 .. L-1``, exact: real ``(..., L)``.
+
+        ``method``, ``eps``, ``M`` and ``compute_dtype`` are accepted for a :class:`~ddesys.SumSystem`'s
+        sake and change nothing (``method`` must still be ``"fft"`` or ``"recurrence"``); ``dtype`` is
+        the real output dtype (default: that of ``e``)."""
+        L = check_length(L)
+        if method not in KERNEL_METHODS:
+            raise ValueError(f"method must be one of {KERNEL_METHODS}, got {method!r}")
+        xp = self.xp
+        if compute_dtype is not None:
+            check_real_dtype(xp, compute_dtype, "compute_dtype")
+        out = check_real_dtype(xp, dtype, "dtype") if dtype is not None else real_dtype_of(xp, self.e.dtype)
+        return xp.astype(tap_kernel(self.e, self.delay, self.width, L), out)
+
+    def impulse(self, L, **kernel_kw):
+        """Impulse response: the kernel (an FIR tap has no feedthrough of its own)."""
+        return self.kernel(L, **kernel_kw)
+
+    def transfer(self, z):
+        """``e W(z) = e sum_{j >= 0} w_j z^-j`` at nonzero complex ``z`` ``(F,)``: complex ``(..., F)``."""
+        xp = self.xp
+        z = xp.asarray(z, dtype=xp.complex128 if self.e.dtype == xp.float64 else xp.complex64)
+        z = xp.reshape(z, (-1,))
+        if bool(xp.any(z == 0)):
+            raise ValueError("z must not contain 0 (an FIR tap has its trivial poles there)")
+        return tap_transfer(self.e, self.delay, self.width, z)
+
+    def freqresp(self, omega):
+        """``e W(e^{i omega})``, ``omega`` real ``(F,)`` in radians per step: complex ``(..., F)``."""
+        xp = self.xp
+        omega = as_array(xp, omega, "omega", "real")
+        return self.transfer(xp.exp(1j * xp.astype(xp.reshape(omega, (-1,)), xp.complex128)))
+
+    def simulate(self, x):
+        """The tap's output for real inputs ``x`` ``(..., L)`` (zero before ``t = 0``): ``(batch, L)``
+        in ``x``'s dtype, ``batch`` the broadcast batch shape."""
+        xp = self.xp
+        if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
+            raise TypeError("simulate(x): x must be real")
+        x = as_array(xp, x, "x", "real")
+        if x.ndim < 1:
+            raise ValueError("x must have a trailing time axis (shape (..., L))")
+        batch = tuple(check_batch("x (batch part)", x.shape[:-1], self.batch_shape))
+        L, B = x.shape[-1], int(np.prod(batch, dtype=np.int64))
+        flat = lambda a, tail: xp.reshape(xp.broadcast_to(a, batch + tail), (B,) + tail)  # noqa: E731
+        y = tap_filter(flat(self.e, ()), flat(self.delay, ()), self.width, xp.astype(flat(x, (L,)), self.e.dtype))
+        return xp.reshape(xp.astype(y, x.dtype), batch + (L,))
+
+    def to_statespace(self, index=None):
+        """Refused: the FIR tap is not a state-space term (``ValueError``)."""
+        from ._pairs import refuse_tap
+        refuse_tap(self)

@@ -1,5 +1,6 @@
 """The delayed input tap of :class:`nn.DS4D` (``tap=True``) as the experiments read it: the layers that
-have one, their tap delays, the tap's window half-width, and the tap removed for an ablation.
+have one, their tap delays, the tap's window half-width, and the tap removed for an ablation (the
+layers' ``"tap_zero"`` ablation option).
 
 Shared by :mod:`experiments.delay` and :mod:`experiments.synthetic` (family ``ds4d-tap``), which train
 the tap with :class:`nn.TapWidthSchedule` (:func:`width_schedule`): the window's half-width falls
@@ -13,6 +14,7 @@ import contextlib
 import torch
 
 import nn as dnn
+from ddesys.parameterization import ablation_kinds
 
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
@@ -53,18 +55,18 @@ def width_schedule(model, steps, w0=W0, frac=FRAC):
 
 @contextlib.contextmanager
 def tap_zero(model):
-    """Every tap gain ``tap_e`` set to zero inside the block (the tap removed), restored after it."""
+    """Every tap layer of ``model`` with the ``"tap_zero"`` ablation inside the block (the tap's contribution
+    removed from forward, recurrent path and decoding; the parameters untouched), the layers' own
+    ablations restored after it."""
     layers = tap_layers(model)
-    saved = [layer.tap_e.detach().clone() for layer in layers]
+    saved = [layer.ablation for layer in layers]
     try:
-        with torch.no_grad():
-            for layer in layers:
-                layer.tap_e.zero_()
+        for layer in layers:
+            layer.ablation = tuple(dict.fromkeys(ablation_kinds(layer.ablation) + ("tap_zero",)))
         yield model
     finally:
-        with torch.no_grad():
-            for layer, prev in zip(layers, saved):
-                layer.tap_e.copy_(prev)
+        for layer, prev in zip(layers, saved):
+            layer.ablation = prev
 
 
 __all__ = ["FRAC", "W0", "tap_delays", "tap_layers", "tap_widths", "tap_zero", "width_schedule"]

@@ -111,7 +111,7 @@ def kernel_sampler(x):
     """The ``sample=`` callable of :func:`ddesys.transfer.synthesize_kernel` for tensors like ``x``."""
     path = choose(x)
     if path == NUMBA:
-        return FusedKernel.apply
+        return _fused_kernel
     if path == TRITON:
         return _via(TritonSample.apply)
     return _via(ReferenceSample.apply)
@@ -136,5 +136,11 @@ def vandermonde(lam, cb, L):
     """The S4D kernel ``(..., L)`` of :func:`ddesys.transfer.vandermonde_kernel`, differentiable: the
     fused loop on the CPU, the reference product (torch autograd) elsewhere."""
     if choose(lam) == NUMBA:
-        return Vandermonde.apply(lam, cb, L)
+        return _vandermonde(lam, cb, L)
     return vandermonde_kernel(lam, cb, L)
+
+
+# torch.compile: Dynamo must not trace into the Numba kernels (their dispatcher compiles on first call,
+# and Dynamo's bytecode rewrite of it fails); the autograd Functions run as opaque calls in the graph.
+_fused_kernel = torch.compiler.disable(FusedKernel.apply)
+_vandermonde = torch.compiler.disable(Vandermonde.apply)

@@ -1,11 +1,17 @@
 """The delay range of a DS4D layer: fixed at construction or from the first sequence, saved with the
-state dict, checked when a checkpoint loads (docs/theory.md §7)."""
+state dict, checked when a checkpoint loads (docs/theory.md §7).
+
+Branches of the layer that read their own delays on the same range (the input tap,
+:class:`nn.tap.TapBranch`) derive from :class:`RangeBranch`: when the range is fixed the layer places
+their initial delays (:meth:`RangeBranch.place`) and hands them the range (:meth:`RangeBranch.adopt_range`).
+"""
 from __future__ import annotations
 
 import math
 import warnings
 
 import torch
+from torch import nn
 
 
 def encode_range(s_min, s_max):
@@ -46,10 +52,47 @@ def delay_range_mismatch(layer, saved):
     return None
 
 
+def place_delays(nu, s_min, s_max, order, tau0):
+    """Initial delays written into ``nu`` ``(C,)`` in place: a uniform grid over ``[s_min, s_max]`` taken in
+    the random channel ``order`` ``(C,)`` (grid init), or every channel at ``tau0`` steps (``order`` None);
+    ``nu = logit((s - s_min) / (s_max - s_min))``."""
+    C = nu.shape[0]
+    if order is not None:
+        s0 = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1][order]    # (C,)
+    else:
+        s0 = torch.full((C,), float(tau0), dtype=torch.float64)
+    with torch.no_grad():
+        nu.copy_(torch.logit((s0 - s_min) / (s_max - s_min)).to(nu))                # (C,)
+
+
+class RangeBranch(nn.Module):
+    """Base of a layer's branch whose delays live on the layer's range ``[s_min, s_max]``
+    (``s = s_min + (s_max - s_min) sigmoid(nu)``). The layer (:class:`DelayRange`) calls
+    :meth:`place` once, when the range is fixed, and :meth:`adopt_range` whenever it adopts one."""
+
+    s_min = s_max = l_max = None
+
+    def place(self, s_min, s_max):
+        """Write the branch's initial delays for the range ``[s_min, s_max]``."""
+        raise NotImplementedError
+
+    def adopt_range(self, s_min, s_max, l_max, check=True):
+        """Take the layer's range (``check``: validate the branch's settings against it)."""
+        self.s_min, self.s_max, self.l_max = float(s_min), float(s_max), int(l_max)
+
+    def require_range(self, what):
+        if self.s_max is None:
+            raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
+                               f"pass (or build the layer with l_max) before {what}")
+
+
 class DelayRange:
-    """Mixin of :class:`nn.DS4D`: the range ``[s_min, s_max]`` that gives ``nu_tau`` its meaning
+    """Base of :class:`nn.DS4D`: the range ``[s_min, s_max]`` that gives ``nu_tau`` its meaning
     (``s = s_min + (s_max - s_min) sigmoid(nu_tau)``). Needs ``s_min``, ``delay_init``, ``tau0``,
-    ``_grid_order`` and the parameter ``nu_tau``; registers the ``delay_range`` buffer."""
+    ``_grid_order`` and the parameter ``nu_tau``; registers the ``delay_range`` buffer. Child modules
+    that are :class:`RangeBranch` es share the range. Loading a checkpoint checks the range through
+    :func:`check_loaded_range` and :func:`adopt_loaded_range` (called by the layer's one
+    ``_load_from_state_dict``)."""
 
     def _init_range(self, s_min, l_max, s_max):
         if not (math.isfinite(s_min) and s_min >= 1.0):
@@ -73,20 +116,20 @@ class DelayRange:
         if self.delay_init == "constant" and not self.s_min < self.tau0 < s_max:
             raise ValueError(f"delay_init='constant' needs tau0 strictly inside (s_min, s_max) = ({self.s_min}, "
                              f"{s_max}), got tau0={self.tau0} (raise l_max or lower tau0)")
-        C, (s_min, ds) = self.nu_tau.shape[0], (self.s_min, s_max - self.s_min)
-        if self.delay_init == "grid":
-            grid = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1]   # (C,)
-            s0 = grid[self._grid_order]
-        else:
-            s0 = torch.full((C,), float(self.tau0), dtype=torch.float64)
-        with torch.no_grad():
-            self.nu_tau.copy_(torch.logit((s0 - s_min) / ds).to(self.nu_tau))       # (C,)
-        self._place_tap(s_min, s_max)
+        order = self._grid_order if self.delay_init == "grid" else None
+        place_delays(self.nu_tau, self.s_min, s_max, order, self.tau0)
+        for branch in self._range_branches():
+            branch.place(self.s_min, s_max)
         self._adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
 
-    def _adopt_range(self, s_max, l_max):
+    def _range_branches(self):
+        return [m for m in self.children() if isinstance(m, RangeBranch)]
+
+    def _adopt_range(self, s_max, l_max, check=True):
         self.s_max, self.l_max = float(s_max), int(l_max)
         self.delay_range.copy_(encode_range(self.s_min, self.s_max))
+        for branch in self._range_branches():
+            branch.adopt_range(self.s_min, self.s_max, self.l_max, check=check)
         self._step_memo.clear()
 
     def _prepare(self, L):
@@ -106,20 +149,25 @@ class DelayRange:
             raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
                                f"pass (or build the layer with l_max) before {what}")
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        """The checkpoint's ``delay_range`` must equal the layer's; a layer whose range is not fixed yet
-        adopts it; checkpoints saved before the range was stored load as before."""
-        key = prefix + "delay_range"
-        saved = decode_range(state_dict[key]) if key in state_dict else None
-        err = delay_range_mismatch(self, saved)
-        if err:
-            error_msgs.append(err)
-            return
-        if saved is None:                            # checkpoint from before the range was saved
-            state_dict[key] = self.delay_range.clone()
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
-        if saved is not None and saved[1] is not None and self.s_max is None:
-            self.s_min = saved[0]
-            self._adopt_range(saved[1], int(math.floor(saved[1])) + 1)
+
+def check_loaded_range(layer, state_dict, prefix, error_msgs):
+    """Before a checkpoint loads into ``layer``: its ``delay_range`` must equal the layer's (a layer whose
+    range is not fixed yet adopts it). Returns the saved range, ``None`` for a checkpoint saved before
+    ranges were stored (the layer's own is filled in), or ``False`` after appending the reason to
+    ``error_msgs`` (do not load)."""
+    key = prefix + "delay_range"
+    saved = decode_range(state_dict[key]) if key in state_dict else None
+    err = delay_range_mismatch(layer, saved)
+    if err:
+        error_msgs.append(err)
+        return False
+    if saved is None:                                # checkpoint from before the range was saved
+        state_dict[key] = layer.delay_range.clone()
+    return saved
+
+
+def adopt_loaded_range(layer, saved):
+    """After the checkpoint's tensors loaded: a layer whose range was not fixed takes the saved one."""
+    if saved and saved[1] is not None and layer.s_max is None:
+        layer.s_min = saved[0]
+        layer._adopt_range(saved[1], int(math.floor(saved[1])) + 1, check=False)

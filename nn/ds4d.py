@@ -21,17 +21,17 @@ from .autograd import kernel_sampler
 from .base import DiagonalSSM, split_channels
 from .cache import DS4DCache
 from .common import check_finite_params, check_kernel_dtype, check_step_input
-from .delay_range import DelayRange
+from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .engine import DS4DConstants, host_views, select_engine
 from .optim import register_optim
-from .tap import DelayedTap
+from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
 PREFILL_BLOCK = 2**24        # complex128 elements of one (batch, H, modes, M) block of prefill (256 MiB)
 
 
-class DS4D(DelayedTap, DelayRange, DiagonalSSM):
+class DS4D(DelayRange, DiagonalSSM):
     """Delay S4D layer: ``H`` channels, ``N/2`` complex modes each, one learnable delay per channel.
 
     The SSM alone: FFT convolution with the layer's kernel plus the ``D`` skip, returning a tensor. For
@@ -79,17 +79,20 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         Precision of the kernel synthesis, ``torch.float64`` (default: batch-independent cost, no
         float32 restoration floor) or ``torch.float32``. The convolution runs in the input's dtype, or
         float32 for float16 / bfloat16 input (and under ``torch.autocast``), whose output is cast back.
-    ablation : None, "tau_min", "mu_zero" or a tuple of both
-        The paper's mechanism probes: every delay one step, or no delayed branch. An attribute: set it
-        on a trained layer to probe it (:func:`experiments.synthetic.train.ablate` does).
+    ablation : None, "tau_min", "mu_zero", "tap_zero" or a tuple of them
+        The mechanism probes: every delay one step, no delayed branch, or the input tap's contribution
+        removed (forward, recurrent path, decoding and :meth:`to_ddesys`). An attribute: set it on a
+        trained layer to probe it (:func:`experiments.synthetic.train.ablate` does).
     tap : bool
         Add a delayed input tap per channel (docs/theory.md §8, :mod:`ddesys.tap`): ``y += e x(t - s_tap)``,
         a pure delay (no echoes), read through a hat window of half-width ``tap_width``. Off by default
-        (the paper's layer). Parameters ``tap_e``, ``nu_tap`` ``(C,)``; tap delays placed like the feedback
-        delays (grid in another order, or ``tau0``).
+        (the paper's layer). The tap is the branch ``layer.tap`` (:class:`nn.tap.TapBranch`: parameters
+        ``tap.e``, ``tap.nu`` ``(C,)``, its kernel, input ring and system), ``None`` without it; tap
+        delays placed like the feedback delays (grid in another order, or ``tau0``).
     tap_width : float
-        Initial half-width of the tap window (``>= 1``; 1 = linear interpolation). Settable later
-        (``layer.tap_width``); :class:`nn.TapWidthSchedule` shrinks it during training.
+        Initial half-width of the tap window (``>= 1``, at most ``4 l_max``: :func:`nn.tap.max_tap_width`;
+        1 = linear interpolation). Settable later (``layer.tap_width``); :class:`nn.TapWidthSchedule`
+        shrinks it during training.
     tap_lr : float or None
         Learning rate of the tap delay (``None``: the optimizer's, not ``dt_lr``).
     seed : int or None
@@ -123,8 +126,7 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         ablation_kinds(ablation)                                    # validates
         self._p0, self._theta = p0, (theta0, theta_jitter)
         self.delay_init, self.tau0 = delay_init, tau0
-        self._tap = (bool(tap), tap_lr)
-        self._tap_width = check_width(tap_width)
+        self._tap_args = (bool(tap), check_width(tap_width), tap_lr)
         super().__init__(d_model, d_state, init=init, dt_min=dt_min, dt_max=dt_max, bidirectional=bidirectional,
                          transposed=transposed, seed=seed)
         self.eps, self.M, self.kernel_dtype = eps, M, check_kernel_dtype(self, kernel_dtype)
@@ -145,12 +147,62 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         # from the first sequence (l_max=None); nu_tau is placed by _set_range
         self._grid_order = torch.randperm(C, generator=g) if self.delay_init == "grid" else None   # (C,)
         self.nu_tau = nn.Parameter(torch.zeros(C))                  # (C,)
-        if self._tap[0]:
-            self._init_tap(C, g, self._tap[1])
+        tap, width, lr = self._tap_args          # the tap branch draws after the feedback branch (same stream)
+        self.tap = TapBranch(C, width, lr=lr, delay_init=self.delay_init, tau0=self.tau0, generator=g) if tap else None
 
     def memo_key(self):
-        """What the decode constants depend on besides the parameters (see :class:`nn.common.StepConstants`)."""
-        return self.ablation, self.s_min, self.s_max, self._tap_width
+        """What the decode constants depend on besides the layer's own parameters (see :class:`nn.engine.StepMemo`):
+        ablation, delay range, and the tap branch's width and parameters."""
+        return self.ablation, self.s_min, self.s_max, None if self.tap is None else self.tap.memo_key()
+
+    # ------------------------------------------------------------------ the tap branch (layer.tap)
+    @property
+    def has_tap(self):
+        """Whether the layer has the delayed input tap (``self.tap is not None``)."""
+        return self.tap is not None
+
+    def _tap_on(self):
+        return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)
+
+    def _require_tap(self):
+        if self.tap is None:
+            raise AttributeError(f"{type(self).__name__} has no tap: build it with tap=True")
+        return self.tap
+
+    @property
+    def tap_width(self):
+        """Half-width of the tap's read window in steps (``layer.tap.width``). Settable."""
+        return self._require_tap().width
+
+    @tap_width.setter
+    def tap_width(self, width):
+        self._require_tap().width = width
+
+    def tap_delay(self, dtype=torch.float64):
+        """The tap delays in steps, ``(C,)`` (differentiable): ``layer.tap.delay(dtype)``."""
+        return self._require_tap().delay(dtype)
+
+    tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
+    nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
+
+    def _tap_constants(self, rdt):                  # the decode engines' view of the tap branch
+        return self.tap.step_constants(rdt, zero=not self._tap_on())
+
+    def _tap_slots(self):
+        return self.tap.slots()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """The one load hook: old tap keys (``tap_e``, ``nu_tap``, ``tap_width_bits``) load into ``layer.tap``;
+        the saved delay range must equal the layer's, or is adopted (:mod:`nn.delay_range`)."""
+        if self.tap is not None:
+            rename_old_tap_keys(state_dict, prefix)
+        saved = check_loaded_range(self, state_dict, prefix, error_msgs)
+        if saved is False:
+            return
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        adopt_loaded_range(self, saved)
 
     # ------------------------------------------------------------------ discretization
     def discrete(self, dtype=None):
@@ -180,8 +232,8 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
-        if self.has_tap:
-            K = K + self._tap_kernel(L, self.kernel_dtype)          # (C, L) the FIR tap, exact
+        if self._tap_on():
+            K = K + self.tap.kernel(L, self.kernel_dtype)           # (C, L) the FIR tap, exact
         return split_channels(K, self.H, self.bidirectional)
 
     def _kernel_for(self, x):
@@ -195,8 +247,8 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
         y = run_recurrence(rep(d.lam), rep(d.mu), rep(d.bbar), rep(d.c), rep(d.k), rep(d.alpha),
                            rep(self.D.double()), x.double().reshape(Bsz * H, L))
         y = y.reshape(Bsz, H, L)
-        if self.has_tap:
-            y = y + self._tap_filter(x.double())                    # (B, H, L)
+        if self._tap_on():
+            y = y + self.tap.filter(x)                              # (B, H, L)
         return y.to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
@@ -271,7 +323,7 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
     def _out(self, y, x_t, cache, t, tapc):
         """A step's output in the caller's dtype, with the tap's term added (``y`` ``(B, H)``)."""
         if tapc is not None:
-            y = y + self._tap_step(x_t, cache.xbuf, t, tapc).to(y.dtype)
+            y = y + self.tap.step(x_t, cache.xbuf, t, tapc).to(y.dtype)
         return y.to(x_t.dtype)
 
     @torch.no_grad()
@@ -304,7 +356,7 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
             cache.t = L
             return y
         if self.has_tap:
-            self._tap_prefill(xb, cache.xbuf)
+            self.tap.prefill(xb, cache.xbuf)
         d = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
         rho_t = torch.full(d.k.shape, rho, dtype=torch.float64, device=d.k.device)
@@ -330,18 +382,19 @@ class DS4D(DelayedTap, DelayRange, DiagonalSSM):
     # ------------------------------------------------------------------ analysis
     @torch.no_grad()
     def to_ddesys(self):
-        """The layer's exact :class:`ddesys.DiscreteDelaySystem` (float64; batch ``(H,)``, or ``(2, H)``
-        when bidirectional), for stability (exact or sufficient), roots, frequency responses."""
+        """The layer's exact system in ddesys (float64; batch ``(H,)``, or ``(2, H)`` when bidirectional), for
+        stability (exact or sufficient), roots, frequency responses: a :class:`ddesys.DiscreteDelaySystem`,
+        or for a layer with a tap the :class:`ddesys.SumSystem` of it and the tap's :class:`ddesys.DelayTap`
+        (``layer.tap.to_ddesys()``; poles and stability are the delay system's, ``.parts`` holds both)."""
         check_finite_params(self)
         d = self.discrete(torch.float64)
         lam, mu, bbar, c, s = (z.cpu().numpy() for z in (d.lam, d.mu, d.bbar, d.c, d.delay))
         dd = self.D.double().cpu().numpy()
-        tap = None
-        if self.has_tap:
-            tap = (self.tap_e.double().cpu().numpy(), self.tap_delay().cpu().numpy(), self._tap_width)
         if self.bidirectional:
             sh = lambda z: z.reshape(2, self.H, *z.shape[1:])  # noqa: E731
-            tap = tap and (sh(tap[0]), sh(tap[1]), tap[2])
-            return DiscreteDelaySystem(sh(lam), sh(mu), sh(bbar), sh(c), sh(s), np.stack([dd, np.zeros_like(dd)]),
-                                       tap=tap)
-        return DiscreteDelaySystem(lam, mu, bbar, c, s, dd, tap=tap)
+            sysd = DiscreteDelaySystem(sh(lam), sh(mu), sh(bbar), sh(c), sh(s), np.stack([dd, np.zeros_like(dd)]))
+        else:
+            sysd = DiscreteDelaySystem(lam, mu, bbar, c, s, dd)
+        if not self._tap_on():
+            return sysd
+        return sysd + self.tap.to_ddesys((2, self.H) if self.bidirectional else None)

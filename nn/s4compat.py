@@ -27,26 +27,17 @@ import torch
 from torch import nn
 
 from .ds4d import DS4D as _DS4DCore
-from .optim import register_optim
+from .optim import declared_hints, register_optim
 from .s4d import S4D as _S4DCore
 
 # arguments the wrapper owns (S4's names) and so never forwards to the core
 _OWN = ("self", "d_model", "d_state", "transposed")
 
 
-def _clear_optim(module, name):
-    """Remove any optimizer hint from ``module.<name>`` (both the module's record and ``_optim``)."""
-    module.__dict__.get("_optim_hints", {}).pop(name, None)
-    p = getattr(module, name)
-    if hasattr(p, "_optim"):
-        del p._optim
-
-
 class _S4Compat(nn.Module):
     """Shared body of :class:`S4D` and :class:`DS4D` (see the module docstring)."""
 
     _core = None        # the SSM core class
-    _ssm_params = ()    # core parameters that get S4's ``_optim`` hint (S4: dt and A, and B where learnable)
 
     def __init__(self, d_model, d_state=64, dropout=0.0, transposed=True, **kernel_args):
         super().__init__()
@@ -95,20 +86,18 @@ class _S4Compat(nn.Module):
                      and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
 
     def _register_s4_optim(self, lr):
-        """S4's rule: SSM parameters get ``{"weight_decay": 0.0}`` plus ``"lr": lr`` when ``lr`` is set
-        (``lr == 0.0`` freezes them: S4 makes them buffers, here they stop requiring grad); the other
-        core parameters (``C``, ``D``) get no hint, so they join the optimizer's main group."""
-        hp = {"weight_decay": 0.0} if lr is None else {"lr": lr, "weight_decay": 0.0}
-        for name, p in list(self.kernel.named_parameters(recurse=False)):
-            if name in self._ssm_params:
-                register_optim(self.kernel, name, hp)
-                if lr == 0.0:
-                    p.requires_grad_(False)
-            else:
-                _clear_optim(self.kernel, name)
-        missing = set(self._ssm_params) - set(dict(self.kernel.named_parameters(recurse=False)))
-        if missing:
-            raise RuntimeError(f"{self._core.__name__} has no parameter(s) {sorted(missing)}")
+        """S4's rule on the core's own hints (:func:`nn.optim.declared_hints`): every parameter the core
+        declared in its SSM set (``ssm=True``: dt, A, B and the delay branch) gets ``{"weight_decay": 0.0}``
+        plus ``"lr": lr`` when ``lr`` is set (``lr == 0.0`` freezes them: S4 makes them buffers, here they
+        stop requiring grad); parameters hinted outside the SSM set (the input tap's gain and delay) keep
+        their own hints (``tap_lr``, no weight decay); unhinted ones (``C``, ``D``) join the optimizer's
+        main group."""
+        for mod, name, hp, ssm in declared_hints(self.kernel):
+            if not ssm:
+                continue
+            register_optim(mod, name, {"weight_decay": 0.0} if lr is None else {"lr": lr, "weight_decay": 0.0})
+            if lr == 0.0:
+                getattr(mod, name).requires_grad_(False)
 
     @property
     def layer(self):
@@ -181,7 +170,7 @@ class _S4Compat(nn.Module):
             raise ValueError(f"default_state takes one batch dimension, got {batch_shape}")
         if device is not None and torch.device(device) != self.D.device:
             raise ValueError(f"layer is on {self.D.device}, state requested on {device}")
-        return self.kernel.allocate_inference_cache(batch_shape[0], dtype)
+        return self.kernel.allocate_inference_cache(batch_shape[0], dtype=dtype)
 
     @torch.no_grad()
     def step(self, u, state):
@@ -252,7 +241,6 @@ class S4D(_S4Compat):
     """
 
     _core = _S4DCore
-    _ssm_params = ("log_dt", "nu_re", "nu_im", "B")
 
 
 class DS4D(_S4Compat):
@@ -275,9 +263,12 @@ class DS4D(_S4Compat):
         ``lr`` (float or None): S4's learning-rate hint; the SSM parameters ``log_dt``, ``nu_re``,
         ``nu_im``, ``B`` and the delay-branch ``nu_tau``, ``r``, ``theta`` get
         ``_optim = {"lr": lr, "weight_decay": 0.0}`` (``{"weight_decay": 0.0}`` when ``None``; ``0.0``
-        freezes them). ``dt_min``, ``dt_max`` and the other keyword arguments of :class:`nn.DS4D`
-        (``l_max``, ``p0``, ``delay_init``, ``tau0``, ``s_min``, ``s_max``, ``init``, ``seed``, ...) are
-        forwarded; anything else raises ``TypeError``.
+        freezes them). With ``tap=True`` the input tap keeps its own hints: ``kernel.tap.nu``
+        ``{"lr": tap_lr, "weight_decay": 0.0}`` (without ``"lr"`` when ``tap_lr`` is None: the base rate,
+        docs/theory.md §8.4) and ``kernel.tap.e`` ``{"weight_decay": 0.0}``. ``dt_min``, ``dt_max`` and the
+        other keyword arguments of :class:`nn.DS4D` (``l_max``, ``p0``, ``delay_init``, ``tau0``,
+        ``s_min``, ``s_max``, ``tap``, ``tap_width``, ``tap_lr``, ``init``, ``seed``, ...) are forwarded;
+        anything else raises ``TypeError``.
 
     Attributes
     ----------
@@ -313,4 +304,3 @@ class DS4D(_S4Compat):
     """
 
     _core = _DS4DCore
-    _ssm_params = ("log_dt", "nu_re", "nu_im", "B", "nu_tau", "r", "theta")

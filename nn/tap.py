@@ -1,135 +1,243 @@
-"""DS4D's delayed input tap (``DS4D(tap=True)``) and its coarse-to-fine window schedule.
+"""DS4D's delayed input tap as a branch of its own (``DS4D(tap=True)`` -> ``layer.tap``), and its
+coarse-to-fine window schedule.
 
 The mathematics is :mod:`ddesys.tap` (docs/theory.md §8): each channel adds ``e * x(t - s_tap)`` to its
-output, read through a hat window of half-width ``tap_width`` (1: linear interpolation). The tap is a
-pure delay (no echoes, no response before its delay) whose gradient sees ``2 tap_width`` samples, so
-a wide start lets the delay travel to a lag it did not start near; :class:`TapWidthSchedule` shrinks
+output, read through a hat window of half-width ``width`` (1: linear interpolation). The tap is a
+pure delay (no echoes, no response before its delay) whose gradient sees ``2 width`` samples, so a
+wide start lets the delay travel to a lag it did not start near; :class:`TapWidthSchedule` shrinks
 the width to 1 over the first part of training.
+
+:class:`TapBranch` holds the tap's parameters, window, kernel, time-domain filter, its part of a
+decode step (the input ring: allocation, step, prefill), its optimizer hints and its
+:class:`ddesys.DelayTap` system; :class:`nn.DS4D` composes it (``layer.tap``, ``None`` without a tap).
 """
 from __future__ import annotations
 
-import torch
-from torch import nn
+import numbers
+import warnings
 
+import torch
+
+import ddesys
 from ddesys.parameterization import delay_steps
 from ddesys.tap import check_width, tap_filter, tap_kernel, tap_support
 
-from .optim import register_optim
+from .delay_range import RangeBranch, place_delays
+from .optim import register
 
-__all__ = ["DelayedTap", "TapWidthSchedule", "set_tap_width"]
+__all__ = ["MAX_WIDTH_PER_HORIZON", "TapBranch", "TapWidthSchedule", "max_tap_width", "set_tap_width"]
+
+# the window's half-width is at most this many history horizons l_max: wider windows are flat over the whole
+# history (the delay's gradient vanishes) and their decode ring (s_max + width + 1 inputs) outgrows the history
+MAX_WIDTH_PER_HORIZON = 4
+
+
+def max_tap_width(l_max):
+    """The largest tap window half-width a layer with history horizon ``l_max`` accepts:
+    ``MAX_WIDTH_PER_HORIZON * l_max``."""
+    return float(MAX_WIDTH_PER_HORIZON * l_max)
 
 
 def _bits(w):
     return torch.tensor([w], dtype=torch.float64).view(torch.int64).clone()
 
 
-class DelayedTap:
-    """Mixin of :class:`nn.DS4D`: parameters ``tap_e`` and ``nu_tap`` ``(C,)`` when ``tap=True``; the tap
-    delay is ``s_min + (s_max - s_min) sigmoid(nu_tap)`` (the feedback delay's range). The window's
-    half-width :attr:`tap_width` is saved in the state dict (float64 bits in the int64 buffer
-    ``tap_width_bits``, untouched by ``.half()``)."""
+def _unbits(t):
+    return t.detach().cpu().clone().view(torch.float64).item()
 
-    def _init_tap(self, C, g, tap_lr):
-        """Create the tap's parameters (after the feedback branch's: seeded layers stay reproducible)."""
-        self.tap_e = nn.Parameter(0.5 * torch.randn(C, generator=g))                      # (C,)
-        self.nu_tap = nn.Parameter(torch.zeros(C))                                         # (C,)
-        self._tap_order = torch.randperm(C, generator=g) if self.delay_init == "grid" else None
-        self.register_buffer("tap_width_bits", _bits(self._tap_width))
-        register_optim(self, "nu_tap", {"weight_decay": 0.0, **({"lr": tap_lr} if tap_lr is not None else {})})
-        register_optim(self, "tap_e", {"weight_decay": 0.0})
 
+class TapBranch(RangeBranch):
+    """The delayed input tap of a DS4D layer: ``y_t += e sum_{j >= 0} w_j x_{t-j}`` per channel.
+
+    Parameters
+    ----------
+    channels : int
+        Kernels ``C`` (``2H`` for a bidirectional layer).
+    width : float, default 1.0
+        Half-width of the hat window, ``>= 1`` and at most :func:`max_tap_width` of the layer's ``l_max``.
+    lr : float or None
+        Learning-rate hint of the tap delay (``None``: the optimizer's base rate, docs/theory.md §8.4).
+    delay_init : {"grid", "constant"}
+        Initial delays: the layer's grid in another random order, or every channel at ``tau0``.
+    tau0 : float or None
+    generator : torch.Generator or None
+        Draws ``e ~ N(0, 0.25)`` and the grid order (in that order, after the feedback branch's draws).
+
+    Attributes
+    ----------
+    e, nu : Parameter ``(C,)``
+        Gain, and delay parameter ``s = s_min + (s_max - s_min) sigmoid(nu)`` on the layer's range; both
+        without weight decay, outside S4's SSM set (``nn.optim.register(..., ssm=False)``).
+    width_bits : int64 buffer ``(1,)``
+        The width's float64 bits (saved in the state dict, untouched by ``.half()``).
+    """
+
+    def __init__(self, channels, width=1.0, *, lr=None, delay_init="grid", tau0=None, generator=None):
+        super().__init__()
+        register(self, "e", 0.5 * torch.randn(channels, generator=generator), wd=0.0, ssm=False)   # (C,)
+        register(self, "nu", torch.zeros(channels), lr=lr, wd=0.0, ssm=False)                    # (C,)
+        self.order = torch.randperm(channels, generator=generator) if delay_init == "grid" else None
+        self.tau0 = tau0
+        self._width = check_width(width)
+        self.register_buffer("width_bits", _bits(self._width))
+
+    def extra_repr(self):
+        return f"channels={self.e.shape[0]}, width={self._width:g}"
+
+    # ------------------------------------------------------------------ window and range
     @property
-    def has_tap(self):
-        return "nu_tap" in self._parameters
+    def width(self):
+        """Half-width of the read window in steps (``>= 1``; 1: linear interpolation). Settable."""
+        return self._width
 
-    @property
-    def tap_width(self):
-        """Half-width of the tap's read window in steps (``>= 1``; 1: linear interpolation). Settable."""
-        return self._tap_width
+    @width.setter
+    def width(self, width):
+        self._width = self._check_width(width)
+        self.width_bits.copy_(_bits(self._width))
 
-    @tap_width.setter
-    def tap_width(self, width):
-        if not self.has_tap:
-            raise AttributeError(f"{type(self).__name__} has no tap: build it with tap=True")
-        self._tap_width = check_width(width)
-        self.tap_width_bits.copy_(_bits(self._tap_width))
-        self._step_memo.clear()
+    def _check_width(self, width):
+        w = check_width(width)
+        if self.l_max is not None and w > max_tap_width(self.l_max):
+            raise ValueError(f"tap_width must be <= {MAX_WIDTH_PER_HORIZON} * l_max = {max_tap_width(self.l_max):g} "
+                             f"(the layer's history horizon l_max={self.l_max}), got {width!r}: a wider window is "
+                             "flat over the whole history and its decode ring outgrows it")
+        return w
 
-    def _place_tap(self, s_min, s_max):
-        """Initial tap delays: the grid of the feedback delays in another random order, or ``tau0``."""
-        if not self.has_tap:
-            return
-        C = self.nu_tap.shape[0]
-        if self._tap_order is not None:
-            s0 = torch.linspace(s_min, s_max, C + 2, dtype=torch.float64)[1:-1][self._tap_order]
-        else:
-            s0 = torch.full((C,), float(self.tau0), dtype=torch.float64)
-        with torch.no_grad():
-            self.nu_tap.copy_(torch.logit((s0 - s_min) / (s_max - s_min)).to(self.nu_tap))
+    def place(self, s_min, s_max):
+        place_delays(self.nu, s_min, s_max, self.order, self.tau0)
 
-    def tap_delay(self, dtype=torch.float64):
+    def adopt_range(self, s_min, s_max, l_max, check=True):
+        super().adopt_range(s_min, s_max, l_max)
+        if check:
+            self._check_width(self._width)
+
+    def delay(self, dtype=torch.float64):
         """The tap delays in steps, ``(C,)`` (differentiable)."""
-        if not self.has_tap:
-            raise AttributeError(f"{type(self).__name__} has no tap: build it with tap=True")
-        self._require_range("reading the tap delays")
-        return delay_steps(self.nu_tap, self.s_min, self.s_max, dtype)
+        self.require_range("reading the tap delays")
+        return delay_steps(self.nu, self.s_min, self.s_max, dtype)
 
-    def _tap_kernel(self, L, dtype):
-        """The tap's kernel ``e_c w_{c,t}`` ``(C, L)`` in ``dtype`` (:func:`ddesys.tap.tap_kernel`)."""
-        return tap_kernel(self.tap_e.to(dtype), self.tap_delay(dtype), self._tap_width, L)
+    def memo_key(self):
+        """What a layer's decode constants read from the branch: the width and its parameters' versions."""
+        return self._width, tuple((id(p), getattr(p, "_version", None), p.device, p.dtype) for p in (self.e, self.nu))
 
-    def _tap_filter(self, x):
-        """Time-domain tap output for ``x`` ``(B, H, L)`` float64 (the recurrent path)."""
-        return tap_filter(self.tap_e.double(), self.tap_delay(), self._tap_width, x)
+    def check_finite(self, any_device=False):
+        """``FloatingPointError`` naming ``tap.e`` / ``tap.nu`` if they hold NaN or inf (on CPU, or on any
+        device with ``any_device``: one synchronization)."""
+        if self.e.device.type != "cpu" and not any_device:
+            return
+        bad = [f"tap.{n}" for n, p in (("e", self.e), ("nu", self.nu)) if not bool(torch.isfinite(p).all())]
+        if bad:
+            raise FloatingPointError(f"DS4D: parameter(s) {', '.join(bad)} contain NaN or inf (the training step "
+                                     "diverged: lower the learning rate, clip gradients, or reload the last good "
+                                     "checkpoint)")
 
-    def _tap_constants(self, rdt):
-        """Decode constants: offsets ``j`` int64 ``(H, J)``, weights times gain ``(H, J)`` with the
-        non-causal offsets zeroed, and the ring size ``Rx = max j + 1``."""
-        j, w = tap_support(self.tap_delay(), self._tap_width)                           # (H, J)
-        we = torch.where(j >= 0, w * self.tap_e.double()[:, None], torch.zeros_like(w)).to(rdt)
+    # ------------------------------------------------------------------ training and verification paths
+    def kernel(self, L, dtype):
+        """The tap's kernel ``e_c w_{c,t}`` ``(C, L)`` in ``dtype`` (exact, :func:`ddesys.tap.tap_kernel`)."""
+        self.check_finite()
+        return tap_kernel(self.e.to(dtype), self.delay(dtype), self._width, L)
+
+    def filter(self, x):
+        """Time-domain tap output for ``x`` ``(B, C, L)``, float64 (the recurrent path)."""
+        self.check_finite()
+        return tap_filter(self.e.double(), self.delay(), self._width, x.double())
+
+    # ------------------------------------------------------------------ decoding: the input ring
+    def step_constants(self, rdt, zero=False):
+        """Offsets ``j`` int64 ``(C, J)``, weights times gain ``(C, J)`` in ``rdt`` with the non-causal
+        offsets zeroed (all zero with ``zero``: the ``"tap_zero"`` ablation), ring size ``Rx = max j + 1``."""
+        self.check_finite()
+        j, w = tap_support(self.delay(), self._width)                                   # (C, J)
+        gain = torch.zeros_like(self.e, dtype=torch.float64) if zero else self.e.double()
+        we = torch.where(j >= 0, w * gain[:, None], torch.zeros_like(w)).to(rdt)
         return j, we, max(1, int(j.max()) + 1)
 
-    def _tap_slots(self):
-        return self._tap_constants(torch.float64)[2]
+    def slots(self):
+        """``Rx``: the inputs per channel the decode ring must keep."""
+        j, _ = tap_support(self.delay(), self._width)
+        return max(1, int(j.max()) + 1)
 
-    def _tap_step(self, x_t, xbuf, t, consts):
-        """Write ``x_t`` ``(B, H)`` to the input ring and return the tap's output ``(B, H)``."""
+    def allocate(self, batch_size, dtype, device):
+        """A zero input ring ``(B, Rx, C)`` (real, ``dtype``)."""
+        return torch.zeros((batch_size, self.slots(), self.e.shape[0]), dtype=dtype, device=device)
+
+    def step(self, x_t, xbuf, t, consts):
+        """Write ``x_t`` ``(B, C)`` (token ``t``) to the ring ``xbuf`` and return the tap's output ``(B, C)``."""
         j, we, need = consts
         Rx = xbuf.shape[1]
         if need > Rx:
             raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
                                f"allocation), past the cache's {Rx - 1}: allocate a new cache")
         xbuf[:, t % Rx] = x_t.to(xbuf.dtype)
-        src = t - j                                                                     # (H, J)
+        src = t - j                                                                     # (C, J)
         ok = (src >= 0) & (j >= 0)
-        ar = torch.arange(j.shape[0], device=j.device)[:, None]                         # (H, 1)
-        vals = xbuf[:, src.clamp_min(0) % Rx, ar]                                       # (B, H, J)
-        return (vals * torch.where(ok, we, torch.zeros_like(we))).sum(-1)                # (B, H)
+        ar = torch.arange(j.shape[0], device=j.device)[:, None]                         # (C, 1)
+        vals = xbuf[:, src.clamp_min(0) % Rx, ar]                                       # (B, C, J)
+        return (vals * torch.where(ok, we, torch.zeros_like(we))).sum(-1)                # (B, C)
 
-    def _tap_prefill(self, xb, xbuf):
-        """Keep the prompt's last inputs ``(B, H, L)`` in the ring, at the slots the steps will read."""
+    def prefill(self, xb, xbuf):
+        """Keep a prompt's last inputs ``xb`` ``(B, C, L)`` in the ring, at the slots the steps will read."""
         L, Rx = xb.shape[-1], xbuf.shape[1]
         n = min(L, Rx)
         slots = torch.arange(L - n, L, device=xb.device) % Rx
         xbuf[:, slots] = xb[..., L - n:].transpose(1, 2).to(xbuf.dtype)
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        if self.has_tap and prefix + "tap_width_bits" in state_dict:
-            w = state_dict[prefix + "tap_width_bits"].detach().cpu().clone().view(torch.float64).item()
-            self._tap_width = check_width(w)
-            self._step_memo.clear()
+    # ------------------------------------------------------------------ analysis
+    @torch.no_grad()
+    def to_ddesys(self, batch_shape=None, dt=True):
+        """The tap as a :class:`ddesys.DelayTap` (float64, batch ``batch_shape``, default ``(C,)``)."""
+        self.check_finite(any_device=True)
+        e, s = self.e.double().cpu().numpy(), self.delay().cpu().numpy()
+        if batch_shape is not None:
+            e, s = e.reshape(batch_shape), s.reshape(batch_shape)
+        return ddesys.DelayTap(e, s, self._width, dt=dt)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        key = prefix + "width_bits"
+        if key in state_dict:
+            try:
+                self._width = self._check_width(_unbits(state_dict[key]))
+            except ValueError as exc:
+                error_msgs.append(f"{key}: {exc}")
+
+
+OLD_KEYS = {"tap_e": "tap.e", "nu_tap": "tap.nu", "tap_width_bits": "tap.width_bits"}
+
+
+def deprecated_tap_attr(layer, old):
+    """``layer.tap_e`` / ``layer.nu_tap`` (the names before the tap was a branch): the branch's parameter,
+    with a ``DeprecationWarning``; ``AttributeError`` for a layer without a tap."""
+    new, tap = OLD_KEYS[old], layer._require_tap()
+    warnings.warn(f"DS4D.{old} is deprecated; use layer.{new}", DeprecationWarning, stacklevel=3)
+    return getattr(tap, new.split(".")[1])
+
+
+def rename_old_tap_keys(state_dict, prefix):
+    """Map a checkpoint saved before the tap was a branch (keys ``tap_e``, ``nu_tap``, ``tap_width_bits``)
+    to the branch's keys (``tap.e``, ``tap.nu``, ``tap.width_bits``), in place."""
+    for old, new in OLD_KEYS.items():
+        if prefix + old in state_dict and prefix + new not in state_dict:
+            state_dict[prefix + new] = state_dict.pop(prefix + old)
 
 
 def set_tap_width(model, width):
-    """Set :attr:`DelayedTap.tap_width` on every layer of ``model`` with a tap; returns how many."""
+    """Set the window half-width of every DS4D tap in ``model``; returns how many."""
     width = check_width(width)
     n = 0
     for m in model.modules():
-        if isinstance(m, DelayedTap) and m.has_tap:
-            m.tap_width = width
+        if isinstance(m, TapBranch):
+            m.width = width
             n += 1
     return n
+
+
+def _check_step(i):
+    if isinstance(i, bool) or not isinstance(i, numbers.Integral) or i < 0:
+        raise ValueError(f"TapWidthSchedule: the step count must be a non-negative integer, got {i!r}")
+    return int(i)
 
 
 class TapWidthSchedule:
@@ -138,7 +246,7 @@ class TapWidthSchedule:
     At optimizer step ``i`` the width is ``max(1, w0 ** (1 - min(1, i / (frac * steps))))``: ``w0`` at the
     start, shrinking geometrically to 1 (linear interpolation) at ``frac * steps``, then 1. The width is
     set on construction (``i = 0``) and by every :meth:`step`. ``state_dict`` / ``load_state_dict`` carry
-    ``i``, so a resumed run continues the same schedule.
+    ``i`` (a non-negative integer, else ``ValueError``), so a resumed run continues the same schedule.
 
     Examples
     --------
@@ -158,7 +266,7 @@ class TapWidthSchedule:
 
     @property
     def width(self):
-        u = min(1.0, self.i / (self.frac * self.steps))
+        u = min(1.0, _check_step(self.i) / (self.frac * self.steps))
         return max(1.0, self.w0 ** (1.0 - u))
 
     def _apply(self):
@@ -166,13 +274,12 @@ class TapWidthSchedule:
             raise ValueError("TapWidthSchedule: the model has no DS4D layer with tap=True")
 
     def step(self):
-        self.i += 1
+        self.i = _check_step(self.i) + 1
         self._apply()
 
     def state_dict(self):
         return {"i": self.i}
 
     def load_state_dict(self, state):
-        self.i = int(state["i"])
+        self.i = _check_step(state["i"])
         self._apply()
-

@@ -348,13 +348,11 @@ for cls in (DS4D, S4D):
     print(cls.__name__, "ok")
 """
 
-# What breaks it (issue 20): Dynamo traces into the autograd Functions of nn/autograd.py and on into
-# the Numba dispatcher, which on a kernel's first call (a fresh process) compiles it; Dynamo's bytecode
-# rewrite of numba/core/dispatcher.py:_compile_for_args fails ("AssertionError: exception table entry
-# start instruction has no offset"). Once the kernels are compiled (any eager call first) it runs.
-# The fix, in nn/autograd.py: FusedKernel.apply and Vandermonde.apply behind torch.compiler.disable
-# (checked by hand: eager, aot_eager and inductor then match the eager forward and gradients).
-COMPILE_XFAIL = pytest.mark.xfail(strict=True, reason="Dynamo traces into Numba's dispatcher (see above)")
+# What broke it (issue 20): Dynamo traced into the autograd Functions of nn/autograd.py and on into the
+# Numba dispatcher, which on a kernel's first call (a fresh process) compiles it; Dynamo's bytecode
+# rewrite of numba/core/dispatcher.py:_compile_for_args failed ("AssertionError: exception table entry
+# start instruction has no offset"). nn/autograd.py now calls FusedKernel.apply and Vandermonde.apply
+# behind torch.compiler.disable; these tests fail if that is removed.
 
 
 def _compile_in_a_fresh_process(tmp_path, backend):
@@ -367,7 +365,6 @@ def _compile_in_a_fresh_process(tmp_path, backend):
     assert out.stdout.split() == ["DS4D", "ok", "S4D", "ok"]
 
 
-@COMPILE_XFAIL
 def test_torch_compile_traces_the_training_forward(tmp_path):
     """Dynamo (backend ``eager``), in a fresh process: forward and gradients equal the eager layer's,
     and the non-finite input check still raises."""
@@ -375,7 +372,6 @@ def test_torch_compile_traces_the_training_forward(tmp_path):
 
 
 @pytest.mark.slow
-@COMPILE_XFAIL
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_training_forward(tmp_path, backend):
     _compile_in_a_fresh_process(tmp_path, backend)

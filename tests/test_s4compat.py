@@ -239,3 +239,55 @@ def test_step_matches_forward(cls):
     state = layer.default_state(2, dtype=F64)
     ys = torch.stack([layer.step(u[..., t], state)[0] for t in range(u.shape[-1])], dim=-1)
     torch.testing.assert_close(ys, y, rtol=1e-8, atol=1e-8)
+
+
+def s4_example_setup_optimizer(model, lr, weight_decay):
+    """The grouping of S4's ``example.py`` as released (sorted distinct ``_optim`` dicts): parameters without
+    ``_optim`` in the main AdamW group (``lr``, ``weight_decay``), one group per distinct ``_optim`` dict."""
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW([p for p in params if not hasattr(p, "_optim")], lr=lr, weight_decay=weight_decay)
+    hps = [p._optim for p in params if hasattr(p, "_optim")]
+    for hp in [dict(s) for s in sorted(dict.fromkeys(frozenset(hp.items()) for hp in hps))]:
+        optimizer.add_param_group({"params": [p for p in params if getattr(p, "_optim", None) == hp], **hp})
+    return optimizer
+
+
+def _group_of(groups, p):
+    (g,) = [g for g in groups if any(q is p for q in g["params"])]
+    return g["lr"], g["weight_decay"]
+
+
+@pytest.mark.parametrize("tap_lr", [5e-2, None])
+@pytest.mark.parametrize("setup", ["s4_example", "s4_test", "param_groups"])
+def test_tap_keeps_its_optimizer_hints(setup, tap_lr):
+    """issue 20, finding 1: the S4 drop-in with tap=True used to clear the tap's hints, so S4's
+    setup_optimizer trained the tap delay at the global rate *with* weight decay. Now the SSM set gets S4's
+    lr, the tap delay its tap_lr (else the base rate, docs/theory.md §8.4) and the tap gain the base rate,
+    both without weight decay; C and D the main group."""
+    model = S4StyleModel(DS4D, d_input=1, d_output=2, d_model=H, n_layers=2, dropout=0.0, lr=1e-3, tap=True,
+                         tap_lr=tap_lr, **_kw(DS4D))
+    base_lr, wd = 3e-2, 0.01
+    if setup == "s4_example":
+        groups = s4_example_setup_optimizer(model, base_lr, wd).param_groups
+    elif setup == "s4_test":
+        groups = s4_setup_optimizer(model, base_lr, wd, epochs=1)[0].param_groups
+    else:
+        groups = param_groups(model, lr=base_lr, weight_decay=wd)
+    for layer in model.s4_layers:
+        core = layer.kernel
+        for name in SSM[DS4D]:
+            assert _group_of(groups, getattr(core, name)) == (1e-3, 0.0), name
+        assert _group_of(groups, core.tap.nu) == (tap_lr or base_lr, 0.0)
+        assert _group_of(groups, core.tap.e) == (base_lr, 0.0)
+        assert _group_of(groups, core.C) == _group_of(groups, core.D) == (base_lr, wd)
+        assert core.tap.nu._optim == ({"lr": tap_lr, "weight_decay": 0.0} if tap_lr else {"weight_decay": 0.0})
+    n = sum(len(g["params"]) for g in groups)
+    assert n == len(list(model.parameters()))                            # every parameter in exactly one group
+
+
+def test_lr_zero_freezes_the_ssm_set_not_the_tap():
+    layer = DS4D(H, d_state=N, lr=0.0, tap=True, **_kw(DS4D))
+    assert not any(getattr(layer.kernel, n).requires_grad for n in SSM[DS4D])
+    assert layer.kernel.tap.nu.requires_grad and layer.kernel.tap.e.requires_grad
+    layer(_x(1, H, L))[0].sum().backward()
+    assert layer.kernel.tap.nu.grad is not None and layer.kernel.log_dt.grad is None

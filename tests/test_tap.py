@@ -1,4 +1,4 @@
-"""The delayed input tap (docs/theory.md §8): ddesys.tap, DiscreteDelaySystem(tap=), DS4D(tap=True).
+"""The delayed input tap (docs/theory.md §8): ddesys.tap, DiscreteDelaySystem + DelayTap, DS4D(tap=True).
 
 Every number is checked against the float64 Python loops of tests/oracle.py (``brute_force`` for the
 delayed recurrence, ``tap_brute`` for the tap), written from the formulas without importing ddesys.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from ddesys import DelayTap, DiscreteDelaySystem
+from ddesys import DelayTap, DiscreteDelaySystem, SumSystem
 from ddesys.tap import tap_kernel, tap_support, tap_transfer, tap_weights
 from nn import DS4D, SequenceModel, TapWidthSchedule, set_tap_width
 
@@ -72,7 +72,8 @@ def test_discrete_system_with_tap_matches_the_loops(width):
     rng = np.random.default_rng(0)
     lam, mu, bbar, c, delay, d = _system(rng)
     e, s = np.array([1.0, -2.0, 0.5]), np.array([2.3, 10.0, 0.0])
-    sysd = DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=DelayTap(e, s, width))
+    sysd = DiscreteDelaySystem(lam, mu, bbar, c, delay, d) + DelayTap(e, s, width)
+    assert isinstance(sysd, SumSystem)
     L = 48
     x = rng.standard_normal((2, 3, L))
     y_ref = brute_force(lam, mu, bbar, c, delay, d, x).reshape(2, 3, L) + tap_brute(e, s, width, x)
@@ -88,7 +89,7 @@ def test_tap_leaves_stability_and_poles_alone():
     rng = np.random.default_rng(1)
     lam, mu, bbar, c, delay, d = _system(rng)
     plain = DiscreteDelaySystem(lam, mu, bbar, c, delay, d)
-    tapped = DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=(np.ones(3), np.array([5.0, 2.5, 40.0]), 4.0))
+    tapped = plain + DelayTap(np.ones(3), np.array([5.0, 2.5, 40.0]), 4.0)
     assert np.array_equal(plain.is_stable(), tapped.is_stable())
     np.testing.assert_array_equal(plain.sufficient_margin(), tapped.sufficient_margin())
     np.testing.assert_allclose(plain.spectral_radius(), tapped.spectral_radius(), rtol=1e-12)
@@ -98,8 +99,11 @@ def test_tap_leaves_stability_and_poles_alone():
 def test_bad_taps_are_refused(bad):
     rng = np.random.default_rng(2)
     lam, mu, bbar, c, delay, d = _system(rng)
-    with pytest.raises((ValueError, TypeError)):
-        DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=bad)
+    with pytest.raises((ValueError, TypeError)), pytest.warns(FutureWarning, match="DelayTap"):
+        DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=bad)         # the deprecated form
+    if isinstance(bad, tuple):
+        with pytest.raises(ValueError):
+            DelayTap(*bad)
 
 
 # ---------------------------------------------------------------------------- the layer
@@ -111,9 +115,9 @@ def _oracle(layer, x_blh):
     """The layer's output from the raw parameters: brute-force recurrence plus the tap loop."""
     lam, mu, bbar, c, delay, d = spec_discrete(layer)
     x = x_blh.transpose(1, 2).numpy()                                      # (B, H, L)
-    s = layer.s_min + (layer.s_max - layer.s_min) / (1 + np.exp(-layer.nu_tap.detach().double().numpy()))
+    s = layer.s_min + (layer.s_max - layer.s_min) / (1 + np.exp(-layer.tap.nu.detach().double().numpy()))
     y = brute_force(lam, mu, bbar, c, delay, d, x).reshape(x.shape)
-    return y + tap_brute(layer.tap_e.detach().double().numpy(), s, layer.tap_width, x)
+    return y + tap_brute(layer.tap.e.detach().double().numpy(), s, layer.tap.width, x)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -163,15 +167,15 @@ def test_tap_delay_gradient_matches_finite_differences():
     w = torch.randn(1, 40, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     loss = lambda: (layer(x) * w).sum()                                     # noqa: E731
     loss().backward()
-    g = layer.nu_tap.grad.clone()
+    g = layer.tap.nu.grad.clone()
     h = 1e-6
     for ch in range(3):
         with torch.no_grad():
-            layer.nu_tap[ch] += h
+            layer.tap.nu[ch] += h
             up = loss().item()
-            layer.nu_tap[ch] -= 2 * h
+            layer.tap.nu[ch] -= 2 * h
             down = loss().item()
-            layer.nu_tap[ch] += h
+            layer.tap.nu[ch] += h
         assert abs((up - down) / (2 * h) - g[ch].item()) < 1e-6 * max(1.0, abs(g[ch].item()))
     assert g.abs().max() > 0
 
@@ -188,7 +192,7 @@ def test_width_validation_and_state_dict():
     other.load_state_dict(layer.state_dict())
     assert other.tap_width == 7.25
     half = _layer(7.25).half()
-    assert half.state_dict()["tap_width_bits"].dtype == torch.int64
+    assert half.state_dict()["tap.width_bits"].dtype == torch.int64 and half.tap_width == 7.25
     with pytest.raises(ValueError, match="half-width"):
         layer.tap_width = float("nan")
 
@@ -234,4 +238,4 @@ def test_s4_dropin_takes_the_tap():
     y, _ = layer(torch.randn(2, 8, 32))                                     # (B, H, L): S4's layout
     assert y.shape == (2, 8, 32) and sched.width == 8.0
     y.sum().backward()
-    assert layer.kernel.nu_tap.grad is not None
+    assert layer.kernel.tap.nu.grad is not None

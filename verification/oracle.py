@@ -94,10 +94,10 @@ def tap(e, s, width, x):
 
 def tap_params(layer):
     """``(e, s, width)`` of a DS4D layer's tap (NumPy float64), or None without a tap."""
-    if "nu_tap" not in layer._parameters:
+    if layer.tap is None:
         return None
-    s = delay_steps(_np(layer.nu_tap), layer.s_min, layer.s_max)          # the one delay map (ddesys)
-    return _np(layer.tap_e), s, layer.tap_width
+    s = delay_steps(_np(layer.tap.nu), layer.s_min, layer.s_max)          # the one delay map (ddesys)
+    return _np(layer.tap.e), s, layer.tap.width
 
 
 def impulse_response(lam, mu, bbar, c, delay, L):

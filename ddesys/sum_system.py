@@ -1,0 +1,182 @@
+"""Sums of discrete systems sharing one input: ``y = y_1 + y_2 + ...`` (a parallel connection).
+
+The DS4D layer with its delayed input tap is a :class:`~ddesys.DiscreteDelaySystem` (the feedback
+part, with poles) plus a :class:`~ddesys.DelayTap` (an FIR term, no poles); ``sys + tap`` builds their
+:class:`SumSystem`. Kernels, impulse responses, transfer functions, frequency responses and
+simulations are the sums of the parts'; poles and stability are those of the parts that have poles.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._array import real_dtype_of
+from ._validate import as_array, check_batch
+from .lti import DelayLTI
+
+__all__ = ["SumSystem"]
+
+# attributes a sum with exactly one pole-carrying part reads from that part (the delay system's own)
+_IIR_ATTRS = frozenset(("lam", "mu", "bbar", "c", "delay", "d", "k", "alpha", "n_modes", "xp", "sufficient_margin",
+                        "stability_margin", "spectral_radius", "poles", "decay_bound", "contour", "states"))
+
+
+class SumSystem(DelayLTI):
+    """The sum of discrete systems driven by the same input.
+
+    Parameters
+    ----------
+    *parts : DiscreteDelaySystem or DelayTap (or SumSystem, flattened)
+        At least one; batch shapes broadcast together; all with the same ``dt``.
+
+    Attributes
+    ----------
+    parts : tuple
+        The parts, in order.
+    iir : tuple
+        The parts with poles (every part that is not a :class:`~ddesys.DelayTap`).
+    tap : DelayTap or None
+        The one FIR tap, or None (a sum of several taps: see ``parts``).
+    batch_shape, dt
+
+    Raises
+    ------
+    TypeError
+        A part that is not a discrete ddesys system of these kinds.
+    ValueError
+        Batch shapes that do not broadcast, different ``dt``.
+
+    Notes
+    -----
+    With exactly one part that has poles, the delay system's attributes and analysis methods (``lam``,
+    ``mu``, ``bbar``, ``c``, ``delay``, ``d``, ``k``, ``alpha``, ``n_modes``, ``sufficient_margin``,
+    ``spectral_radius``, ``poles``, ``decay_bound``, ``contour``, ``states``) are that part's: an FIR term
+    changes none of them (docs/theory.md §8.3). ``to_statespace`` is refused while a tap is part of the
+    sum. Immutable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys import DelayTap, DiscreteDelaySystem
+    >>> iir = DiscreteDelaySystem(lam=[0.9, 0.5], mu=[0.05, 0.1], bbar=[1.0, 1.0], c=[0.5, 0.25], delay=3.5)
+    >>> total = iir + DelayTap(e=0.5, delay=2.25)
+    >>> bool(np.allclose(total.kernel(8), iir.kernel(8) + DelayTap(0.5, 2.25).kernel(8)))
+    True
+    >>> bool(total.is_stable()), total.sufficient_margin().round(3)     # the delay system's
+    (True, array([0.05, 0.4 ]))
+    """
+
+    def __init__(self, *parts):
+        from .discrete import DiscreteDelaySystem
+        from .tap import DelayTap
+        flat = []
+        for p in parts:
+            flat.extend(p.parts if isinstance(p, SumSystem) else (p,))
+        if not flat:
+            raise TypeError("SumSystem needs at least one part")
+        batch = ()
+        for i, p in enumerate(flat):
+            if not isinstance(p, (DiscreteDelaySystem, DelayTap)):
+                raise TypeError(f"SumSystem part {i} must be a DiscreteDelaySystem or a DelayTap, got "
+                                f"{type(p).__name__}")
+            batch = check_batch(f"SumSystem part {i} ({type(p).__name__})", p.batch_shape, batch)
+        dts = {p.dt for p in flat}
+        if len(dts) > 1:
+            raise ValueError(f"SumSystem parts must share dt, got {sorted(map(str, dts))}")
+        self.parts = tuple(flat)
+        self.iir = tuple(p for p in flat if not isinstance(p, DelayTap))
+        taps = [p for p in flat if isinstance(p, DelayTap)]
+        self.tap = taps[0] if len(taps) == 1 else None
+        self.dt, self._batch = flat[0].dt, tuple(batch)
+        self._freeze()
+
+    @property
+    def batch_shape(self):
+        """Broadcast batch shape of the parts."""
+        return self._batch
+
+    def __getattr__(self, name):
+        if name in _IIR_ATTRS:
+            iir = self.__dict__.get("iir", ())
+            if len(iir) == 1:
+                return getattr(iir[0], name)
+            raise AttributeError(f"SumSystem.{name}: defined for a sum with exactly one delay system, this one has "
+                                 f"{len(iir)} (read it from .parts)")
+        raise AttributeError(f"'SumSystem' object has no attribute {name!r}")
+
+    def __repr__(self):
+        return f"SumSystem({', '.join(map(repr, self.parts))})"
+
+    def __add__(self, other):
+        return SumSystem(self, other)
+
+    __radd__ = __add__
+
+    # ------------------------------------------------------------------ stability: the poles' parts
+    def _is_stable_exact(self, **kwargs):
+        out = np.ones(self._batch, dtype=bool)
+        for p in self.parts:
+            out = out & np.asarray(p.is_stable(**kwargs))
+        return out if self._batch else np.bool_(out)
+
+    def _is_stable_sufficient(self):
+        out = np.ones(self._batch, dtype=bool)
+        for p in self.parts:
+            out = out & np.asarray(p.is_stable(method="sufficient"))
+        return out if self._batch else np.bool_(out)
+
+    # ------------------------------------------------------------------ responses: sums
+    def _real_dtype(self, dtype):
+        xp = self.parts[0].xp
+        if dtype is not None:
+            return dtype
+        first = self.iir[0].lam.dtype if self.iir else self.parts[0].e.dtype
+        return real_dtype_of(xp, first)
+
+    def kernel(self, L, dtype=None, **kernel_kw):
+        """Sum of the parts' kernels ``(batch, L)``; ``kernel_kw`` (``method``, ``eps``, ``M``,
+        ``compute_dtype``) go to every part (the taps' kernels are exact whatever they say). The parts
+        are summed in float64 and cast to ``dtype`` (default: the delay system's)."""
+        xp = self.parts[0].xp
+        out = self._real_dtype(dtype)
+        K = sum(xp.astype(p.kernel(L, dtype=xp.float64, **kernel_kw), xp.float64) for p in self.parts)
+        return xp.astype(xp.broadcast_to(K, self._batch + (K.shape[-1],)), out)
+
+    def impulse(self, L, **kernel_kw):
+        """Impulse response ``(batch, L)``: the kernel with the delay systems' ``d`` added at ``t = 0``."""
+        K = self.kernel(L, **kernel_kw)
+        for p in self.iir:
+            K[..., 0] = K[..., 0] + p.d
+        return K
+
+    def transfer(self, z):
+        """Sum of the parts' transfer functions at nonzero complex ``z`` ``(F,)``: ``(batch, F)``."""
+        return sum(p.transfer(z) for p in self.parts)
+
+    def freqresp(self, omega):
+        """Sum of the parts' frequency responses, ``omega`` in radians per step: ``(batch, F)``."""
+        xp = self.parts[0].xp
+        omega = as_array(xp, omega, "omega", "real")
+        cdt = self.iir[0].lam.dtype if self.iir else xp.complex128
+        return self.transfer(xp.exp(1j * xp.astype(xp.reshape(omega, (-1,)), cdt)))
+
+    def simulate(self, x):
+        """Sum of the parts' outputs for real ``x`` ``(..., L)``: ``(batch, L)`` in ``x``'s dtype (the
+        parts run on ``x`` in float64 and are summed there)."""
+        xp = self.parts[0].xp
+        if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
+            raise TypeError("simulate(x): x must be real; a complex input has no meaning for the real system")
+        x = as_array(xp, x, "x", "real")
+        x64 = xp.astype(x, xp.float64)
+        y = sum(xp.astype(p.simulate(x64), xp.float64) for p in self.parts)
+        return xp.astype(y, x.dtype)
+
+    def to_statespace(self, index=None):
+        """Refused while a tap is part of the sum (an FIR term is not a state-space term); a sum of
+        delay systems alone has no single state-space form here either (``ValueError``)."""
+        from ._pairs import refuse_tap
+        from .tap import DelayTap
+        for p in self.parts:
+            if isinstance(p, DelayTap):
+                refuse_tap(p)
+        raise ValueError("to_statespace(): a sum of several delay systems has no one diagonal state-space form "
+                         "here; convert the parts (SumSystem.parts) one by one")
