@@ -145,8 +145,9 @@ class TapBranch(RangeBranch):
     # ------------------------------------------------------------------ decoding: the input ring
     def step_constants(self, rdt, zero=False):
         """Offsets ``j`` int64 ``(C, J)``, weights times gain ``(C, J)`` in ``rdt`` with the non-causal
-        offsets zeroed (all zero with ``zero``: the ``"tap_zero"`` ablation), ring size ``Rx = max j + 1``."""
-        self.check_finite()
+        offsets zeroed (all zero with ``zero``: the ``"tap_zero"`` ablation), ring size ``Rx = max j + 1``.
+        Names non-finite parameters on every device (this runs once per parameter change, not per token)."""
+        self.check_finite(any_device=True)
         j, w = tap_support(self.delay(), self._width)                                   # (C, J)
         gain = torch.zeros_like(self.e, dtype=torch.float64) if zero else self.e.double()
         we = torch.where(j >= 0, w * gain[:, None], torch.zeros_like(w)).to(rdt)

@@ -281,3 +281,13 @@ def test_schedule_refuses_a_bad_step(bad):
         sched.step()
     sched.load_state_dict({"i": np.int64(5)})
     assert sched.i == 5 and 1.0 <= model.tap_width <= 16.0
+
+
+def test_nan_in_the_tap_is_named_at_step():
+    layer = _layer()
+    cache = layer.allocate_inference_cache(1, dtype=torch.float64)
+    layer.step(torch.zeros(1, 3, dtype=torch.float64), cache)
+    with torch.no_grad():
+        layer.tap.nu[0] = float("inf")
+    with pytest.raises(FloatingPointError, match="tap.nu"):
+        layer.step(torch.zeros(1, 3, dtype=torch.float64), cache)
