@@ -176,11 +176,12 @@ class TapBranch(RangeBranch):
         vals = xbuf[:, src.clamp_min(0) % Rx, ar]                                       # (B, C, J)
         return (vals * torch.where(ok, we, torch.zeros_like(we))).sum(-1)                # (B, C)
 
-    def prefill(self, xb, xbuf):
-        """Keep a prompt's last inputs ``xb`` ``(B, C, L)`` in the ring, at the slots the steps will read."""
+    def prefill(self, xb, xbuf, t0=0):
+        """Keep a prompt's last inputs ``xb`` ``(B, C, L)`` (tokens ``t0 .. t0 + L - 1``) in the ring, at the
+        slots the steps will read (``(t0 + t) % Rx``; ``t0 > 0``: a chunk after earlier tokens)."""
         L, Rx = xb.shape[-1], xbuf.shape[1]
         n = min(L, Rx)
-        slots = torch.arange(L - n, L, device=xb.device) % Rx
+        slots = (int(t0) + torch.arange(L - n, L, device=xb.device)) % Rx
         xbuf[:, slots] = xb[..., L - n:].transpose(1, 2).to(xbuf.dtype)
 
     # ------------------------------------------------------------------ analysis

@@ -291,3 +291,16 @@ def test_nan_in_the_tap_is_named_at_step():
         layer.tap.nu[0] = float("inf")
     with pytest.raises(FloatingPointError, match="tap.nu"):
         layer.step(torch.zeros(1, 3, dtype=torch.float64), cache)
+
+
+def test_branch_prefill_writes_a_chunk_at_its_ring_slots():
+    """``TapBranch.prefill(xb, xbuf, t0)``: chunks written one after the other leave the ring a whole
+    prompt's prefill leaves (the slots the decode steps read)."""
+    tap = _layer(2.0).tap
+    x = torch.randn(2, 3, 97, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    whole, parts = tap.allocate(2, torch.float64, "cpu"), tap.allocate(2, torch.float64, "cpu")
+    assert whole.shape[1] < 97                                           # the ring wraps
+    tap.prefill(x, whole)
+    for a, b in ((0, 5), (5, 6), (6, 50), (50, 97)):
+        tap.prefill(x[..., a:b], parts, t0=a)
+    assert torch.equal(whole, parts)
