@@ -285,3 +285,10 @@ class TapWidthSchedule:
     def load_state_dict(self, state):
         self.i = _check_step(state["i"])
         self._apply()
+
+
+def __getattr__(name):
+    if name == "DelayedTap":
+        raise AttributeError("nn.tap.DelayedTap (the tap as a mixin of DS4D) is gone: the tap is the branch "
+                             "layer.tap, an nn.tap.TapBranch (None without a tap); test layer.has_tap")
+    raise AttributeError(f"module 'nn.tap' has no attribute {name!r}")
