@@ -46,11 +46,20 @@ class DiagonalSSM(nn.Module):
         """Hook run by ``forward`` before anything else with the sequence length."""
 
     # ------------------------------------------------------------------ training path
-    def forward(self, x, mode="fft"):
+    def forward(self, x, mode="fft", state=None, return_state=False):
         """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.
 
         ``mode="fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
         float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification (no autograd).
+
+        ``state``: a cache of this layer (from ``allocate_inference_cache``, ``prefill``, decoding or a
+        previous ``return_state``): the sequence continues from it (read, never modified), as S4's
+        ``forward_state``. ``return_state=True`` returns ``(y, state)``, the state after the sequence as a
+        new cache of this layer, differentiable (autograd flows through a carried state, within and
+        across chunks; ``state.detach()`` truncates it); it decodes like any cache once detached. A
+        sequence cut into chunks, each forwarded from the previous one's state, gives the outputs of the
+        whole-sequence forward (to the kernels' synthesis error: the history term uses the per-mode state
+        kernels, :mod:`nn.history`). FFT path only; not for bidirectional layers.
 
         Non-finite inputs are refused (``ValueError`` naming the first position holding a NaN or inf):
         the FFT mixes all positions, so one NaN or inf would reach every output, earlier ones included.
@@ -75,6 +84,10 @@ class DiagonalSSM(nn.Module):
                                  f"channel {h}: {float(xin[b, h, t])}; {int(bad.sum())} non-finite entries): "
                                  "the FFT path mixes all positions, so it would reach every output, earlier "
                                  "positions included; clean or mask the input")
+        if state is not None or return_state:
+            y, new = self._forward_state(xin, mode, state, return_state)
+            y = y if self.transposed else y.transpose(-1, -2)
+            return (y, new) if return_state else y
         if mode == "fft":
             y = self._fft(xin)
         elif self.bidirectional:
@@ -98,6 +111,24 @@ class DiagonalSSM(nn.Module):
                 y = fft_conv(x, K)                                  # (B, H, L)
             return (y + self.D[:, None] * x).to(xin.dtype)
 
+    def _forward_state(self, xin, mode, state, return_state):
+        """``forward`` from ``state`` and/or returning the state after the chunk: ``(y (B, H, L), new)``."""
+        if mode != "fft":
+            raise ValueError("state= and return_state= run the FFT path: use mode='fft' (the recurrent mode is a "
+                             "verification path without state)")
+        if self.bidirectional:
+            raise ValueError(f"a bidirectional {type(self).__name__} layer sees the future; it has no state to "
+                             "continue from (state=, return_state=)")
+        if state is not None:
+            check_cache(self, state, xin.shape[0], what="forward")
+        from .history import chunk_forward
+        y = self._fft(xin)                                          # (B, H, L), zero history
+        y_hist, new = chunk_forward(self, xin, state, return_state)
+        if y_hist is not None:
+            cdt = compute_dtype(xin)
+            y = (y.to(cdt) + y_hist.to(cdt)).to(xin.dtype)
+        return y, new
+
     # ------------------------------------------------------------------ decoding
     def _check_decodable(self):
         if self.bidirectional:
@@ -105,15 +136,29 @@ class DiagonalSSM(nn.Module):
                              "step by step")
 
     def _begin_prefill(self, x, cache):
-        """Validate a prompt and its cache; return the prompt ``(B, H, L)`` and the FFT outputs in the
-        caller's layout."""
+        """Validate a prompt and its cache (fresh, or holding ``cache.t`` tokens: the prompt continues
+        them); return the prompt ``(B, H, L)`` and the FFT outputs from a zero history in the caller's
+        layout."""
         xb = check_input(self, x)                                   # (B, H, L)
         check_cache(self, cache, xb.shape[0], what="prefill")
-        if cache.t != 0:
-            raise ValueError("prefill expects a fresh cache (t = 0); allocate a new one")
+        if cache.state.requires_grad:
+            raise RuntimeError(f"{type(self).__name__}.prefill: this cache carries autograd history (from forward(..., "
+                               "return_state=True)); prefill writes in place: pass cache.detach()")
         check_finite_params(self)
         y = self._fft(xb)                                           # (B, H, L); a prompt may be short
         return xb, (y if self.transposed else y.transpose(-1, -2))
+
+    @staticmethod
+    def _end_prefill(cache, slots, t, y):
+        """Set the cache's position; a float16 history whose new states overflowed warns once."""
+        cache.t = t
+        if cache.state.dtype == torch.float16 and "_warned" not in cache.__dict__ and \
+                not bool(torch.isfinite(cache.state[:, slots]).all()):
+            cache._warned = True
+            warnings.warn("prefill: states passed 65504, float16's largest value, and became infinite in the "
+                          "float16 decode history; use history_dtype=torch.bfloat16 (float32's range), a complex "
+                          "cache, or smaller inputs", RuntimeWarning, stacklevel=3)
+        return y
 
     # ------------------------------------------------------------------ decode constants
     def setup_step(self, dtype=None):

@@ -117,10 +117,10 @@ def check_cache(layer, cache, batch, what="step"):
     if state.device != layer.D.device:
         raise ValueError(f"{name}.{what}: cache on {state.device} but the layer's parameters are on {layer.D.device}")
     if cache.owner is not layer:
-        owner = cache.__dict__.get("_owner_name")
-        made = (f"was allocated by {owner}" if owner and cache.owner is not None else
-                f"was allocated by {owner}, which no longer exists" if owner else
-                "is bound to no layer (built by hand, or unpickled)")
+        owner, ref = cache.__dict__.get("_owner_name"), cache.__dict__.get("_owner")
+        made = ("is bound to no layer (built by hand, or unpickled" + (f" from one of {owner})" if owner else ")")
+                if ref is None else f"was allocated by {owner}" if cache.owner is not None else
+                f"was allocated by {owner}, which no longer exists")
         raise RuntimeError(f"{name}.{what}: this cache {made}, not by this layer, {describe_layer(layer)}: a cache "
                            "holds one layer's state (one cache per layer, from that layer's allocate_inference_cache)")
 

@@ -22,7 +22,8 @@ from .base import DiagonalSSM, split_channels
 from .cache import DS4DCache
 from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
-from .engine import DS4DConstants, host_views, select_engine
+from .engine import DS4DConstants, check_history16, host_views, select_engine
+from .history import input_ring_at, prefill_history
 from .optim import register_optim
 from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
 
@@ -254,33 +255,30 @@ class DS4D(DelayRange, DiagonalSSM):
     # ------------------------------------------------------------------ decoding
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, *, history_dtype=None, engine=None,
                                  parallel=None, **kwargs):
-        """A fresh :class:`DS4DCache` for ``batch_size`` sequences, bound to this layer and to one decode
-        engine (:mod:`nn.engine`). Mamba's signature; old calls (``allocate_inference_cache(8)``,
-        ``allocate_inference_cache(batch_size=8, history_dtype=...)``) work as before.
+        """A fresh :class:`DS4DCache` for ``batch_size`` sequences, bound to this layer and one decode engine
+        (:mod:`nn.engine`). Mamba's signature; ``allocate_inference_cache(8)`` and ``(batch_size=8,
+        history_dtype=...)`` work as before.
 
         Parameters
         ----------
         batch_size : int
         max_seqlen : int or None
-            The longest sequence (prompt + generated tokens) the cache will see, as in Mamba: validated and
-            recorded (``cache.max_seqlen``), used for nothing else. The ring is sized by the layer's
-            largest delay now (``R = k_max + 1 <= l_max`` slots), never by the sequence: decoding past
-            ``max_seqlen`` (or ``l_max``) costs the same per token and needs no more memory.
+            The longest sequence (prompt + generated) the cache will see (Mamba's): validated, recorded as
+            ``cache.max_seqlen``, used for nothing else. The ring is sized by the largest delay (``R =
+            k_max + 1 <= l_max`` slots), never by the length: decoding past it costs the same per token.
         dtype : torch.dtype or None
-            ``torch.float64`` (or ``complex128``): a complex128 ring, the update in float64; None or another
-            float dtype: complex64, the update in float32. Anything else raises ``TypeError``.
+            ``torch.float64``: complex128 ring, update in float64; None or another float dtype: complex64,
+            update in float32. Anything else raises ``TypeError``.
         history_dtype : None, torch.float16 or torch.bfloat16
-            Keep the history in 16-bit floats (half the memory of complex64; the update runs in float32,
-            each stored state is rounded to the 16-bit format: about 1e-3 (float16) or 1e-2 (bfloat16)
-            relative error on the outputs, see :func:`ddesys.step.history_error_bound`). float16 overflows
-            past 65504 (``step`` then warns once); bfloat16 has float32's range. On CPU and CUDA alike.
+            A 16-bit history (half complex64's memory, update in float32; about 1e-3 / 1e-2 relative output
+            error, :func:`ddesys.step.history_error_bound`); float16 overflows past 65504 (``step`` and
+            ``prefill`` then warn once), bfloat16 has float32's range. CPU and CUDA.
         engine : None, "fused", "triton" or "reference"
-            The decode engine; None: the fused Numba step on the CPU, the Triton kernel on CUDA, the torch
-            reference elsewhere or with ``DDESYS_REFERENCE=1`` (read here, once per cache).
+            None: fused Numba on the CPU, Triton on CUDA, the torch reference elsewhere or with
+            ``DDESYS_REFERENCE=1`` (read here, once per cache).
         parallel : None, False, True or "auto"
-            Fused engine only: None (default) a fixed serial/parallel rule whose outputs do not depend on
-            the thread count; ``"auto"`` times both (opt-in, ignored under
-            ``torch.use_deterministic_algorithms(True)``).
+            Fused engine: None a fixed rule, bitwise the same at any thread count; ``"auto"`` times the
+            serial and parallel loops (opt-in, ignored under ``torch.use_deterministic_algorithms(True)``).
         """
         self._check_decodable()
         self._require_range("allocate_inference_cache")
@@ -308,10 +306,9 @@ class DS4D(DelayRange, DiagonalSSM):
         return DS4DCache(buf, xbuf=xbuf)._bind(self, select_engine(buf, engine, parallel), max_seqlen)
 
     def _step_constants(self, rdt):
-        """:class:`nn.engine.DS4DConstants` in real precision ``rdt``: ``lam, m1 = mu (1 - alpha), m2 = mu
-        alpha, bbar, c`` ``(H, N2)``, ``d`` and ``k`` ``(H,)``, ``k_max``, on the CPU the NumPy views the
-        fused engine reads, and the tap's constants (None without a tap). Names non-finite parameters
-        (on every device: this runs once per parameter change, not per token)."""
+        """:class:`nn.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused
+        engine on the CPU and the tap's constants); names non-finite parameters on every device (this
+        runs once per parameter change, not per token)."""
         check_finite_params(self, any_device=True)
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
@@ -328,10 +325,9 @@ class DS4D(DelayRange, DiagonalSSM):
 
     @torch.no_grad()
     def step(self, x_t, cache):
-        """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place (inference: no
-        autograd), with the engine recorded in it at allocation. The discretized constants are memoized
-        and recomputed whenever a parameter changes (:class:`nn.engine.StepMemo`; :meth:`setup_step`
-        after writes torch does not track), so a weight update never leaves them stale."""
+        """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place with the engine it
+        records (no autograd). Constants memoized, recomputed whenever a parameter changes
+        (:class:`nn.engine.StepMemo`; :meth:`setup_step` after writes torch does not track)."""
         check_step_input(self, x_t, cache)
         consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
         if cache.__dict__.get("_bound") is not consts:             # new constants: the cache's checks, once
@@ -340,29 +336,37 @@ class DS4D(DelayRange, DiagonalSSM):
         t = cache.t
         y = cache._engine.step(cache, x_t, consts)                  # (B, H), the cache's real dtype
         cache.t = t + 1
+        if cache.buf.dtype == torch.float16 and "_warned" not in cache.__dict__:
+            check_history16(cache, y, x_t)                          # float16's range: warn once at overflow
         return self._out(y, x_t, cache, t, consts.tap)
 
     @torch.no_grad()
     def prefill(self, x, cache):
-        """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns the FFT
-        output and fills ``cache`` with the last ``R`` states, from per-mode state kernels (FFT).
-
-        Memory: the cache, the prompt's spectrum ``(B, H, M)`` complex128 and blocks of at most
-        ``PREFILL_BLOCK`` complex128 elements (modes and batch rows taken a few at a time)."""
+        """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
+        and moves ``cache`` on by ``L`` tokens, keeping the last ``R`` states (per-mode state kernels, FFT).
+        A cache holding tokens (``cache.t > 0``) continues from its state (:mod:`nn.history`): chunked
+        prefill equals one prefill to the float64 synthesis error. Memory: the prompt's spectrum
+        ``(B, H, M)`` complex128 and blocks of at most ``PREFILL_BLOCK`` complex128 elements."""
         xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         Bsz, H, L = xb.shape
-        R = cache.n_slots
+        R, t0 = cache.n_slots, cache.t
         if Bsz == 0:
-            cache.t = L
+            cache.t = t0 + L
             return y
-        if self.has_tap:
-            self.tap.prefill(xb, cache.xbuf)
+        n_keep = min(R, L)
+        slots = (t0 + torch.arange(L - n_keep, L, device=xb.device)) % R   # (n_keep,)
+        if t0 > 0:                                                  # the history's term, before the rings move
+            y, hs = prefill_history(self, xb, y, cache, n_keep)     # hs: the chunk's last states, ring format
+        with input_ring_at(cache, t0):                              # the tap writes the chunk from slot 0
+            if self.has_tap:
+                self.tap.prefill(xb, cache.xbuf)
+        if t0 > 0:
+            cache.buf[:, slots] = hs
+            return self._end_prefill(cache, slots, t0 + L, y)
         d = self.discrete(torch.float64)
         M, rho = self.contour(L, torch.float64)
         rho_t = torch.full(d.k.shape, rho, dtype=torch.float64, device=d.k.device)
         Xf = torch.fft.fft(xb.double(), n=M)                         # (B, H, M)
-        n_keep = min(R, L)
-        slots = torch.arange(L - n_keep, L, device=xb.device) % R    # (n_keep,)
         n_modes = max(1, min(self.N2, PREFILL_BLOCK // (Bsz * H * M)))
         n_rows = max(1, min(Bsz, PREFILL_BLOCK // (H * M * n_modes)))
         for s in range(0, self.N2, n_modes):
@@ -376,8 +380,7 @@ class DS4D(DelayRange, DiagonalSSM):
                 if cache.history16:
                     hs = torch.view_as_real(hs.to(torch.complex64))  # (b, keep, H, n, 2)
                 cache.buf[b:b + n_rows, slots, :, sl] = hs.to(cache.buf.dtype)
-        cache.t = L
-        return y
+        return self._end_prefill(cache, slots, L, y)
 
     # ------------------------------------------------------------------ analysis
     @torch.no_grad()

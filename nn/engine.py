@@ -30,6 +30,7 @@ one through ``param.data``).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, NamedTuple
 
 import torch
@@ -39,7 +40,7 @@ from ddesys.recurrence import delay_update, readout
 from ddesys.step import decode_step, step_available
 
 __all__ = ["DS4DConstants", "S4DConstants", "StepMemo", "ENGINES", "select_engine", "FusedEngine", "TritonEngine",
-           "ReferenceEngine"]
+           "ReferenceEngine", "check_history16"]
 
 ENGINES = ("fused", "triton", "reference")
 PARALLEL = (None, False, True, "auto")
@@ -108,6 +109,9 @@ def _device_error(cache, consts):
 
 
 def _check_fits(cache, consts):
+    if cache.buf.requires_grad or (cache.xbuf is not None and cache.xbuf.requires_grad):
+        raise RuntimeError("this cache carries autograd history (from forward(..., return_state=True)); decoding "
+                           "writes it in place: decode from cache.detach()")
     R = cache.n_slots
     if consts.k_max >= R:
         raise RuntimeError(f"the layer's delays now reach {consts.k_max} steps, past the cache's {R - 1}: "
@@ -191,6 +195,17 @@ class TritonEngine:
 
     def step(self, cache, x_t, consts):
         return cache._ring(x_t, cache.t)
+
+
+def check_history16(cache, y, x_t):
+    """A float16 history (range 65504) whose output is no longer finite while its input is: warn once per
+    cache (bfloat16 has float32's range). ``step`` runs this for float16 caches until it warned."""
+    if bool(torch.isfinite(y).all()) or not bool(torch.isfinite(x_t).all()):
+        return
+    cache._warned = True
+    warnings.warn("DS4D: a float16 decode history overflowed (a state passed 65504, float16's largest value, and "
+                  "became infinite), so outputs are inf or NaN from here on; use history_dtype=torch.bfloat16 "
+                  "(float32's range), a complex cache, or smaller inputs", RuntimeWarning, stacklevel=3)
 
 
 def select_engine(buf, engine=None, parallel=None):

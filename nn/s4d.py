@@ -12,6 +12,7 @@ from .base import DiagonalSSM, split_channels
 from .cache import S4DCache
 from .common import check_finite_params, check_step_input
 from .engine import S4DConstants
+from .history import s4d_chunk
 from .optim import register_optim
 
 
@@ -83,6 +84,9 @@ class S4D(DiagonalSSM):
     def step(self, x_t, cache):
         """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place (inference: no autograd)."""
         check_step_input(self, x_t, cache)
+        if cache.h.requires_grad:
+            raise RuntimeError("this cache carries autograd history (from forward(..., return_state=True)); decoding "
+                               "writes it in place: decode from cache.detach()")
         rdt = cache.real_dtype
         lam, bbar, c, dd = self._step_memo.get(self, rdt, self._step_constants)
         if lam.device != cache.h.device:
@@ -95,10 +99,16 @@ class S4D(DiagonalSSM):
 
     @torch.no_grad()
     def prefill(self, x, cache):
-        """Consume a prompt ``(B, L, H)``; returns the FFT output and sets the cache state
-        ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j``."""
+        """Consume a prompt ``(B, L, H)``; returns its outputs and sets the cache state
+        ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j`` (plus ``lam_n^L h_n`` from a cache that already holds
+        tokens: chunked prefill equals one prefill, :mod:`nn.history`)."""
         xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         L = xb.shape[-1]
+        if cache.t > 0:                                             # continue from the cache's state
+            y_hist, h = s4d_chunk(self, xb, cache, True, torch.float64)
+            cache.h.copy_(h.to(cache.h.dtype))
+            cache.t += L
+            return y + (y_hist if self.transposed else y_hist.transpose(-1, -2)).to(y.dtype)
         d = self.discrete(torch.float64)
         V = vandermonde_kernel(d.lam, d.bbar, L, per_mode=True)      # (H, N2, L): bbar lam^t
         cache.h.copy_(torch.einsum("bhl,hnl->bhn", xb.double().flip(-1).to(V.dtype), V).to(cache.h.dtype))

@@ -71,10 +71,17 @@ def _layer_calls(layer, x):
     def prefill_then_step():
         cache = layer.allocate_inference_cache(B, dtype=torch.float64)
         y = layer.prefill(x.double(), cache)
+        y2 = layer.prefill(x[:, :3].double(), cache)             # from a used cache (nn.history)
         _assert_meta(cache.buf if hasattr(cache, "buf") else cache.h)
-        return y, layer.step(x[:, 0].double(), cache)
+        return y, y2, layer.step(x[:, 0].double(), cache)
 
-    calls = {"forward": lambda: (layer(x), layer(x, mode="recurrent")), "kernel": lambda: layer.kernel(L),
+    def forward():
+        _, state = layer(x, return_state=True)                 # a carried state, then from it
+        y, new = layer(x[:, :3], state=state, return_state=True)
+        _assert_meta(new.buf if hasattr(new, "buf") else new.h)
+        return layer(x), layer(x, mode="recurrent"), y
+
+    calls = {"forward": forward, "kernel": lambda: layer.kernel(L),
              "discrete": lambda: layer.discrete(), "allocate_inference_cache": step, "step": step,
              "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key(),
              "setup_step": lambda: layer.setup_step()}
