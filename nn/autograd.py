@@ -30,6 +30,60 @@ from ddesys.transfer import CHUNK_ELEMENTS, contour_points, sample_transfer, van
 __all__ = ["kernel_sampler", "vandermonde"]
 
 
+# The NumPy/Numba work of the CPU path runs inside torch custom ops: opaque to torch.compile (Dynamo
+# must not trace into the Numba dispatcher, which compiles on a kernel's first call and whose bytecode
+# Dynamo cannot rewrite), with fake (meta) implementations giving the output shapes. Registering them
+# imports neither torch._dynamo nor Triton.
+def _real(dtype):
+    return torch.float64 if dtype == torch.complex128 else torch.float32
+
+
+@torch.library.custom_op("ddesys::fused_kernel_fwd", mutates_args=())
+def _fused_fwd(A: torch.Tensor, cb: torch.Tensor, k: torch.Tensor, M: int, L: int) -> torch.Tensor:
+    S = fused.sample_forward(A.detach().numpy(), cb.detach().numpy(), k.numpy(), M)   # (C, M)
+    K = 2 * sfft.ifft(S, axis=-1, workers=thread_budget())[..., :L].real              # (C, L)
+    return torch.from_numpy(np.ascontiguousarray(K))
+
+
+@_fused_fwd.register_fake
+def _(A, cb, k, M, L):
+    return A.new_empty(A.shape[:-2] + (L,), dtype=_real(A.dtype))
+
+
+@torch.library.custom_op("ddesys::fused_kernel_bwd", mutates_args=())
+def _fused_bwd(A: torch.Tensor, cb: torch.Tensor, k: torch.Tensor, M: int,
+               G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    V = (2.0 / M) * sfft.fft(G.detach().numpy(), n=M, axis=-1, workers=thread_budget())   # (C, M)
+    gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), M, V)
+    return torch.from_numpy(gA), torch.from_numpy(gcb)
+
+
+@_fused_bwd.register_fake
+def _(A, cb, k, M, G):
+    return torch.empty_like(A), torch.empty_like(cb)
+
+
+@torch.library.custom_op("ddesys::vandermonde_fwd", mutates_args=())
+def _vander_fwd(lam: torch.Tensor, cb: torch.Tensor, L: int) -> torch.Tensor:
+    return torch.from_numpy(fused.vandermonde_forward(lam.detach().numpy(), cb.detach().numpy(), L))
+
+
+@_vander_fwd.register_fake
+def _(lam, cb, L):
+    return lam.new_empty(lam.shape[:-1] + (L,), dtype=_real(lam.dtype))
+
+
+@torch.library.custom_op("ddesys::vandermonde_bwd", mutates_args=())
+def _vander_bwd(lam: torch.Tensor, cb: torch.Tensor, G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    gl, gc = fused.vandermonde_backward(lam.numpy(), cb.numpy(), G.contiguous().numpy())
+    return torch.from_numpy(gl), torch.from_numpy(gc)
+
+
+@_vander_bwd.register_fake
+def _(lam, cb, G):
+    return torch.empty_like(lam), torch.empty_like(cb)
+
+
 class FusedKernel(torch.autograd.Function):
     """CPU: ``(A, cb, k, M, L) -> 2 Re(IFFT_M S)[:L]``, fused Numba sampling + SciPy FFT, one node."""
 
@@ -37,16 +91,13 @@ class FusedKernel(torch.autograd.Function):
     def forward(ctx, A, cb, k, M, L):
         ctx.save_for_backward(A, cb, k)
         ctx.M = M
-        S = fused.sample_forward(A.detach().numpy(), cb.detach().numpy(), k.numpy(), M)   # (C, M)
-        K = 2 * sfft.ifft(S, axis=-1, workers=thread_budget())[..., :L].real              # (C, L)
-        return torch.from_numpy(np.ascontiguousarray(K))
+        return _fused_fwd(A.detach(), cb.detach(), k, M, L)                 # (C, L)
 
     @staticmethod
     def backward(ctx, G):
         A, cb, k = ctx.saved_tensors
-        V = (2.0 / ctx.M) * sfft.fft(G.detach().numpy(), n=ctx.M, axis=-1, workers=thread_budget())   # (C, M)
-        gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), ctx.M, V)
-        return torch.from_numpy(gA), torch.from_numpy(gcb), None, None, None
+        gA, gcb = _fused_bwd(A, cb, k, ctx.M, G.detach().contiguous())
+        return gA, gcb, None, None, None
 
 
 class TritonSample(torch.autograd.Function):
@@ -111,7 +162,7 @@ def kernel_sampler(x):
     """The ``sample=`` callable of :func:`ddesys.transfer.synthesize_kernel` for tensors like ``x``."""
     path = choose(x)
     if path == NUMBA:
-        return _fused_kernel
+        return FusedKernel.apply
     if path == TRITON:
         return _via(TritonSample.apply)
     return _via(ReferenceSample.apply)
@@ -123,24 +174,18 @@ class Vandermonde(torch.autograd.Function):
     @staticmethod
     def forward(ctx, lam, cb, L):
         ctx.save_for_backward(lam, cb)
-        return torch.from_numpy(fused.vandermonde_forward(lam.detach().numpy(), cb.detach().numpy(), L))
+        return _vander_fwd(lam.detach(), cb.detach(), L)
 
     @staticmethod
     def backward(ctx, G):
         lam, cb = ctx.saved_tensors
-        gl, gc = fused.vandermonde_backward(lam.numpy(), cb.numpy(), G.contiguous().numpy())
-        return torch.from_numpy(gl), torch.from_numpy(gc), None
+        gl, gc = _vander_bwd(lam, cb, G.detach().contiguous())
+        return gl, gc, None
 
 
 def vandermonde(lam, cb, L):
     """The S4D kernel ``(..., L)`` of :func:`ddesys.transfer.vandermonde_kernel`, differentiable: the
     fused loop on the CPU, the reference product (torch autograd) elsewhere."""
     if choose(lam) == NUMBA:
-        return _vandermonde(lam, cb, L)
+        return Vandermonde.apply(lam, cb, L)
     return vandermonde_kernel(lam, cb, L)
-
-
-# torch.compile: Dynamo must not trace into the Numba kernels (their dispatcher compiles on first call,
-# and Dynamo's bytecode rewrite of it fails); the autograd Functions run as opaque calls in the graph.
-_fused_kernel = torch.compiler.disable(FusedKernel.apply)
-_vandermonde = torch.compiler.disable(Vandermonde.apply)
