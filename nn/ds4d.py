@@ -23,7 +23,7 @@ from .cache import DS4DCache
 from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .engine import DS4DConstants, check_history16, host_views, select_engine
-from .history import input_ring_at, prefill_history
+from .history import prefill_history
 from .optim import register_optim
 from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
 
@@ -357,9 +357,8 @@ class DS4D(DelayRange, DiagonalSSM):
         slots = (t0 + torch.arange(L - n_keep, L, device=xb.device)) % R   # (n_keep,)
         if t0 > 0:                                                  # the history's term, before the rings move
             y, hs = prefill_history(self, xb, y, cache, n_keep)     # hs: the chunk's last states, ring format
-        with input_ring_at(cache, t0):                              # the tap writes the chunk from slot 0
-            if self.has_tap:
-                self.tap.prefill(xb, cache.xbuf)
+        if self.has_tap:
+            self.tap.prefill(xb, cache.xbuf, t0)                    # the chunk's inputs at their ring slots
         if t0 > 0:
             cache.buf[:, slots] = hs
             return self._end_prefill(cache, slots, t0 + L, y)

@@ -13,14 +13,12 @@ grad); the layers run it under ``torch.no_grad()`` for ``prefill``.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from ddesys.history import forced_response, history_injection
 from ddesys.transfer import synthesize_kernel, vandermonde_kernel
 
-__all__ = ["ring_past", "ds4d_chunk", "ds4d_carry", "s4d_chunk", "chunk_forward", "prefill_history", "input_ring_at"]
+__all__ = ["ring_past", "ds4d_chunk", "ds4d_carry", "s4d_chunk", "chunk_forward", "prefill_history"]
 
 BLOCK = 2**24           # complex elements of one (batch, H, modes, FFT) block (as nn.ds4d.PREFILL_BLOCK)
 
@@ -183,17 +181,3 @@ def prefill_history(layer, xb, y, cache, keep):
         return y, torch.view_as_real(hs.to(torch.complex64)).to(cache.buf.dtype)
     return y, hs.to(cache.buf.dtype)
 
-
-@contextlib.contextmanager
-def input_ring_at(cache, t0):
-    """Inside, the tap's input ring is rotated so that position ``t0`` sits in slot 0 (a prompt written
-    from slot 0 lands where the steps read it); restored after."""
-    Rx = 1 if cache.xbuf is None else cache.xbuf.shape[1]
-    shift = t0 % Rx
-    if shift:
-        cache.xbuf.copy_(cache.xbuf.roll(-shift, 1))
-    try:
-        yield
-    finally:
-        if shift:
-            cache.xbuf.copy_(cache.xbuf.roll(shift, 1))
