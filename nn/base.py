@@ -174,10 +174,6 @@ class DiagonalSSM(nn.Module):
         with torch.no_grad():
             self._step_memo.get(self, rdt, self._step_constants)
 
-    def _decode_constants(self, rdt):
-        """The memoized :meth:`_step_constants` for real precision ``rdt``."""
-        return self._step_memo.get(self, rdt, self._step_constants)
-
     def __getstate__(self):
         """Pickled without derived state (the decode memo): ``torch.save(model)`` then ``torch.load`` with
         ``weights_only=True`` needs only the project's layer classes allowlisted."""
