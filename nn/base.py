@@ -46,8 +46,13 @@ class DiagonalSSM(nn.Module):
         """Hook run by ``forward`` before anything else with the sequence length."""
 
     # ------------------------------------------------------------------ training path
-    def forward(self, x, mode="fft", state=None, return_state=False):
+    def forward(self, x, mode="fft", state=None, return_state=False, lengths=None):
         """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.
+
+        ``lengths`` ``(B,)`` (ints in ``[1, L]``): a right-padded batch; each sequence gets the outputs
+        it would get alone (:mod:`nn.lengths`): outputs at ``t >= len_b`` are zero, a bidirectional
+        layer's reverse kernel runs over each sequence's own tokens, and ``return_state=True`` returns
+        each sequence's state after its own last token. Not with a carried ``state``.
 
         ``mode="fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
         float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification (no autograd).
@@ -84,6 +89,8 @@ class DiagonalSSM(nn.Module):
                                  f"channel {h}: {float(xin[b, h, t])}; {int(bad.sum())} non-finite entries): "
                                  "the FFT path mixes all positions, so it would reach every output, earlier "
                                  "positions included; clean or mask the input")
+        if lengths is not None:
+            return self._forward_padded(xin, mode, state, return_state, lengths)
         if state is not None or return_state:
             y, new = self._forward_state(xin, mode, state, return_state)
             y = y if self.transposed else y.transpose(-1, -2)
@@ -97,6 +104,35 @@ class DiagonalSSM(nn.Module):
         else:
             y = self._recurrent(xin)
         return y if self.transposed else y.transpose(-1, -2)
+
+    def _forward_padded(self, xin, mode, state, return_state, lengths):
+        """``forward`` of a right-padded batch ``(B, H, L)`` with ``lengths`` (see :meth:`forward`)."""
+        from .lengths import check_lengths, left_align, right_align, valid_mask
+        n = check_lengths(lengths, xin.shape[0], xin.shape[-1], device=xin.device)
+        out = (lambda y: y if self.transposed else y.transpose(-1, -2))  # noqa: E731
+        if state is not None:
+            raise ValueError("lengths= with a carried state= is not supported: the padding would sit between "
+                             "the state and the chunk's tokens; pass chunks of one length per state")
+        if return_state:                         # left-padded, the state after L steps is each sequence's own
+            y, new = self._forward_state(left_align(xin, n, dim=-1), mode, None, True)
+            return out(right_align(y, n, dim=-1)), new
+        mask = valid_mask(n, xin.shape[-1])[:, None, :].to(xin.dtype)   # (B, 1, L)
+        if mode != "fft" and self.bidirectional:
+            raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
+        xz = xin * mask                          # zero padding: the reverse kernel of a bidirectional
+        y = self._fft(xz) if mode == "fft" else self._recurrent(xz)     # layer then reads no padding
+        return out(y * mask)
+
+    def _prefill_padded(self, x, cache, lengths):
+        """``prefill`` of a right-padded prompt with ``lengths``: run left-aligned (zero inputs before a
+        sequence's first token leave its state at zero), outputs right-aligned again."""
+        from .lengths import check_lengths, left_align, right_align
+        if cache.t != 0:
+            raise ValueError("prefill(lengths=...) needs a fresh cache (t = 0): in a cache that already holds "
+                             "tokens the padding would sit between them and the prompt")
+        dim = -1 if self.transposed else 1
+        n = check_lengths(lengths, x.shape[0], x.shape[dim], device=x.device)
+        return right_align(self.prefill(left_align(x, n, dim=dim), cache), n, dim=dim)
 
     def _fft(self, xin):
         """FFT path on ``(B, H, L)`` input of any float dtype -> ``(B, H, L)`` in that dtype."""

@@ -341,12 +341,16 @@ class DS4D(DelayRange, DiagonalSSM):
         return self._out(y, x_t, cache, t, consts.tap)
 
     @torch.no_grad()
-    def prefill(self, x, cache):
+    def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
         and moves ``cache`` on by ``L`` tokens, keeping the last ``R`` states (per-mode state kernels, FFT).
         A cache holding tokens (``cache.t > 0``) continues from its state (:mod:`nn.history`): chunked
-        prefill equals one prefill to the float64 synthesis error. Memory: the prompt's spectrum
-        ``(B, H, M)`` complex128 and blocks of at most ``PREFILL_BLOCK`` complex128 elements."""
+        prefill equals one prefill to the float64 synthesis error. ``lengths`` ``(B,)``: a right-padded
+        prompt in a fresh cache; each sequence's states are those after its own tokens
+        (:mod:`nn.lengths`). Memory: the prompt's spectrum ``(B, H, M)`` complex128 and blocks of at most
+        ``PREFILL_BLOCK`` complex128 elements."""
+        if lengths is not None:                                     # a right-padded batch (nn.lengths)
+            return self._prefill_padded(x, cache, lengths)
         xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         Bsz, H, L = xb.shape
         R, t0 = cache.n_slots, cache.t

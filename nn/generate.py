@@ -13,6 +13,8 @@ import warnings
 
 import torch
 
+from .lengths import check_lengths, valid_mask
+
 __all__ = ["generate", "sample"]
 
 
@@ -142,7 +144,7 @@ def _sampled(ids, B, V, i):
 
 @torch.no_grad()
 def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler=None, generator=None, *,
-             return_logits=False, cache_kwargs=None):
+             return_logits=False, cache_kwargs=None, lengths=None):
     """Continue the token prompts ``prompt`` ``(B, L)`` by ``max_new_tokens`` tokens each.
 
     The prompt is consumed in parallel (``prefill``), then each new token costs one ``step`` (the
@@ -173,6 +175,9 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
     cache_kwargs : dict, optional
         Passed to ``model.allocate_inference_cache`` (e.g. ``history_dtype``); the default state
         precision follows the model (complex128 for a float64 model, else complex64).
+    lengths : Tensor or sequence ``(B,)`` of ints, optional
+        Right-padded prompts of these lengths: each continues from its own last token (the new tokens
+        follow it in the returned ids, zeros after), exactly as if it were generated alone.
 
     Returns
     -------
@@ -199,7 +204,11 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
     if "dtype" not in ckw and model.decoder.weight.dtype == torch.float64:
         ckw["dtype"] = torch.float64
     caches = model.allocate_inference_cache(B, max_seqlen=L + max_new_tokens, **ckw)
-    logits = model.prefill(ids, caches)[:, -1]                     # (B, V)
+    if lengths is None:
+        logits = model.prefill(ids, caches)[:, -1]                 # (B, V)
+    else:
+        n = check_lengths(lengths, B, L, device=ids.device)
+        logits = model.prefill(ids, caches, lengths=n)[torch.arange(B, device=ids.device), n - 1]   # (B, V)
     new, seen = [], []
     for i in range(max_new_tokens):
         if B and not bool(torch.isfinite(logits).all()):
@@ -209,5 +218,11 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
         new.append(tok)                                              # (B,)
         if i + 1 < max_new_tokens:
             logits = model.step(tok, caches)                         # (B, V)
-    out = torch.cat([ids, torch.stack(new, dim=1)], dim=1)           # (B, L + max_new_tokens)
+    if lengths is None:
+        out = torch.cat([ids, torch.stack(new, dim=1)], dim=1)       # (B, L + max_new_tokens)
+    else:                                                            # each prompt's tokens, then its new ones
+        out = torch.zeros(B, L + max_new_tokens, dtype=ids.dtype, device=ids.device)
+        out[:, :L] = ids * valid_mask(n, L).to(ids.dtype)
+        pos = n[:, None] + torch.arange(max_new_tokens, device=ids.device)[None, :]     # (B, new)
+        out.scatter_(1, pos, torch.stack(new, dim=1))
     return (out, torch.stack(seen, dim=1)) if return_logits else out

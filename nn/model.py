@@ -6,6 +6,7 @@ from torch import nn
 
 from .ds4d import DS4D
 from .generate import allocate_caches, generate, reset_caches, split_dtype_arg
+from .lengths import check_lengths, left_align, right_align, valid_mask
 from .s4d import S4D
 
 __all__ = ["SequenceBlock", "SequenceModel"]
@@ -68,7 +69,7 @@ class SequenceBlock(nn.Module):
     def _post(self, z):
         return self.drop(self.glu(self.out(self.drop(self.act(z)))))
 
-    def forward(self, x, mode="fft"):
+    def forward(self, x, mode="fft", lengths=None):
         """``x`` ``(B, L, H)`` -> ``(B, L, H)``.
 
         Parameters
@@ -76,13 +77,16 @@ class SequenceBlock(nn.Module):
         x : Tensor ``(B, L, H)``
         mode : {"fft", "recurrent"}
             The layer's path: FFT convolution (training) or the exact recurrence (verification).
+        lengths : Tensor ``(B,)``, optional
+            A right-padded batch (see :meth:`SequenceModel.forward`).
 
         Returns
         -------
         Tensor ``(B, L, H)``
         """
         z = self.norm(x) if self.prenorm else x
-        y = x + self._post(self.layer(z, mode=mode))
+        kw = {} if lengths is None else {"lengths": lengths}
+        y = x + self._post(self.layer(z, mode=mode, **kw))
         return y if self.prenorm else self.norm(y)
 
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
@@ -96,9 +100,14 @@ class SequenceBlock(nn.Module):
         y = x_t + self._post(self.layer.step(z, cache))
         return y if self.prenorm else self.norm(y)
 
-    def prefill(self, x, cache):
-        """Consume a prompt ``x`` ``(B, L, H)``: fills ``cache``, returns the outputs ``(B, L, H)``."""
+    def prefill(self, x, cache, mask=None):
+        """Consume a prompt ``x`` ``(B, L, H)``: fills ``cache``, returns the outputs ``(B, L, H)``.
+
+        ``mask`` ``(B, L)`` bool: positions whose layer input is zeroed (a left-padded batch: the
+        padding then leaves every state at zero, see :meth:`SequenceModel.prefill`)."""
         z = self.norm(x) if self.prenorm else x
+        if mask is not None:
+            z = z * mask[..., None].to(z.dtype)
         y = x + self._post(self.layer.prefill(z, cache))
         return y if self.prenorm else self.norm(y)
 
@@ -227,7 +236,7 @@ class SequenceModel(nn.Module):
     def _head(self, h):
         return self.decoder(self.norm(h))
 
-    def forward(self, x, mode="fft"):
+    def forward(self, x, mode="fft", lengths=None):
         """``(B, L, d_input)`` (or ``(B, L)`` ids) -> ``(B, L, d_output)``, or ``(B, d_output)`` pooled.
 
         Parameters
@@ -235,6 +244,10 @@ class SequenceModel(nn.Module):
         x : Tensor ``(B, L, d_input)`` or ``(B, L)`` token ids
         mode : {"fft", "recurrent"}
             The layers' path (see :meth:`SequenceBlock.forward`).
+        lengths : Tensor or sequence ``(B,)`` of ints, optional
+            A right-padded batch: sequence ``b`` holds ``lengths[b]`` tokens. Each sequence gets the
+            outputs it would get alone at its valid positions (bidirectional layers included; the
+            outputs at padded positions are not meaningful), and pooling covers its valid positions only.
 
         Returns
         -------
@@ -246,13 +259,15 @@ class SequenceModel(nn.Module):
             ``x`` of another shape or dtype (named).
         """
         h, _ = self._encode(x, "forward")                            # (B, L, H)
+        n = None if lengths is None else check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
         for blk in self.blocks:
-            h = blk(h, mode=mode)
+            h = blk(h, mode=mode, lengths=n)
         h = self.norm(h)
         if self.pool == "mean":
-            h = h.mean(dim=1)
+            h = h.mean(dim=1) if n is None else \
+                (h * valid_mask(n, h.shape[1])[..., None].to(h.dtype)).sum(dim=1) / n[:, None].to(h.dtype)
         elif self.pool == "last":
-            h = h[:, -1]
+            h = h[:, -1] if n is None else h[torch.arange(h.shape[0], device=h.device), n - 1]
         return self.decoder(h)
 
     # ------------------------------------------------------------------ decoding
@@ -322,11 +337,16 @@ class SequenceModel(nn.Module):
         y = self._head(h)                                            # (B, d_output)
         return y[:, None] if seq_axis else y
 
-    def prefill(self, x, caches):
+    def prefill(self, x, caches, lengths=None):
         """Consume a prompt ``(B, L, d_input)`` (or ``(B, L)`` ids) in parallel.
 
         Fills ``caches`` (from :meth:`allocate_inference_cache`) and returns the outputs at every
         position ``(B, L, d_output)`` (no pooling).
+
+        ``lengths`` ``(B,)``: a right-padded batch (fresh caches only). The prompts are left-aligned
+        and every layer's input at the padding is zeroed, so each sequence's states after prefill are
+        those after its own ``lengths[b]`` tokens, and decoding continues every sequence from its own
+        end; the outputs come back right-aligned (``y[b, lengths[b] - 1]`` is the last token's).
 
         Raises
         ------
@@ -335,12 +355,22 @@ class SequenceModel(nn.Module):
         """
         self._check_caches(caches, "prefill")
         h, _ = self._encode(x, "prefill")                            # (B, L, H)
+        if lengths is None:
+            for blk, c in zip(self.blocks, caches):
+                h = blk.prefill(h, c)
+            return self._head(h)
+        n = check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
+        if any(c.t != 0 for c in caches):
+            raise ValueError("prefill(lengths=...) needs fresh caches (t = 0): in caches that already hold "
+                             "tokens the padding would sit between them and the prompt")
+        h = left_align(h, n)                                         # (B, L, H), each prompt ends at L - 1
+        mask = left_align(valid_mask(n, h.shape[1]), n)              # (B, L) its tokens, left-aligned
         for blk, c in zip(self.blocks, caches):
-            h = blk.prefill(h, c)
-        return self._head(h)
+            h = blk.prefill(h, c, mask=mask)
+        return right_align(self._head(h), n)
 
     def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler=None, generator=None, *,
-                 return_logits=False, cache_kwargs=None):
+                 return_logits=False, cache_kwargs=None, lengths=None):
         """Continue token prompts: prefill, then one :meth:`step` per new token (a token model:
         ``embedding=True, pool=None``). See :func:`nn.generate.generate` for the parameters.
 
@@ -351,4 +381,4 @@ class SequenceModel(nn.Module):
             token was drawn from, ``(B, max_new_tokens, d_output)``.
         """
         return generate(self, prompt, max_new_tokens, temperature, top_k, sampler, generator,
-                        return_logits=return_logits, cache_kwargs=cache_kwargs)
+                        return_logits=return_logits, cache_kwargs=cache_kwargs, lengths=lengths)

@@ -98,10 +98,12 @@ class S4D(DiagonalSSM):
         return readout(cache.h, c, dd, xt).to(x_t.dtype)
 
     @torch.no_grad()
-    def prefill(self, x, cache):
+    def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``(B, L, H)``; returns its outputs and sets the cache state
         ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j`` (plus ``lam_n^L h_n`` from a cache that already holds
         tokens: chunked prefill equals one prefill, :mod:`nn.history`)."""
+        if lengths is not None:                                     # a right-padded batch (nn.lengths)
+            return self._prefill_padded(x, cache, lengths)
         xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         L = xb.shape[-1]
         if cache.t > 0:                                             # continue from the cache's state
