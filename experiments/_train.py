@@ -45,9 +45,12 @@ class Trainer:
         if a == b:                                       # fewer samples than ranks: join the collectives, add 0
             a, b, weight = 0, 1, 0.0
         xs, ys = torch.from_numpy(x[a:b]).to(dev), torch.from_numpy(y[a:b]).to(dev)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.amp):
-            out = self.model(xs)
-        local = loss_sum(out.float(), ys) * weight
+        try:
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.amp):
+                out = self.model(xs)
+            local = loss_sum(out.float(), ys) * weight
+        except FloatingPointError:                       # a layer refused NaN/inf (inputs or parameters): the
+            local = torch.tensor(math.nan, device=dev)   # loss is not finite; every rank still joins the reduce
         stop = self.stop.poll(step, self.ctx.rank)
         stats = torch.stack([local.detach().to(torch.float64),
                              torch.tensor(float(stop), dtype=torch.float64, device=local.device)])

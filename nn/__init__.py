@@ -2,11 +2,12 @@
 
 Requires torch (``pip install torch==2.13.0`` on a CPU machine); ``ddesys`` owns the mathematics.
 """
+from .common import NonFiniteInputError
 from .ds4d import DS4D, DS4DCache
 from .model import SequenceBlock, SequenceModel
 from .optim import param_groups
 from .s4d import S4D, S4DCache
 from .tap import TapWidthSchedule, set_tap_width
 
-__all__ = ["DS4D", "DS4DCache", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
+__all__ = ["DS4D", "DS4DCache", "NonFiniteInputError", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
            "set_tap_width"]

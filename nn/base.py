@@ -6,7 +6,8 @@ from torch import nn
 
 import warnings
 
-from .common import (check_alloc_sizes, check_cache, check_dtype, check_finite_params, check_input, check_sizes,
+from .common import (NonFiniteInputError, check_alloc_sizes, check_cache, check_dtype, check_finite_params,
+                     check_input, check_sizes,
                      compute_dtype, fft_conv, init_dt, no_autocast, s4d_modes)
 from .engine import StepMemo
 
@@ -85,7 +86,7 @@ class DiagonalSSM(nn.Module):
             if bool(bad.any()):
                 t = int(bad.any(0).any(0).nonzero()[0, 0])          # the first position, over batch and channels
                 b, h = (int(i) for i in bad[:, :, t].nonzero()[0])
-                raise ValueError(f"{type(self).__name__}: input is not finite at position {t} (batch {b}, "
+                raise NonFiniteInputError(f"{type(self).__name__}: input is not finite at position {t} (batch {b}, "
                                  f"channel {h}: {float(xin[b, h, t])}; {int(bad.sum())} non-finite entries): "
                                  "the FFT path mixes all positions, so it would reach every output, earlier "
                                  "positions included; clean or mask the input")

@@ -58,6 +58,12 @@ def no_autocast(x):
     return contextlib.nullcontext()
 
 
+class NonFiniteInputError(ValueError, FloatingPointError):
+    """A layer's input holds NaN or inf (raised by ``forward``, naming the first position). A
+    ``ValueError`` (bad input) and a ``FloatingPointError`` (what a diverged training step produces), so
+    a training loop can treat it like a non-finite loss, and non-finite parameters (``FloatingPointError``)."""
+
+
 def check_finite_params(layer, any_device=False):
     """Name the non-finite parameters (a diverged optimizer step) instead of returning NaN silently.
     Checked where it costs no device synchronization (CPU parameters), and on every device with
