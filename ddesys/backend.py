@@ -34,7 +34,7 @@ def _numba_ok():
 
 def _gpu():
     try:
-        import gpu
+        from ddesys import gpu
     except ImportError:               # the gpu package is optional at run time
         return None
     return gpu

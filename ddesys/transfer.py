@@ -195,7 +195,7 @@ def _cupy_via_gpu(A, cb, k, M):
     so a CPU-only torch never sees the CuPy arrays)."""
     try:
         import cupy
-        import gpu
+        from ddesys import gpu
         import torch
     except ImportError:
         return None
@@ -207,7 +207,7 @@ def _cupy_via_gpu(A, cb, k, M):
         return None
     if not gpu.usable_for(At):
         return None
-    from gpu import transfer as gt
+    from ddesys.gpu import transfer as gt
     batch = A.shape[:-2]
     S = gt.sample_forward(At.reshape(-1, A.shape[-2], 3), cbt.reshape(-1, A.shape[-2]), kt.reshape(-1), M)
     return cupy.from_dlpack(S).reshape(batch + (M,))

@@ -19,7 +19,7 @@ import os
 import re
 from pathlib import Path
 
-from verification.outdir import OutError, atomic_write, prepare_out  # noqa: F401 - part of this module's API
+from ddesys.verification.outdir import OutError, atomic_write, prepare_out  # noqa: F401 - part of this module's API
 
 RESULTS = "results.json"
 

@@ -13,7 +13,7 @@ import contextlib
 
 import torch
 
-import nn as dnn
+from ddesys import nn as dnn
 from ddesys.parameterization import ablation_kinds
 
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%

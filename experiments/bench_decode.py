@@ -1,6 +1,6 @@
 """Decoding benchmark: DS4D's step against S4D's, prefill memory, cache sizes, decode accuracy.
 
-    python -m experiments.bench_decode [--quick] [--only step|model|cache|prefill|accuracy]
+    python -m ddesys.experiments.bench_decode [--quick] [--only step|model|cache|prefill|accuracy]
 
 Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer tokens):
 
@@ -25,8 +25,8 @@ import os
 
 import torch
 
-from nn import DS4D, S4D, SequenceModel
-from verification.timing import decoder, interleaved
+from ddesys.nn import DS4D, S4D, SequenceModel
+from ddesys.verification.timing import decoder, interleaved
 
 HISTORIES = {"complex64": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

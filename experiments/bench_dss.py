@@ -1,6 +1,6 @@
 """Benchmark of the matrix delay-system analysis (issue 19's goals), in one run on this machine.
 
-    python -m experiments.bench_dss [--quick] [--out DIR]
+    python -m ddesys.experiments.bench_dss [--quick] [--out DIR]
 
 Prints, and writes to ``DIR/bench_dss.json`` / ``DIR/bench_dss.md`` when ``--out`` is given:
 
@@ -177,7 +177,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else None
     if out is not None:                              # before any work: an unusable folder fails at once
-        from verification.outdir import OutError, prepare_out
+        from ddesys.verification.outdir import OutError, prepare_out
         try:
             prepare_out(out)
         except OutError as exc:
@@ -190,7 +190,7 @@ def main(argv=None):
     text = "\n".join(md)
     print(text)
     if out is not None:
-        from verification.outdir import atomic_write
+        from ddesys.verification.outdir import atomic_write
         atomic_write(out / "bench_dss.json", json.dumps(result, indent=2, default=str))
         atomic_write(out / "bench_dss.md", text + "\n")
     return 0 if all(r["met"] for r in result["accuracy"] + result["timing"]) else 1

@@ -1,7 +1,7 @@
 """Benchmark: ``DiscreteDelaySystem.simulate`` (Numba) against a plain Python loop.
 
-    python -m experiments.bench_simulate            # L = 8192, N2 = 32 modes, 16 channels, float64
-    python -m experiments.bench_simulate --quick    # L = 1024, N2 = 8, 4 channels
+    python -m ddesys.experiments.bench_simulate            # L = 8192, N2 = 32 modes, 16 channels, float64
+    python -m ddesys.experiments.bench_simulate --quick    # L = 1024, N2 = 8, 4 channels
 
 Both run the same recurrence (docs/theory.md §2)::
 
@@ -23,7 +23,7 @@ import numpy as np
 
 import ddesys
 from ddesys.init import s4d_modes
-from verification.systems import ds4d_system
+from ddesys.verification.systems import ds4d_system
 
 
 def random_ds4d(rng, H, N2, L, dt_min=1e-3, dt_max=1e-1, p=0.1):

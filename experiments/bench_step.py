@@ -1,6 +1,6 @@
 """Benchmark: the fused CPU decode step (ddesys.step) against the torch step of nn.DS4D and nn.S4D.
 
-    python -m experiments.bench_step [--quick] [--l-max L] [--threads T] [--no-accuracy]
+    python -m ddesys.experiments.bench_step [--quick] [--l-max L] [--threads T] [--no-accuracy]
 
 1. Seconds per token at H=256, N=64 (N2 = 32), batch 1 and 8, of
 
@@ -9,7 +9,7 @@
    * ``fused f16`` / ``fused bf16``: the same with a 16-bit history (uint16 bit patterns, half the bytes);
    * ``fused tz``: the fused step on the torch cache's own buffer (``torch.zeros``, small pages), where the
      other fused columns use a NumPy-allocated buffer (huge pages: ddesys/step.py, Memory);
-   * ``torch``: ``nn.DS4D.step``'s torch path (advanced indexing; ``DDESYS_REFERENCE=1`` during its calls);
+   * ``torch``: ``DS4D.step``'s torch path (advanced indexing; a cache of the reference engine);
    * ``layer``: ``nn.DS4D.step`` as it runs by default (on the CPU it calls the fused step itself; this
      column adds the layer's checks and tensor<->NumPy plumbing to the ``fused tz`` column);
    * ``S4D``: ``nn.S4D.step`` (no delay: the throughput to match),
@@ -32,16 +32,15 @@ runs wrap back to t=32 before reaching k_max / 2, so they stay before the longes
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import time
 
 import numpy as np
 import torch
 
-import nn as dnn
+from ddesys import nn as dnn
 from ddesys import step as fstep
-from verification.timing import interleaved
+from ddesys.verification.timing import interleaved
 
 
 def constants(layer):
@@ -78,26 +77,16 @@ def fused_runner(buf, consts, xs, n, pos, fmt16=None):
     return run
 
 
-@contextlib.contextmanager
-def reference_mode(on):
-    """``DDESYS_REFERENCE=1`` inside (nn.DS4D.step then takes its torch gather path), as before after."""
-    before = os.environ.get("DDESYS_REFERENCE")
-    if on:
-        os.environ["DDESYS_REFERENCE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("DDESYS_REFERENCE", None)
-        else:
-            os.environ["DDESYS_REFERENCE"] = before
-
 
 def torch_runner(layer, cache, xs, n, pos, reference=False):
-    """Callable decoding ``n`` tokens with ``layer.step``; ``reference``: with ``DDESYS_REFERENCE=1`` (the
-    torch gather path of nn.DS4D.step; S4D has one path)."""
+    """Callable decoding ``n`` tokens with ``layer.step``; ``reference``: on a cache of the reference
+    engine (the torch gather path of DS4D.step: the engine is chosen when a cache is allocated; S4D has
+    one path)."""
+    if reference:
+        cache = layer.allocate_inference_cache(cache.batch_size, engine="reference")
+
     def run():
-        with reference_mode(reference), torch.no_grad():
+        with torch.no_grad():
             cache.t = pos()
             for i in range(n):
                 layer.step(xs[i], cache)
@@ -197,8 +186,8 @@ def accuracy_section(H, N):
             y[:, t] = fstep.decode_step(buf, xs[t], *consts, t, y_t, fmt16=fmt16)
         out[name] = np.abs(y - y64).max() / scale
     for name, ref in (("complex64 cache, layer step", False), ("complex64 cache, torch step", True)):
-        cache = ds.allocate_inference_cache(B)
-        with reference_mode(ref), torch.no_grad():
+        cache = ds.allocate_inference_cache(B, engine="reference" if ref else None)
+        with torch.no_grad():
             ys = torch.stack([ds.step(x[:, t], cache) for t in range(L)], 1).numpy()
         out[name] = np.abs(ys - y64).max() / scale
     for name, e in out.items():

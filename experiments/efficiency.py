@@ -1,8 +1,8 @@
 """The paper's efficiency benchmark (section 5.2, Figure 3; appendix C.3) on this machine.
 
-    python -m experiments.efficiency                      # CPU scale (batch 2, few steps), ~5 min
-    python -m experiments.efficiency --scale paper        # the paper's protocol (CUDA: batch 32, ...)
-    python -m experiments.efficiency --scale quick        # seconds
+    python -m ddesys.experiments.efficiency                      # CPU scale (batch 2, few steps), ~5 min
+    python -m ddesys.experiments.efficiency --scale paper        # the paper's protocol (CUDA: batch 32, ...)
+    python -m ddesys.experiments.efficiency --scale quick        # seconds
 
 Models: 4-layer backbones (state size 64, explicit B, pre-norm, GLU output, float32): S4D at H = 256,
 DS4D hidden-matched (H = 256) and DS4D parameter-matched (the width whose blocks' parameter count is
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import torch
 
-import nn as dnn
-from experiments._runs import OutError, atomic_write, prepare_out
-from verification.timing import decoder, interleaved, trainer
+from ddesys import nn as dnn
+from ddesys.experiments._runs import OutError, atomic_write, prepare_out
+from ddesys.verification.timing import decoder, interleaved, trainer
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
     "smoke": dict(H=16, batch=1, Ls=(64, 128), train_reps=1, dec_warm=1, dec_tokens=2, history=128),

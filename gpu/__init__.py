@@ -9,7 +9,14 @@ data (or under the interpreter), never by ``import gpu`` or a question about CPU
 ``TRITON_INTERPRET=1`` with ``DDESYS_GPU_INTERPRET=1`` runs the same kernels on CPU tensors (that is how
 CI tests them).
 """
+
 from __future__ import annotations
+
+if __name__ != "ddesys.gpu":             # the old top-level name `gpu`: the same modules, with a warning
+    import sys as _sys
+
+    from ddesys._legacy import alias as _alias
+    _sys.modules[__name__] = _alias(__name__)
 
 import contextlib
 import functools

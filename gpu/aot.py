@@ -1,7 +1,7 @@
 """Ahead-of-time compile check: every fused kernel built to a CUDA binary without a GPU.
 
-    python -m gpu.aot                 # sm_80 and sm_90 (A100, H100/H200), float32 and float64
-    python -m gpu.aot --arch 90 120
+    python -m ddesys.gpu.aot                 # sm_80 and sm_90 (A100, H100/H200), float32 and float64
+    python -m ddesys.gpu.aot --arch 90 120
 
 The Triton interpreter (how CI runs the kernels on CPU tensors) executes the kernel's Python, not the
 compiled code: type rules can differ (a Python ``float`` argument is float32 in compiled code, float64

@@ -105,7 +105,7 @@ class TritonSample(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, A, cb, k, M):
-        from gpu import transfer as gt
+        from ddesys.gpu import transfer as gt
         ctx.save_for_backward(A, cb, k)
         ctx.M = M
         n2 = A.shape[-2]
@@ -114,7 +114,7 @@ class TritonSample(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, G):
-        from gpu import transfer as gt
+        from ddesys.gpu import transfer as gt
         A, cb, k = ctx.saved_tensors
         n2 = A.shape[-2]
         gA, gcb = gt.sample_backward(A.reshape(-1, n2, 3), cb.reshape(-1, n2), k.reshape(-1), ctx.M,

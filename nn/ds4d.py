@@ -104,7 +104,7 @@ class DS4D(DelayRange, DiagonalSSM):
     Examples
     --------
     >>> import torch
-    >>> from nn import DS4D
+    >>> from ddesys.nn import DS4D
     >>> layer = DS4D(64, d_state=64)                 # l_max from the first sequence
     >>> y = layer(torch.randn(8, 1024, 64))          # (B, L, H), FFT path
     >>> cache = layer.allocate_inference_cache(8)
@@ -264,8 +264,10 @@ class DS4D(DelayRange, DiagonalSSM):
         batch_size : int
         max_seqlen : int or None
             The longest sequence (prompt + generated) the cache will see (Mamba's): validated, recorded as
-            ``cache.max_seqlen``, used for nothing else. The ring is sized by the largest delay (``R =
-            k_max + 1 <= l_max`` slots), never by the length: decoding past it costs the same per token.
+            ``cache.max_seqlen``; a layer built with ``l_max=None`` that has seen no sequence yet takes its
+            delay range from it (as it would from a first forward of that length). The ring is sized by
+            the largest delay (``R = k_max + 1 <= l_max`` slots), never by the length: decoding past it
+            costs the same per token.
         dtype : torch.dtype or None
             ``torch.float64``: complex128 ring, update in float64; None or another float dtype: complex64,
             update in float32. Anything else raises ``TypeError``.
@@ -281,8 +283,10 @@ class DS4D(DelayRange, DiagonalSSM):
             serial and parallel loops (opt-in, ignored under ``torch.use_deterministic_algorithms(True)``).
         """
         self._check_decodable()
-        self._require_range("allocate_inference_cache")
         max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
+        if self.s_max is None and max_seqlen is not None:           # l_max=None: the range from max_seqlen
+            self._set_range(max_seqlen)
+        self._require_range("allocate_inference_cache")
         if kwargs:
             raise TypeError(f"DS4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         if history_dtype not in HISTORY_DTYPES:

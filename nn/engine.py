@@ -185,7 +185,7 @@ class TritonEngine:
     name = "triton"
 
     def __init__(self):
-        from gpu import decode as gpu_decode                        # imports Triton
+        from ddesys.gpu import decode as gpu_decode                        # imports Triton
         self._gpu = gpu_decode
 
     def bind(self, cache, consts):
@@ -226,7 +226,7 @@ def select_engine(buf, engine=None, parallel=None):
                              f"{'available' if step_available() else 'missing or disabled'})")
         return FusedEngine(parallel)
     if engine == "triton":
-        import gpu
+        from ddesys import gpu
         if not gpu.usable_for(buf):
             raise ValueError(f"engine='triton' needs a CUDA cache and Triton (cache on {buf.device}, Triton "
                              f"{'available' if gpu.triton_available() else 'missing'})")

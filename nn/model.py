@@ -158,7 +158,7 @@ class SequenceModel(nn.Module):
     A sequence classifier:
 
     >>> import torch
-    >>> from nn import SequenceModel
+    >>> from ddesys.nn import SequenceModel
     >>> model = SequenceModel(d_input=1, d_output=10, d_model=16, n_layers=2, pool="mean")
     >>> model(torch.randn(2, 32, 1)).shape
     torch.Size([2, 10])

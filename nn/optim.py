@@ -105,7 +105,7 @@ def param_groups(model, lr, weight_decay=0.0):
     Examples
     --------
     >>> import torch
-    >>> from nn import SequenceModel, param_groups
+    >>> from ddesys.nn import SequenceModel, param_groups
     >>> model = SequenceModel(d_input=1, d_output=10, d_model=16, n_layers=2, layer_kw={"dt_lr": 1e-4})
     >>> groups = param_groups(model, lr=1e-3, weight_decay=0.05)
     >>> [(g["lr"], g["weight_decay"]) for g in groups]     # plain; dt and delay; other SSM parameters

@@ -12,7 +12,7 @@ channel axis.
 Examples
 --------
 >>> import torch
->>> from nn.s4compat import DS4D as S4D           # was: from src.models.s4.s4d import S4D
+>>> from ddesys.nn.s4compat import DS4D as S4D           # was: from src.models.s4.s4d import S4D
 >>> layer = S4D(16, d_state=8, dropout=0.1, transposed=True, lr=1e-3)
 >>> y, _ = layer(torch.randn(2, 16, 32))          # u, y: (B, H, L)
 >>> y.shape
@@ -290,7 +290,7 @@ class DS4D(_S4Compat):
     Examples
     --------
     >>> import torch
-    >>> from nn.s4compat import DS4D
+    >>> from ddesys.nn.s4compat import DS4D
     >>> layer = DS4D(16, d_state=8, dropout=0.1, transposed=True, lr=1e-3, l_max=32)
     >>> y, _ = layer(torch.randn(2, 16, 32))                 # (B, H, L) -> (B, H, L)
     >>> y.shape

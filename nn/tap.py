@@ -252,7 +252,8 @@ class TapWidthSchedule:
 
     Examples
     --------
-    >>> import torch, nn
+    >>> import torch
+    >>> from ddesys import nn
     >>> model = nn.SequenceModel(1, 1, d_model=8, n_layers=1, layer_kw={"l_max": 64, "tap": True})
     >>> sched = TapWidthSchedule(model, w0=16.0, steps=100)
     >>> sched.width, [sched.step() for _ in range(30)][-1], sched.width
@@ -291,4 +292,4 @@ def __getattr__(name):
     if name == "DelayedTap":
         raise AttributeError("nn.tap.DelayedTap (the tap as a mixin of DS4D) is gone: the tap is the branch "
                              "layer.tap, an nn.tap.TapBranch (None without a tap); test layer.has_tap")
-    raise AttributeError(f"module 'nn.tap' has no attribute {name!r}")
+    raise AttributeError(f"module 'ddesys.nn.tap' has no attribute {name!r}")

@@ -9,9 +9,9 @@ import sys
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch  # noqa: E402
 
-import gpu  # noqa: E402
+from ddesys import gpu  # noqa: E402
 from ddesys.transfer import sample_points, contour_points  # noqa: E402
-from gpu import transfer as gt  # noqa: E402
+from ddesys.gpu import transfer as gt  # noqa: E402
 
 out = {}
 g = torch.Generator().manual_seed(0)
@@ -65,7 +65,7 @@ out["cupy_route"] = float(np.abs(S_np - ref).max() / np.abs(ref).max())
 del sys.modules["cupy"]
 
 # the full layer: kernel through the Triton path (dispatch) vs the reference path
-import nn as dnn  # noqa: E402
+from ddesys import nn as dnn  # noqa: E402
 
 from nn_helpers import bhl, spec_discrete  # noqa: E402
 from oracle import brute_force, impulse_response, rel_err, rel_max  # noqa: E402

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from nn import S4D, SequenceModel
+from ddesys.nn import S4D, SequenceModel
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from oracle import brute_force

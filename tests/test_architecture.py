@@ -27,27 +27,88 @@ def _files(pkg):
     return sorted((ROOT / pkg).rglob("*.py"))
 
 
+SUBPACKAGES = PACKAGES[1:]          # installed as ddesys.gpu, ddesys.nn, ... (the folders keep their names)
+
+
+def _targets(mod, names):
+    """``(package, rest of the dotted path, imported names)`` an import reaches: ``ddesys.nn.x`` and
+    ``from ddesys import nn`` reach ``nn``; the old top-level names (``import nn``) are flagged."""
+    parts = mod.split(".")
+    if parts[0] in SUBPACKAGES:
+        yield "old:" + parts[0], parts[1:], names
+    elif parts[0] == "ddesys":
+        if len(parts) > 1 and parts[1] in SUBPACKAGES:
+            yield parts[1], parts[2:], names
+        else:
+            subs = [n for n in names if n in SUBPACKAGES and len(parts) == 1]
+            for n in subs:
+                yield n, [], []
+            rest = [n for n in names if n not in subs]
+            if rest or not names:
+                yield "ddesys", parts[1:], rest
+
+
 def test_arrows_point_one_way_and_private_names_stay_home():
     bad = []
     for pkg in PACKAGES:
         for f in _files(pkg):
             for mod, names, line in _imports(f):
-                top = mod.split(".")[0]
-                if top not in PACKAGES or top == pkg:
+                if mod == "ddesys._legacy" and f.name == "__init__.py":   # the old-name shim, the one exception
                     continue
-                where = f"{f.relative_to(ROOT)}:{line}"
-                if top not in ALLOWED[pkg]:
-                    bad.append(f"{where}: {pkg} imports {mod}")
-                private = [p for p in mod.split(".")[1:] if p.startswith("_")]
-                private += [n for n in names if n.startswith("_")]
-                if private:
-                    bad.append(f"{where}: private name(s) {private} of {top}")
+                for top, rest, imported in _targets(mod, names):
+                    where = f"{f.relative_to(ROOT)}:{line}"
+                    if top.startswith("old:"):
+                        bad.append(f"{where}: the old import path {mod} (use ddesys.{top[4:]})")
+                        continue
+                    if top == pkg:
+                        continue
+                    if top not in ALLOWED[pkg]:
+                        bad.append(f"{where}: {pkg} imports {mod}")
+                    private = [p for p in rest if p.startswith("_")] + [n for n in imported if n.startswith("_")]
+                    if private:
+                        bad.append(f"{where}: private name(s) {private} of {top}")
     assert not bad, "\n".join(bad)
+
+
+def test_tests_use_the_new_import_paths():
+    bad = []
+    for f in sorted((ROOT / "tests").rglob("*.py")):
+        for mod, names, line in _imports(f):
+            if mod.split(".")[0] in SUBPACKAGES:
+                bad.append(f"{f.relative_to(ROOT)}:{line}: {mod}")
+    assert not bad, "\n".join(bad)
+
+
+def test_old_import_paths_alias_the_same_modules():
+    """``import nn`` (and gpu, verification, experiments) still works for a release, with a
+    DeprecationWarning, and gives the very modules of ``ddesys.nn`` (one class, not two copies)."""
+    code = ("import warnings, sys\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    import nn, nn.s4compat, experiments.synthetic.train, verification.oracle, gpu\n"
+            "import ddesys.nn, ddesys.nn.s4compat, ddesys.experiments.synthetic.train, ddesys.verification.oracle\n"
+            "assert nn is ddesys.nn and nn.s4compat is ddesys.nn.s4compat and nn.DS4D is ddesys.nn.ds4d.DS4D\n"
+            "assert experiments.synthetic.train is ddesys.experiments.synthetic.train\n"
+            "assert verification.oracle is ddesys.verification.oracle and gpu is sys.modules['ddesys.gpu']\n"
+            "print(sorted({str(x.message).split('`')[1] for x in w if x.category is DeprecationWarning}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['import experiments', 'import gpu', 'import nn', 'import verification']"
+
+
+def test_torch_nn_and_the_layers_in_one_file():
+    code = ("from torch import nn\nfrom ddesys.nn import DS4D\n"
+            "m = nn.Sequential(nn.Linear(4, 4), DS4D(4, 8, l_max=8))\nprint(type(m[1]).__module__)")
+    out = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,
+                         text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ddesys.nn.ds4d"
 
 
 def test_import_ddesys_needs_no_torch():
     code = ("import sys, ddesys, ddesys.transfer, ddesys.backend, ddesys.parameterization, ddesys.plot;"
-            "print(sorted(m for m in ('torch', 'nn', 'gpu', 'cupy', 'triton') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'nn', 'gpu', 'ddesys.nn', 'ddesys.gpu', 'cupy', 'triton') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

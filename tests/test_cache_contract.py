@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 
-from nn import DS4D, S4D, SequenceModel
+from ddesys.nn import DS4D, S4D, SequenceModel
 
 LAYERS = {"ds4d": lambda **kw: DS4D(4, 8, l_max=16, seed=0, **kw), "s4d": lambda **kw: S4D(4, 8, seed=0, **kw)}
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import nn.engine as engine_mod
+import ddesys.nn.engine as engine_mod
 from ddesys import backend
 from ddesys import step as fstep
-from nn import DS4D, S4D
-from nn.engine import DS4DConstants, S4DConstants
+from ddesys.nn import DS4D, S4D
+from ddesys.nn.engine import DS4DConstants, S4DConstants
 
 ROOT = Path(__file__).parents[1]
 needs_numba = pytest.mark.skipif(not fstep.step_available(), reason="the fused engine needs Numba")
@@ -77,7 +77,7 @@ def test_the_two_step_functions_have_distinct_names():
     """Regression: ``ddesys.step.decode_step`` (NumPy, writes y_out) and ``gpu.decode.decode_step`` (torch,
     returns y) shared a name. The GPU one is ``triton_step``; the old name warns."""
     pytest.importorskip("triton")
-    from gpu import decode as gd
+    from ddesys.gpu import decode as gd
     assert gd.triton_step is not fstep.decode_step
     p = torch.zeros(3, 4, dtype=torch.complex64)
     args = (torch.zeros(2, 5, 3, 4, dtype=torch.complex64), torch.zeros(2, 3), p, p, p, p, p, torch.zeros(3),
@@ -92,7 +92,7 @@ def test_import_nn_does_not_import_triton():
     answer for CPU data)."""
     code = ("import sys, torch\n"
             "tri = lambda: sorted(m for m in sys.modules if m == 'triton' or m.startswith('triton.'))[:3]\n"
-            "import nn\n"
+            "from ddesys import nn\n"
             "print('import', tri())\n"
             "layer = nn.DS4D(4, 8, l_max=16)\n"
             "x = torch.randn(2, 4)\n"
@@ -173,7 +173,7 @@ def test_setup_step_recomputes_after_an_untracked_write(cls):
 def test_torch_save_whole_layer_loads_with_weights_only(kind):
     """Regression: ``torch.save(layer)`` after decoding pickled the step memo (``nn.common.StepConstants``
     and NumPy views), so ``torch.load(weights_only=True)`` failed. Only the layer classes are allowlisted."""
-    import nn
+    from ddesys import nn
     layer = S4D(4, 8, seed=0) if kind == "s4d" else DS4D(4, 8, l_max=16, seed=0, tap=kind == "tap")
     x = torch.randn(2, 20, 4)
     cache = layer.allocate_inference_cache(2)
@@ -184,7 +184,7 @@ def test_torch_save_whole_layer_loads_with_weights_only(kind):
     buf.seek(0)
     public = [getattr(nn, n) for n in nn.__all__ if isinstance(getattr(nn, n), type)]
     public += [v for v in vars(getattr(nn, "tap", object)).values() if isinstance(v, type) and
-               issubclass(v, torch.nn.Module) and v.__module__.startswith("nn.")]
+               issubclass(v, torch.nn.Module) and v.__module__.startswith("ddesys.nn.")]
     with torch.serialization.safe_globals(public):
         loaded = torch.load(buf, weights_only=True)
     assert type(loaded) is type(layer) and loaded._step_memo.value is None
@@ -196,7 +196,7 @@ def test_torch_save_whole_layer_loads_with_weights_only(kind):
 # ---------------------------------------------------------------------------------------------- Triton
 _TRITON_SCRIPT = r"""
 import json, torch
-from nn import DS4D
+from ddesys.nn import DS4D
 from ddesys.step import history_error_bound
 layer = DS4D(3, 8, l_max=10, seed=0)
 x = torch.randn(2, 24, 3, generator=torch.Generator().manual_seed(1))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nn import DS4D, S4D
+from ddesys.nn import DS4D, S4D
 
 try:
     from nn_helpers import bhl, layer_oracle

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import _train
-from experiments._ckpt import SIGNAL_AT_ENV
-from experiments.delay import models as M
-from experiments.delay.__main__ import main as delay_main
-from experiments.delay.data import RMS, Task, delayed, n_band, whitesignal
-from experiments.delay.train import RunConfig, delay_summary, response, train_run
+from ddesys.experiments import _train
+from ddesys.experiments._ckpt import SIGNAL_AT_ENV
+from ddesys.experiments.delay import models as M
+from ddesys.experiments.delay.__main__ import main as delay_main
+from ddesys.experiments.delay.data import RMS, Task, delayed, n_band, whitesignal
+from ddesys.experiments.delay.train import RunConfig, delay_summary, response, train_run
 
 SMOKE = ["--scale", "smoke", "--quiet"]
 

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-import nn as dnn
+from ddesys import nn as dnn
 from ddesys import recurrence
 from ddesys import transfer as tr
 
@@ -101,7 +101,7 @@ def test_every_public_layer_method_stays_on_the_layers_device(cls, kw):
     layer = (cls(4, 8, l_max=16, seed=0, **kw) if cls is dnn.DS4D else cls(4, 8, seed=0)).to(META)
     x = torch.randn(2, 12, 4, device=META)
     calls = _layer_calls(layer, x)
-    own = {n for klass in cls.__mro__ if klass.__module__.startswith("nn.")          # the project's classes
+    own = {n for klass in cls.__mro__ if klass.__module__.startswith("ddesys.nn.")   # the project's classes
            for n, v in vars(klass).items() if not n.startswith("_") and inspect.isfunction(v)}
     assert own - HOST_BY_DESIGN == set(calls), "a public method without a device-placement check"
     for name, fn in calls.items():

@@ -13,7 +13,7 @@ DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "d
           "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.statespace", "ddesys.roots",
           "ddesys.chart", "ddesys.crossings", "ddesys.norms", "ddesys.timeresp", "ddesys.lti", "ddesys.charmatrix",
           "ddesys.discrete_ss", "ddesys.discrete_ss_response", "ddesys.discrete_ss_stability", "ddesys.plot_dss"]
-NN = ["nn.ds4d", "nn.model", "nn.optim", "nn.s4compat"]
+NN = ["ddesys.nn.ds4d", "ddesys.nn.model", "ddesys.nn.optim", "ddesys.nn.s4compat"]
 
 
 def _run(name):

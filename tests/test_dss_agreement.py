@@ -81,7 +81,7 @@ def test_discrete_diagonal_agrees_with_discrete_statespace():
 
 def test_ds4d_export_converts_to_the_matrix_classes():
     torch = pytest.importorskip("torch")
-    import nn as dnn
+    from ddesys import nn as dnn
     layer = dnn.DS4D(d_model=4, d_state=8, l_max=64, seed=0).double()
     sysd = layer.to_ddesys()
     x = torch.randn(1, 64, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

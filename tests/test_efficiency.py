@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments import efficiency as eff
+from ddesys.experiments import efficiency as eff
 
 
 def test_parameter_matched_width_follows_the_block_count():
@@ -38,7 +38,7 @@ def _ds4d_slots(H, L):
 
 
 def test_smoke_run_writes_json_and_figure(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "experiments.efficiency", "--scale", "smoke", "--quiet", "--out",
+    res = subprocess.run([sys.executable, "-m", "ddesys.experiments.efficiency", "--scale", "smoke", "--quiet", "--out",
                           str(tmp_path)], cwd=Path(__file__).parents[1], capture_output=True, text=True,
                          timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
     assert res.returncode == 0, res.stderr[-2000:]

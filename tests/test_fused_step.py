@@ -497,7 +497,7 @@ def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
     engine token by token in float32, before and after the longest delay; and the layer's
     own default step (which calls the fused step) matches too."""
     torch = pytest.importorskip("torch")
-    import nn as dnn
+    from ddesys import nn as dnn
     torch.manual_seed(0)
     H, N, B = 16, 8, 2
     layer = dnn.DS4D(H, N, l_max=48)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments.general import data as D
-from experiments.general import listops as LO
+from ddesys.experiments.general import data as D
+from ddesys.experiments.general import listops as LO
 
 ROOT = Path(__file__).parents[1]
 
@@ -106,8 +106,8 @@ def test_listops_tsv_round_trip_and_lra_parentheses(tmp_path):
 
 
 def test_ds4d_width_matches_s4d_parameters():
-    from experiments.general.__main__ import matched_width
-    from experiments.general.train import RunConfig, build
+    from ddesys.experiments.general.__main__ import matched_width
+    from ddesys.experiments.general.train import RunConfig, build
     d = LO.listops(64, 16, 48)
     cfg = RunConfig(family="ds4d", width=64, n_layers=2, d_state=32, bidirectional=True)
     w = matched_width(cfg, d)
@@ -118,7 +118,7 @@ def test_ds4d_width_matches_s4d_parameters():
 
 
 def test_cli_smoke_run_and_resume(tmp_path):
-    cmd = [sys.executable, "-m", "experiments.general", "--scale", "smoke", "--tasks", "listops", "--quiet",
+    cmd = [sys.executable, "-m", "ddesys.experiments.general", "--scale", "smoke", "--tasks", "listops", "--quiet",
            "--out", str(tmp_path)]
     env = dict(os.environ, MPLBACKEND="Agg")
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)

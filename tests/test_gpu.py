@@ -11,7 +11,7 @@ pytest.importorskip("triton")
 
 
 def test_import_gpu_without_triton_or_cuda_is_harmless():
-    import gpu
+    from ddesys import gpu
     import torch
     assert gpu.usable_for(torch.zeros(1)) is False          # CPU tensor, no interpreter flag
 
@@ -38,7 +38,7 @@ def test_kernels_match_reference_under_interpreter():
 def test_kernels_compile_for_the_gpu_ahead_of_time():
     """The interpreter runs the kernels' Python, not compiled code: build the real CUDA binaries (sm_90,
     both dtypes) with the launchers' exact argument types; no GPU needed."""
-    from gpu import aot
+    from ddesys.gpu import aot
     rows = aot.compile_all(archs=(90,))
     assert {(r["kernel"], r["dtype"]) for r in rows} == {
         (k, d) for k in ("transfer forward", "transfer backward", "decode step") for d in ("float32", "float64")}
@@ -51,9 +51,9 @@ def test_kernels_compile_for_the_gpu_ahead_of_time():
 
 
 def test_gpu_verification_script_smoke_run(tmp_path):
-    """The prepared GPU script (`python -m verification.gpu`) runs end to end under the interpreter, so it
+    """The prepared GPU script (`python -m ddesys.verification.gpu`) runs end to end under the interpreter, so it
     cannot crash for a silly reason on the GPU machine; its JSON report is checked row by row."""
-    res = subprocess.run([sys.executable, "-m", "verification.gpu", "--interpret", "--seed", "3", "--out", str(tmp_path)],
+    res = subprocess.run([sys.executable, "-m", "ddesys.verification.gpu", "--interpret", "--seed", "3", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[1],
                          env=dict(os.environ, DDESYS_REFERENCE="0"))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -93,7 +93,7 @@ def test_transfer_kernel_memory_is_o_cm_plus_cn():
     table; no scratch: the AOT test checks the compiled kernels allocate none), never the (C, N2, M)
     tensor of the unfused path."""
     import torch
-    from gpu import transfer as gt
+    from ddesys.gpu import transfer as gt
     C, N2, M = 4, 32, 4096
     A, cb = torch.zeros(C, N2, 3, dtype=torch.complex64), torch.zeros(C, N2, dtype=torch.complex64)
     k = torch.ones(C, dtype=torch.int64)

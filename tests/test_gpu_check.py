@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verification.gpu_report import Report, env_vars
+from ddesys.verification.gpu_report import Report, env_vars
 
 ROOT = Path(__file__).parents[1]
 
@@ -69,7 +69,7 @@ def test_env_vars_restores_set_and_unset_values(monkeypatch):
 def test_without_cuda_the_check_stops_at_the_preflight_and_restores_the_environment(tmp_path, monkeypatch):
     import torch
 
-    from verification import gpu as check
+    from ddesys.verification import gpu as check
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     monkeypatch.setenv("DDESYS_REFERENCE", "1")

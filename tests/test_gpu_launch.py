@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("triton")
 
-import gpu  # noqa: E402
+from ddesys import gpu  # noqa: E402
 from ddesys import transfer as dtr  # noqa: E402
-from gpu import decode as gd  # noqa: E402
-from gpu import transfer as gt  # noqa: E402
+from ddesys.gpu import decode as gd  # noqa: E402
+from ddesys.gpu import transfer as gt  # noqa: E402
 
 C, N2, M = 3, 4, 16
 

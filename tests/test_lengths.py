@@ -4,7 +4,7 @@ after it, the model's forward with pooling, and generate. References: each seque
 import pytest
 import torch
 
-from nn import DS4D, S4D, SequenceModel
+from ddesys.nn import DS4D, S4D, SequenceModel
 
 F64 = torch.float64
 LENS = [7, 12, 3]

@@ -18,8 +18,8 @@ import sys
 import pytest
 import torch
 
-import nn as dnn
-from nn import SequenceModel
+from ddesys import nn as dnn
+from ddesys.nn import SequenceModel
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from nn_helpers import reference_model_forward
@@ -322,7 +322,7 @@ def test_whole_model_loads_with_weights_only(layer, kw):
 COMPILE_SCRIPT = """
 import math, sys, warnings
 import torch
-from nn import DS4D, S4D
+from ddesys.nn import DS4D, S4D
 warnings.simplefilter("ignore")
 backend = sys.argv[1]
 for cls in (DS4D, S4D):

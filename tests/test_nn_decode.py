@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-import nn as dnn
-from nn import DS4D, S4D, SequenceModel, param_groups
+from ddesys import nn as dnn
+from ddesys.nn import DS4D, S4D, SequenceModel, param_groups
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,

@@ -6,10 +6,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import nn.ds4d as ds4d_mod  # noqa: E402
-import nn.engine as engine_mod  # noqa: E402
+import ddesys.nn.ds4d as ds4d_mod  # noqa: E402
+import ddesys.nn.engine as engine_mod  # noqa: E402
 from ddesys import step as fstep  # noqa: E402
-from nn import DS4D  # noqa: E402
+from ddesys.nn import DS4D  # noqa: E402
 
 try:
     from nn_helpers import bhl, layer_oracle

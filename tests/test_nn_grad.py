@@ -13,7 +13,7 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from nn import DS4D, S4D
+from ddesys.nn import DS4D, S4D
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from oracle import impulse_response, rel_err

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from nn import DS4D, S4D
+from ddesys.nn import DS4D, S4D
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from oracle import brute_force, impulse_response, rel_err, rel_max, rrmse

@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from nn import DS4D, S4D, SequenceModel  # noqa: E402
-from nn.ds4d import DS4DCache  # noqa: E402
+from ddesys.nn import DS4D, S4D, SequenceModel  # noqa: E402
+from ddesys.nn.ds4d import DS4DCache  # noqa: E402
 
 
 # ------------------------------------------------------------------------------ the delay range (l_max)

@@ -11,7 +11,7 @@ import pytest  # noqa: E402
 
 import ddesys  # noqa: E402
 from ddesys import next_pow2, plot  # noqa: E402
-from verification.systems import random_delay_system  # noqa: E402
+from ddesys.verification.systems import random_delay_system  # noqa: E402
 
 
 def _labelled(fig):
@@ -32,7 +32,7 @@ def test_plots_render(tmp_path):
 
 
 def _check_kernel_accuracy(path, Ls, H):
-    from verification.kernel_accuracy import BOUND, REF_BOUND
+    from ddesys.verification.kernel_accuracy import BOUND, REF_BOUND
     res = json.loads(path.read_text())
     assert res["passed"] is True and res["channels"] == H
     rows = res["rows"]
@@ -46,15 +46,15 @@ def _check_kernel_accuracy(path, Ls, H):
 
 
 def test_kernel_accuracy_script_quick(tmp_path):
-    """Smoke run of ``python -m verification.kernel_accuracy --quick``, judged on its JSON."""
-    from verification import kernel_accuracy
+    """Smoke run of ``python -m ddesys.verification.kernel_accuracy --quick``, judged on its JSON."""
+    from ddesys.verification import kernel_accuracy
     assert kernel_accuracy.main(["--quick", "--json", str(tmp_path / "ka.json")]) == 0
     _check_kernel_accuracy(tmp_path / "ka.json", [1024, 2048], 4)
 
 
 @pytest.mark.slow
 def test_kernel_accuracy_script_full(tmp_path):
-    from verification import kernel_accuracy
+    from ddesys.verification import kernel_accuracy
     assert kernel_accuracy.main(["--json", str(tmp_path / "ka.json")]) == 0
     _check_kernel_accuracy(tmp_path / "ka.json", [1024, 2048, 4096, 8192], 16)
 
@@ -68,7 +68,7 @@ DSS = "Matrix delay systems (DelayStateSpace) vs independent references"
 
 
 def _check_verification(out, cfg, rc, timing_must_pass):
-    """``results.json`` of ``python -m verification`` judged field by field with numeric bounds."""
+    """``results.json`` of ``python -m ddesys.verification`` judged field by field with numeric bounds."""
     res = json.loads((out / "results.json").read_text())
     checks = {c["name"]: c for c in res["checks"]}
     assert list(checks) == ["FFT vs recurrent (Table 7 protocol)", "Contour-shift trade-off",
@@ -136,10 +136,10 @@ def _check_verification(out, cfg, rc, timing_must_pass):
 
 
 def test_verification_smoke_run(tmp_path, monkeypatch):
-    """``python -m verification`` end to end on a configuration a few times smaller than ``--quick``:
+    """``python -m ddesys.verification`` end to end on a configuration a few times smaller than ``--quick``:
     every check runs and every correctness criterion holds (the per-token timing ratio, which a busy
     2-core machine can upset at this size, is reported but not required)."""
-    from verification import __main__ as vmain
+    from ddesys.verification import __main__ as vmain
     monkeypatch.setitem(vmain.CONFIGS, "quick", SMOKE)
     rc = vmain.main(["--quick", "--out", str(tmp_path)])
     _check_verification(tmp_path, SMOKE, rc, timing_must_pass=False)
@@ -147,7 +147,7 @@ def test_verification_smoke_run(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_verification_quick_run(tmp_path):
-    """`python -m verification --quick` (issue 4): every check passes and the report is written."""
-    from verification.__main__ import CONFIGS, main
+    """`python -m ddesys.verification --quick` (issue 4): every check passes and the report is written."""
+    from ddesys.verification.__main__ import CONFIGS, main
     rc = main(["--quick", "--out", str(tmp_path)])
     _check_verification(tmp_path, CONFIGS["quick"], rc, timing_must_pass=True)

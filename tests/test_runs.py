@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import _runs, _train
-from experiments._ckpt import SIGNAL_AT_ENV
-from experiments.general.__main__ import main as general_main
-from experiments.synthetic.__main__ import main as synthetic_main
+from ddesys.experiments import _runs, _train
+from ddesys.experiments._ckpt import SIGNAL_AT_ENV
+from ddesys.experiments.general.__main__ import main as general_main
+from ddesys.experiments.synthetic.__main__ import main as synthetic_main
 
 ROOT = Path(__file__).parents[1]
 ENV = dict(os.environ, MPLBACKEND="Agg")
@@ -90,7 +90,7 @@ def test_older_results_files_keep_their_runs():
     """CPU results written before keys carried a config hash (four runs of the 2026-11-29 report, curves
     cut, in tests/data) load under the current key scheme, and a current config of the same run finds
     its result."""
-    from experiments.synthetic.train import run_key
+    from ddesys.experiments.synthetic.train import run_key
     meta, runs = _runs.read_results(ROOT / "tests/data/synthetic_results_2026-11-29.json", "synthetic")
     assert len(runs) == 4 and all("|" not in r["key"].split("steps")[-1] for r in runs)   # the old scheme
     keys = {run_key(r["config"]) for r in runs}
@@ -98,7 +98,7 @@ def test_older_results_files_keep_their_runs():
         [run_key(r["config"]) for r in runs], runs))
 
 
-@pytest.mark.parametrize("module", ["experiments.synthetic", "experiments.general", "verification"])
+@pytest.mark.parametrize("module", ["ddesys.experiments.synthetic", "ddesys.experiments.general", "ddesys.verification"])
 def test_unusable_out_fails_within_about_a_second(tmp_path, module):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -123,7 +123,7 @@ def test_prepare_out_probes_by_writing(tmp_path, monkeypatch):
     even when its permission bits look fine: the check creates a file."""
     def refuse(*a, **k):
         raise PermissionError(30, "Read-only file system")
-    from verification import outdir                      # the probe's home; experiments._runs re-exports it
+    from ddesys.verification import outdir                      # the probe's home; experiments._runs re-exports it
     monkeypatch.setattr(outdir.tempfile, "mkstemp", refuse)
     with pytest.raises(_runs.OutError, match="not writable .Read-only file system"):
         _runs.prepare_out(tmp_path)
@@ -145,7 +145,7 @@ def test_arguments_are_checked_at_parse_time(tmp_path, main, args, capsys):
 
 
 def test_task_size_from_the_cli():
-    from experiments.synthetic.__main__ import _parse
+    from ddesys.experiments.synthetic.__main__ import _parse
     args = _parse(["--scale", "smoke", "--tasks", "copy", "sum", "--tokens", "6", "--lag", "20",
                    "--lag-range", "5", "30"])
     sizes = {t.name: (t.T, t.P_min, t.P_max, t.window) for t in args.task_list}
@@ -204,7 +204,7 @@ def test_interrupted_run_resumes_to_the_same_bits(tmp_path, monkeypatch, which):
 def test_sigterm_from_outside_checkpoints_and_the_rerun_finishes(tmp_path):
     """A real SIGTERM from another process, sent once the run has written its first periodic
     checkpoint: the CLI finishes the step, checkpoints and exits 143; the same command then resumes."""
-    cmd = [sys.executable, "-m", "experiments.synthetic"] + SMOKE + [
+    cmd = [sys.executable, "-m", "ddesys.experiments.synthetic"] + SMOKE + [
         "--models", "lstm", "--steps", "200", "--eval-every", "100", "--out", str(tmp_path)]
     proc = subprocess.Popen(cmd + ["--checkpoint-every", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     t0 = time.perf_counter()
@@ -255,7 +255,7 @@ def test_mixed_precision_runs_and_is_its_own_configuration(tmp_path):
 # ------------------------------------------------------------------------------------------ torchrun
 def _torchrun(args, out, nproc=2, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "-m",
-           "experiments.synthetic"] + args + ["--out", str(out)]
+           "ddesys.experiments.synthetic"] + args + ["--out", str(out)]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**ENV, **(env or {})})
 
 
@@ -298,7 +298,7 @@ def test_torchrun_run_resumes_after_a_signal(tmp_path):
 
 def test_atomic_write_gives_a_normal_files_mode(tmp_path):
     """Results written atomically are readable like any other file (mkstemp alone makes them 0600)."""
-    from verification.outdir import atomic_write
+    from ddesys.verification.outdir import atomic_write
     umask = os.umask(0o022)
     try:
         atomic_write(tmp_path / "r.json", "{}")

@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch import nn as tnn
 
-import nn as ddnn
-from nn.optim import param_groups
-from nn.s4compat import DS4D, S4D
+from ddesys import nn as ddnn
+from ddesys.nn.optim import param_groups
+from ddesys.nn.s4compat import DS4D, S4D
 
 F64 = torch.float64
 H, N, L = 8, 8, 24

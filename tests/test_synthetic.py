@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.synthetic import models as M
-from experiments.synthetic.tasks import IGNORE, Task, preset
-from experiments.synthetic.train import RunConfig, ablate, train_run
+from ddesys.experiments.synthetic import models as M
+from ddesys.experiments.synthetic.tasks import IGNORE, Task, preset
+from ddesys.experiments.synthetic.train import RunConfig, ablate, train_run
 
 try:  # tests/ on sys.path (pytest's rootdir-relative import), as in the other test files
     from nn_helpers import spec_discrete
@@ -157,7 +157,7 @@ def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkey
     json.dumps(res)
     from types import SimpleNamespace
 
-    from experiments.synthetic import train as train_mod
+    from ddesys.experiments.synthetic import train as train_mod
     ce = torch.nn.functional.cross_entropy
     monkeypatch.setattr(train_mod, "F", SimpleNamespace(cross_entropy=lambda *a, **k: ce(*a, **k) * float("nan")))
     with pytest.raises(FloatingPointError, match="loss became nan at step 1"):
@@ -165,7 +165,7 @@ def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkey
 
 
 def test_cli_smoke_run_writes_report_and_resumes(tmp_path):
-    cmd = [sys.executable, "-m", "experiments.synthetic", "--scale", "smoke", "--tasks", "copy", "--protocols",
+    cmd = [sys.executable, "-m", "ddesys.experiments.synthetic", "--scale", "smoke", "--tasks", "copy", "--protocols",
            "fixed", "--models", "ds4d", "s4d", "--steps", "4", "--eval-every", "2", "--quiet", "--out", str(tmp_path)]
     env = dict(os.environ, MPLBACKEND="Agg")
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)

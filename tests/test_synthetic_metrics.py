@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.synthetic import report as R
-from experiments.synthetic.tasks import IGNORE, preset
-from experiments.synthetic.train import accuracy, evaluate
+from ddesys.experiments.synthetic import report as R
+from ddesys.experiments.synthetic.tasks import IGNORE, preset
+from ddesys.experiments.synthetic.train import accuracy, evaluate
 
 
 class Oracle(torch.nn.Module):

@@ -13,7 +13,7 @@ import torch
 
 from ddesys import DelayTap, DiscreteDelaySystem, SumSystem
 from ddesys.tap import tap_kernel, tap_support, tap_transfer, tap_weights
-from nn import DS4D, SequenceModel, TapWidthSchedule, set_tap_width
+from ddesys.nn import DS4D, SequenceModel, TapWidthSchedule, set_tap_width
 
 from nn_helpers import spec_discrete
 from oracle import brute_force, rel_max, tap_brute
@@ -232,7 +232,7 @@ def test_to_ddesys_carries_the_tap():
 
 
 def test_s4_dropin_takes_the_tap():
-    from nn.s4compat import DS4D as S4DS4D
+    from ddesys.nn.s4compat import DS4D as S4DS4D
     layer = S4DS4D(8, d_state=8, l_max=32, tap=True)
     sched = TapWidthSchedule(layer, w0=8.0, steps=10)
     y, _ = layer(torch.randn(2, 8, 32))                                     # (B, H, L): S4's layout

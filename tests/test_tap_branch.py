@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-import nn as dnn
+from ddesys import nn as dnn
 from ddesys import DelayTap, DiscreteDelaySystem, SumSystem
-from experiments._tap import tap_zero
-from nn.tap import TapBranch, TapWidthSchedule, max_tap_width
+from ddesys.experiments._tap import tap_zero
+from ddesys.nn.tap import TapBranch, TapWidthSchedule, max_tap_width
 
 from nn_helpers import layer_oracle, spec_discrete
 from oracle import brute_force, rel_max, tap_brute
@@ -51,8 +51,8 @@ def test_tap_is_a_composed_branch():
     assert {n for n, _ in tapped.tap.named_parameters()} == {"e", "nu"}
     assert tapped.tap.nu._optim == {"lr": 1e-2, "weight_decay": 0.0} and tapped.tap.e._optim == {"weight_decay": 0.0}
     # no tap mixin in the layer's bases, and one load hook among the project's classes
-    assert not any(k.__module__ == "nn.tap" for k in dnn.DS4D.__mro__)
-    hooks = [k for k in dnn.DS4D.__mro__ if k.__module__.startswith("nn.") and "_load_from_state_dict" in vars(k)]
+    assert not any(k.__module__ == "ddesys.nn.tap" for k in dnn.DS4D.__mro__)
+    hooks = [k for k in dnn.DS4D.__mro__ if k.__module__.startswith("ddesys.nn.") and "_load_from_state_dict" in vars(k)]
     assert hooks == [dnn.DS4D]
     for path in ("nn/ds4d.py", "nn/tap.py", "nn/delay_range.py", "verification/oracle.py"):
         assert "_parameters" not in (ROOT / path).read_text(), path

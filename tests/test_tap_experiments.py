@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments import _train
-from experiments._ckpt import SIGNAL_AT_ENV
-from experiments._dist import single
-from experiments.delay import models as M
-from experiments.delay.__main__ import main as delay_main
-from experiments.delay.train import run_key
-from experiments.synthetic.__main__ import SCALES
-from experiments.synthetic.__main__ import main as synthetic_main
+from ddesys.experiments import _train
+from ddesys.experiments._ckpt import SIGNAL_AT_ENV
+from ddesys.experiments._dist import single
+from ddesys.experiments.delay import models as M
+from ddesys.experiments.delay.__main__ import main as delay_main
+from ddesys.experiments.delay.train import run_key
+from ddesys.experiments.synthetic.__main__ import SCALES
+from ddesys.experiments.synthetic.__main__ import main as synthetic_main
 
 ROOT = Path(__file__).parents[1]
 DELAY = ["--scale", "smoke", "--quiet"]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from nn import DS4D
-from verification import errors as verr
-from verification import oracle as voracle
+from ddesys.nn import DS4D
+from ddesys.verification import errors as verr
+from ddesys.verification import oracle as voracle
 
 try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
     from nn_helpers import F64, make_model, reference_model_forward, spec_discrete

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import nn as dnn
-from verification import oracle
-from verification.errors import rel_err, rel_max, rel_rmse
-from verification.timing import decoder, interleaved
+from ddesys import nn as dnn
+from ddesys.verification import oracle
+from ddesys.verification.errors import rel_err, rel_max, rel_rmse
+from ddesys.verification.timing import decoder, interleaved
 from ddesys import next_pow2
 
 ANCHOR = "anchor: float64 recurrent vs independent NumPy recurrence (seed 0)"

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 import ddesys
-from verification import oracle
-from verification.errors import rel_err
-from verification.systems import random_delay_system
+from ddesys.verification import oracle
+from ddesys.verification.errors import rel_err
+from ddesys.verification.systems import random_delay_system
 
 
 def check_contour(cfg, plot_dir, progress):
@@ -65,7 +65,7 @@ def check_stability(cfg, plot_dir, progress):
     import matplotlib.pyplot as plt
     import torch
 
-    import nn as dnn
+    from ddesys import nn as dnn
     from ddesys import plot as dplot
     rng = np.random.default_rng(3)
     n = cfg["stab_samples"]

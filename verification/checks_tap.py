@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-import nn as dnn
-from verification import oracle
-from verification.errors import rel_rmse
+from ddesys import nn as dnn
+from ddesys.verification import oracle
+from ddesys.verification.errors import rel_rmse
 
 WIDTHS = (1.0, 8.0, 64.0)
 

@@ -1,7 +1,7 @@
 """GPU check of the fused kernels: preflight, correctness against float64 references, then timings.
 
-    python -m verification.gpu --out DIR [--seed S]   # on a CUDA machine (torch with CUDA, triton)
-    python -m verification.gpu --interpret --out DIR  # CPU smoke run of the same code (Triton interpreter)
+    python -m ddesys.verification.gpu --out DIR [--seed S]   # on a CUDA machine (torch with CUDA, triton)
+    python -m ddesys.verification.gpu --interpret --out DIR  # CPU smoke run of the same code (Triton interpreter)
 
 Preflight (:mod:`verification.gpu_preflight`): imports and versions (``array-api-compat`` included:
 without it ``ddesys`` silently falls back to NumPy), the device, one tiny fused launch; a problem stops

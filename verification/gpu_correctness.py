@@ -96,7 +96,7 @@ def check_transfer(device, g, emit):
     against the float64 array-API reference and its autograd. ``N2 = 20``: the backward covers a full and
     a partial block of modes; ``M = 512`` several blocks of frequencies."""
     from ddesys.transfer import sample_points, contour_points
-    from gpu import transfer as gt
+    from ddesys.gpu import transfer as gt
     C, N2, M = 6, 20, 512
     for rdt, cdt in DTYPES:
         k = torch.randint(1, M // 2, (C,), generator=g)
@@ -123,7 +123,7 @@ def check_transfer(device, g, emit):
 def check_decode(device, g, seed, emit, H, N, l_max, B, T, **_):
     """Fused decode step vs the reference step over a sequence that wraps the ring buffer, from a
     NaN-poisoned buffer (slots before ``t = 0`` must be masked, never read)."""
-    import nn as dnn
+    from ddesys import nn as dnn
     for rdt, _ in DTYPES:
         layer = dnn.DS4D(H, N, l_max=l_max, seed=seed).to(device=device, dtype=rdt)
         x = torch.randn(B, T, H, dtype=rdt, generator=g).to(device)
@@ -147,7 +147,7 @@ def check_layer_gradient(device, g, seed, emit, H, N, l_max, B, **_):
     Both synthesize the kernel from the same parameters; they differ by the sampled transfer function's
     rounding amplified by the contour restoration, which the layer's contour keeps below 1e-12
     (``ddesys.contour.TOLERANCE``) relative; the bound allows 1000 times that."""
-    import nn as dnn
+    from ddesys import nn as dnn
     layer = dnn.DS4D(H, N, l_max=l_max, seed=seed).double().to(device)
     x = torch.randn(B, l_max, H, dtype=torch.float64, generator=g).to(device)
     w = torch.randn(B, l_max, H, dtype=torch.float64, generator=g).to(device)
@@ -166,7 +166,7 @@ def check_layer_gradient(device, g, seed, emit, H, N, l_max, B, **_):
 def check_prefill_then_step(device, g, seed, emit, H, N, l_max, B, P, **_):
     """``prefill`` a prompt on the device, then ``step`` the rest (fused decode), against the FFT output
     of the whole sequence; prompts shorter and longer than the ring buffer (DS4D: ``R <= l_max``)."""
-    import nn as dnn
+    from ddesys import nn as dnn
     T = P[-1] + P[0]
     x = torch.randn(B, T, H, dtype=torch.float64, generator=g).to(device)
     for layer in (dnn.DS4D(H, N, l_max=l_max, seed=seed), dnn.S4D(H, N, seed=seed)):
@@ -192,7 +192,7 @@ def check_cupy(device, g, emit):
     except ImportError:
         return
     from ddesys.transfer import sample_points, contour_points, sample_transfer
-    from gpu import transfer as gt
+    from ddesys.gpu import transfer as gt
     C, N2, M = 6, 16, 512
     A = random_modes(C, N2, g)
     cb = torch.randn(C, N2, dtype=torch.complex128, generator=g)

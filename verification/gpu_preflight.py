@@ -54,7 +54,7 @@ def preflight(interpret=False):
 
     import torch
 
-    import gpu
+    from ddesys import gpu
     from ddesys.backend import TRITON, choose
     try:
         import array_api_compat
@@ -94,7 +94,7 @@ def _tiny_launch(device):
     failure shows here, clearly labelled)."""
     import torch
 
-    from gpu import transfer as gt
+    from ddesys.gpu import transfer as gt
     try:
         A = torch.zeros(1, 1, 3, dtype=torch.complex128, device=device)
         cb = torch.ones(1, 1, dtype=torch.complex128, device=device)

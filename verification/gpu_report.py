@@ -125,7 +125,7 @@ def format_row(r):
 def markdown(data):
     """The report as markdown tables (regenerated from the rows after each one)."""
     m = data["meta"]
-    lines = ["# GPU check (`python -m verification.gpu`)", "",
+    lines = ["# GPU check (`python -m ddesys.verification.gpu`)", "",
              f"status: **{data['status']}**" + ("" if data["ok"] is None else f", ok: **{data['ok']}**"),
              f"device: {m.get('device')}; seed {m.get('seed')}; torch {m.get('torch')}, triton {m.get('triton')}; "
              f"started {m.get('started')}", ""]

@@ -5,9 +5,9 @@
 #
 # 1. installs the carried pure-Python wheels (gpu_wheels/*.whl: array-api-compat, which the GPU image
 #    lacks) into /tmp/ddesys_deps, without any index (zip import of the wheels if pip refuses);
-# 2. python -m verification.gpu: preflight, correctness, timings; JSON + markdown under $OUT/gpu, written
+# 2. python -m ddesys.verification.gpu: preflight, correctness, timings; JSON + markdown under $OUT/gpu, written
 #    row by row (a timeout keeps what was measured);
-# 3. python -m experiments.efficiency --device cuda --scale quick, under $OUT/efficiency (CUDA only, and
+# 3. python -m ddesys.experiments.efficiency --device cuda --scale quick, under $OUT/efficiency (CUDA only, and
 #    only when the preflight passed).
 # Exit status: verification.gpu's (0 pass, 1 a check failed or a section raised, 2 preflight, 124 timeout).
 set -u

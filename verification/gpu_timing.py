@@ -53,7 +53,7 @@ def _peak(device, fn):
 
 def train_rows(device, emit, batch, H, N, Ls, reps, warmup=3):
     """One ``train`` row per ``L``: seconds per step of each implementation and peak memory."""
-    import nn as dnn
+    from ddesys import nn as dnn
     for L in Ls:
         x = torch.randn(batch, L, H, device=device)                           # (B, L, H)
         secs, peak = {}, {}
@@ -88,7 +88,7 @@ def _random_state(cache, position, g):
 def decode_rows(device, emit, H, N, l_max, batches, n_tokens, warmup, prefill_batch=1):
     """``prefill`` rows (batch ``prefill_batch``, prompt ``l_max``) and ``decode`` rows for each layer,
     batch and position (before / after the DS4D layer's longest delay)."""
-    import nn as dnn
+    from ddesys import nn as dnn
     g = torch.Generator().manual_seed(0)
     ds = dnn.DS4D(H, N, l_max=l_max).to(device).eval()
     s4 = dnn.S4D(H, N).to(device).eval()

@@ -1,6 +1,6 @@
 """FFT kernel synthesis (contour shift) against the exact recurrence, paper setting vs automatic.
 
-    python -m verification.kernel_accuracy [--quick] [--channels H] [--modes N2] [--seed S] [--json PATH]
+    python -m ddesys.verification.kernel_accuracy [--quick] [--channels H] [--modes N2] [--seed S] [--json PATH]
 
 For float32 and float64, dt in {1e-3, 1e-2, 1e-1} and L in {1024, 2048, 4096, 8192}, prints the worst
 relative error over channels, ``max_t |K_fft - K_rec| / max_t |K_rec|``, of:
@@ -25,9 +25,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ddesys import next_pow2
-from verification import oracle
-from verification.errors import rel_err
-from verification.systems import random_delay_system
+from ddesys.verification import oracle
+from ddesys.verification.errors import rel_err
+from ddesys.verification.systems import random_delay_system
 
 BOUND = {"float64": 1e-10, "float32": 2e-6}
 REF_BOUND = 1e-12        # the float64 recurrence reference vs the independent NumPy impulse response

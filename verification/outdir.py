@@ -1,6 +1,6 @@
 """Output folders of the command-line tools: checked before any work, written atomically.
 
-Shared by ``python -m verification`` and the experiment CLIs (:mod:`experiments`).
+Shared by ``python -m ddesys.verification`` and the experiment CLIs (:mod:`experiments`).
 """
 from __future__ import annotations
 

@@ -2,13 +2,13 @@
 band-limited white noise in, the same signal delayed by fixed lags out (one output per lag), MSE.
 DS4D against S4D at matched parameter counts, with DS4D's options exposed for the diagnosis.
 
-    python -m experiments.delay                                  # CPU scale (minutes per run on 2 cores)
-    python -m experiments.delay --scale smoke                    # seconds: checks the pipeline
-    python -m experiments.delay --delay-init grid lag --p0 0.1 0.9 --seeds 0 1 2
-    python -m experiments.delay --lags 256 512 --freq 50         # several lags, another bandwidth
-    python -m experiments.delay --models ds4d --no-glu --norm none    # the surrounding block
-    python -m experiments.delay --models s4d ds4d ds4d-tap       # DS4D with the delayed input tap too
-    python -m experiments.delay --scale paper --device cuda
+    python -m ddesys.experiments.delay                                  # CPU scale (minutes per run on 2 cores)
+    python -m ddesys.experiments.delay --scale smoke                    # seconds: checks the pipeline
+    python -m ddesys.experiments.delay --delay-init grid lag --p0 0.1 0.9 --seeds 0 1 2
+    python -m ddesys.experiments.delay --lags 256 512 --freq 50         # several lags, another bandwidth
+    python -m ddesys.experiments.delay --models ds4d --no-glu --norm none    # the surrounding block
+    python -m ddesys.experiments.delay --models s4d ds4d ds4d-tap       # DS4D with the delayed input tap too
+    python -m ddesys.experiments.delay --scale paper --device cuda
 
 Every DS4D variant's width is chosen so its parameter count is closest to S4D's at ``--width`` with
 the same block options. ``--p0`` and ``--delay-init`` take several values (every combination runs);
@@ -171,7 +171,7 @@ def main(argv=None):
     out = args.out or Path("delay_out") / args.scale
     store = None
     if is_main_process():
-        meta = {"scale": args.scale, "command": "python -m experiments.delay " + " ".join(
+        meta = {"scale": args.scale, "command": "python -m ddesys.experiments.delay " + " ".join(
             sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
         try:
             prepare_out(out)

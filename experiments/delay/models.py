@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import nn as dnn
+from ddesys import nn as dnn
 
 from .._tap import width_schedule
 from . import FAMILIES

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-import nn as dnn
+from ddesys import nn as dnn
 
 from .._ckpt import Diverged, Interrupted
 from .._dist import single

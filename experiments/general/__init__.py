@@ -1,1 +1,1 @@
-"""General sequence benchmarks (paper section 5.3): ``python -m experiments.general``."""
+"""General sequence benchmarks (paper section 5.3): ``python -m ddesys.experiments.general``."""

@@ -1,9 +1,9 @@
 """General sequence benchmarks (paper section 5.3, appendix C.4): DS4D against S4D at matched parameters.
 
-    python -m experiments.general                                   # sdigits + generated ListOps, CPU scale
-    python -m experiments.general --tasks smnist --data-dir ~/mnist  # sequential MNIST from local IDX files
-    python -m experiments.general --tasks listops --data-dir ~/lra/listops   # LRA's TSV files
-    python -m experiments.general --scale smoke                     # seconds
+    python -m ddesys.experiments.general                                   # sdigits + generated ListOps, CPU scale
+    python -m ddesys.experiments.general --tasks smnist --data-dir ~/mnist  # sequential MNIST from local IDX files
+    python -m ddesys.experiments.general --tasks listops --data-dir ~/lra/listops   # LRA's TSV files
+    python -m ddesys.experiments.general --scale smoke                     # seconds
 
 Tasks: ``sdigits`` (scikit-learn's 8x8 digits, 64 steps, unidirectional, delays start at one row),
 ``smnist`` / ``psmnist`` (784 steps, unidirectional, delays at one row = 28), ``listops`` (bidirectional,
@@ -174,7 +174,7 @@ def main(argv=None):
     out = args.out or Path("general_out") / args.scale
     store = None
     if is_main_process():                                # rank 0 alone owns the files (torchrun)
-        meta = {"scale": args.scale, "command": "python -m experiments.general " + " ".join(
+        meta = {"scale": args.scale, "command": "python -m ddesys.experiments.general " + " ".join(
             sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
         try:
             prepare_out(out)

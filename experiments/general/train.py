@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import nn as dnn
+from ddesys import nn as dnn
 
 from .._ckpt import Diverged, Interrupted
 from .._dist import single

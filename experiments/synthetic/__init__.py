@@ -1,4 +1,4 @@
-"""The paper's synthetic delay tasks (section 5.1, appendix C.2): ``python -m experiments.synthetic``."""
+"""The paper's synthetic delay tasks (section 5.1, appendix C.2): ``python -m ddesys.experiments.synthetic``."""
 
 FAMILIES = ("ds4d", "ds4d-tap", "s4d", "lstm", "mamba", "gpt2", "llama")   # model families (see .models)
 HF_FAMILIES = ("mamba", "gpt2", "llama")                          # the ones built by transformers

@@ -1,13 +1,13 @@
 """The paper's synthetic experiments (section 5.1, appendix C): six delay tasks, DS4D against baselines
 at matched parameter counts.
 
-    python -m experiments.synthetic --tasks copy          # CPU scale: copy, 3 models x 3 seeds, ~2 h on 2 cores
-    python -m experiments.synthetic --models lstm gpt2 llama          # the other baselines at CPU scale
-    python -m experiments.synthetic --scale smoke         # seconds: checks the pipeline
-    python -m experiments.synthetic --scale paper --device cuda      # full scale (GPU)
-    python -m experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
-    python -m experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
-    python -m experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
+    python -m ddesys.experiments.synthetic --tasks copy          # CPU scale: copy, 3 models x 3 seeds, ~2 h on 2 cores
+    python -m ddesys.experiments.synthetic --models lstm gpt2 llama          # the other baselines at CPU scale
+    python -m ddesys.experiments.synthetic --scale smoke         # seconds: checks the pipeline
+    python -m ddesys.experiments.synthetic --scale paper --device cuda      # full scale (GPU)
+    python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
+    python -m ddesys.experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
+    python -m ddesys.experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
@@ -130,7 +130,7 @@ def main(argv=None):
     out = args.out or Path("synthetic_out") / args.scale
     store = None
     if is_main_process():                                # rank 0 alone owns the files (torchrun)
-        meta = {"scale": args.scale, "command": "python -m experiments.synthetic " + " ".join(
+        meta = {"scale": args.scale, "command": "python -m ddesys.experiments.synthetic " + " ".join(
             sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
         try:
             prepare_out(out)

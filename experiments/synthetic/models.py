@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-import nn as dnn
+from ddesys import nn as dnn
 
 from . import FAMILIES, HF_FAMILIES
 N_HEADS = 4                     # attention heads of the Transformer recipes

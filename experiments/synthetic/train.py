@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import nn as dnn
+from ddesys import nn as dnn
 from ddesys.parameterization import ablation_kinds
 
 from .._ckpt import Diverged, Interrupted

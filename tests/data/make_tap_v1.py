@@ -1,6 +1,7 @@
 """Generated tests/data/tap_v1.pt with the code of commit c61f375 (the tap as DS4D mixin: keys tap_e, nu_tap,
 tap_width_bits). Kept for the record; rerunning it now writes the new keys."""
-import torch, nn
+import torch
+from ddesys import nn
 torch.manual_seed(0)
 out = {}
 configs = {
