@@ -3,7 +3,11 @@
 NumPy always; CuPy arrays are accepted where noted; Numba compiles the CPU recurrences when installed;
 torch and CuPy are never imported here. See the README for a tour.
 """
-from ._array import next_pow2, unit_roundoff
+from ._legacy import install_source_finder as _install_source_finder
+
+_install_source_finder(__file__)         # a source checkout without install: ddesys.nn etc. from its folders
+
+from ._array import next_pow2, unit_roundoff  # noqa: E402
 from ._validate import MAX_DELAY_STEPS
 from .contour import Contour, choose_contour
 from .continuous import DelaySystem

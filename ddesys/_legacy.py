@@ -79,3 +79,31 @@ def alias(old, stacklevel=3):
         sys.meta_path.insert(0, _FINDER)
     _FINDER.active.add(old)
     return real
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """In a source checkout that was not installed (``PYTHONPATH=.``, a copied working tree), finds
+    ``ddesys.nn`` etc. in the folders beside ``ddesys/``. Last in ``sys.meta_path``: an installed layout
+    (regular or editable) always wins."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def find_spec(self, fullname, path=None, target=None):
+        head, _, sub = fullname.partition(".")
+        if head != "ddesys" or sub not in ("nn", "gpu", "verification", "experiments"):
+            return None
+        init = self.root / sub / "__init__.py"
+        if not init.is_file():
+            return None
+        return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[str(init.parent)])
+
+
+def install_source_finder(package_file):
+    """Called by ``ddesys/__init__.py``: in a source checkout (``pyproject.toml`` beside ``ddesys/``),
+    append :class:`_SourceFinder` so the subpackages import without an install."""
+    from pathlib import Path
+    root = Path(package_file).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "nn" / "__init__.py").is_file():
+        if not any(isinstance(f, _SourceFinder) for f in sys.meta_path):
+            sys.meta_path.append(_SourceFinder(root))

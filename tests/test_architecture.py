@@ -129,3 +129,16 @@ def test_one_home_per_formula():
         for f in _files(pkg):
             text = f.read_text()
             assert "(1 - p) * abar" not in text and "torch.sigmoid(" not in text, f
+
+
+def test_a_source_checkout_imports_without_an_install(tmp_path):
+    """Without site-packages' editable finder (``python -S``, the checkout on ``PYTHONPATH``, as on a copied
+    working tree): ``ddesys.nn`` and ``ddesys.verification`` come from the folders beside ``ddesys/``."""
+    import site
+    sp = [p for p in site.getsitepackages() if pathlib.Path(p, "numpy").is_dir()]
+    code = ("import ddesys.nn, ddesys.verification.oracle, ddesys.experiments._runs, pathlib\n"
+            "print(pathlib.Path(ddesys.nn.__file__).parent.name, pathlib.Path(ddesys.verification.__file__).parent.name)")
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300, env={"PYTHONPATH": ":".join([str(ROOT)] + sp), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["nn", "verification"]

@@ -21,10 +21,10 @@ if compgen -G "gpu_wheels/*.whl" > /dev/null; then
   fi
 fi
 (nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true) > "$OUT/nvidia-smi.csv" 2>&1
-timeout "${CHECK_TIMEOUT:-420}" python -u -m verification.gpu --out "$OUT/gpu" "$@" 2>&1 | tee "$OUT/gpu.log"
+timeout "${CHECK_TIMEOUT:-420}" python -u -m ddesys.verification.gpu --out "$OUT/gpu" "$@" 2>&1 | tee "$OUT/gpu.log"
 rc=${PIPESTATUS[0]}
 if [ "$rc" -ne 2 ] && python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
-  timeout "${EFFICIENCY_TIMEOUT:-150}" python -u -m experiments.efficiency --device cuda --scale quick --quiet \
+  timeout "${EFFICIENCY_TIMEOUT:-150}" python -u -m ddesys.experiments.efficiency --device cuda --scale quick --quiet \
     --out "$OUT/efficiency" > "$OUT/efficiency.log" 2>&1
   echo "efficiency: exit $? (log: $OUT/efficiency.log)"; tail -n 12 "$OUT/efficiency.log"
 fi
