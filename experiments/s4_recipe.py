@@ -1,0 +1,212 @@
+"""The S4 repository's ``example.py`` recipe with the one-line swap, on an offline 64-step task (issue 21).
+
+    python -m ddesys.experiments.s4_recipe --seeds 5 --out DIR [--arms s4d ds4d ...] [--epochs 10]
+
+The model is ``example.py``'s ``S4Model``: ``Linear`` encoder, ``n_layers`` x [LayerNorm (prenorm) ->
+layer -> dropout -> residual], mean pooling, ``Linear`` decoder; each layer built as ``example.py`` does,
+``S4D(d_model, dropout=dropout, transposed=True, lr=min(0.001, lr))``. The optimizer is S4's
+``setup_optimizer``: one AdamW group (``lr``, ``weight_decay``) for the parameters without ``_optim``, one
+group per distinct ``_optim`` dict, and ``CosineAnnealingLR(optimizer, epochs)`` stepped per epoch.
+The data: scikit-learn's 8x8 digits as 64-step pixel sequences of one feature
+(:func:`experiments.general.data.sdigits`: a fixed stratified split, 1437 train / 360 test).
+
+Arms (``--arms``, by name; :data:`ARMS`): the layer class and the keyword arguments added to the layer
+call, plus an optional change of the ``_optim`` hints. Each arm differs from ``ds4d`` (the swap as a user
+writes it) in one thing, to measure what each difference between the drop-ins costs.
+
+Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step) and
+``DIR/results.md`` (mean +- std per arm). ``DIR`` must not exist or be empty.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+from ddesys.nn import s4compat
+
+DELAY_PARAMS = ("r", "theta", "nu_tau")
+
+
+def _hints_main_rate(names):
+    """A hint change: ``names`` of every DS4D core lose S4's ``lr`` (main rate, still no weight decay)."""
+    def apply(model):
+        for layer in model.s4_layers:
+            for n in names:
+                p = getattr(layer.kernel, n, None)
+                if p is not None:
+                    p._optim = {k: v for k, v in p._optim.items() if k != "lr"}
+    return apply
+
+
+def _freeze_B(model):
+    """S4's own S4D has no trainable ``B`` (it is 1): freeze it."""
+    for layer in model.s4_layers:
+        layer.kernel.B.requires_grad_(False)
+
+
+# arm name -> (class name in nn.s4compat, layer kwargs, hint change or None, description)
+ARMS = {
+    "s4d": ("S4D", {}, None, "nn.s4compat.S4D (the reference)"),
+    "s4d-lin": ("S4D", {"init": "lin"}, None, "S4D with S4D-Lin poles (as the S4 repository's S4D)"),
+    "s4d-fixB": ("S4D", {"init": "lin"}, _freeze_B, "S4D-Lin, B fixed at 1: the S4 repository's S4D"),
+    "ds4d": ("DS4D", {}, None, "nn.s4compat.DS4D, the one-line swap (drop-in defaults: p0 = 0.015)"),
+    "ds4d-p0.1": ("DS4D", {"p0": 0.1}, None, "DS4D with the paper's p0 = 0.1 (the drop-in's default before issue 21)"),
+    "ds4d-p0.1-mainlr": ("DS4D", {"p0": 0.1}, _hints_main_rate(DELAY_PARAMS),
+                         "p0 = 0.1, r/theta/nu_tau at the main rate (no weight decay) instead of S4's lr"),
+    "ds4d-p0": ("DS4D", {"p0": 0.0}, None, "DS4D with p0 = 0 (S4D at initialization)"),
+    "ds4d-theta0": ("DS4D", {"theta0": 0.0}, None, "DS4D (p0 = 0.015) with theta0 = 0 (the paper's sMNIST phase)"),
+    "ds4d-mainlr": ("DS4D", {}, _hints_main_rate(DELAY_PARAMS),
+                    "DS4D (p0 = 0.015), r/theta/nu_tau at the main rate (no weight decay)"),
+    "ds4d-p0-lin": ("DS4D", {"p0": 0.0, "init": "lin"}, None, "DS4D p0 = 0 with S4D-Lin poles"),
+    "ds4d-lmax": ("DS4D", {"l_max": 16}, None, "DS4D (p0 = 0.015) with delays in [1, 15] (l_max = 16)"),
+}
+
+
+class S4Model(nn.Module):
+    """The S4 repository's ``example.py`` model (prenorm)."""
+
+    def __init__(self, layer_cls, d_input, d_output, d_model, n_layers, dropout, lr, prenorm=True, **layer_kw):
+        super().__init__()
+        self.prenorm = prenorm
+        self.encoder = nn.Linear(d_input, d_model)
+        self.s4_layers, self.norms, self.dropouts = nn.ModuleList(), nn.ModuleList(), nn.ModuleList()
+        for _ in range(n_layers):
+            self.s4_layers.append(layer_cls(d_model, dropout=dropout, transposed=True, lr=lr, **layer_kw))
+            self.norms.append(nn.LayerNorm(d_model))
+            self.dropouts.append(nn.Dropout1d(dropout))
+        self.decoder = nn.Linear(d_model, d_output)
+
+    def forward(self, x):
+        x = self.encoder(x).transpose(-1, -2)                        # (B, L, 1) -> (B, H, L)
+        for layer, norm, dropout in zip(self.s4_layers, self.norms, self.dropouts):
+            z = x
+            if self.prenorm:
+                z = norm(z.transpose(-1, -2)).transpose(-1, -2)
+            z, _ = layer(z)
+            x = dropout(z) + x
+            if not self.prenorm:
+                x = norm(x.transpose(-1, -2)).transpose(-1, -2)
+        return self.decoder(x.transpose(-1, -2).mean(dim=1))        # (B, H, L) -> (B, classes)
+
+
+def setup_optimizer(model, lr, weight_decay, epochs):
+    """S4's ``setup_optimizer`` (example.py): plain parameters in one AdamW group, one group per distinct
+    ``_optim`` dict, cosine schedule over ``epochs``. Parameters that do not require grad are left out."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW([p for p in params if not hasattr(p, "_optim")], lr=lr, weight_decay=weight_decay)
+    hps = [p._optim for p in params if hasattr(p, "_optim")]
+    for hp in [dict(s) for s in sorted(dict.fromkeys(frozenset(hp.items()) for hp in hps))]:
+        optimizer.add_param_group({"params": [p for p in params if getattr(p, "_optim", None) == hp], **hp})
+    return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
+
+
+def build(arm, seed, d_model=64, n_layers=4, dropout=0.1, lr=0.01):
+    cls_name, kw, change, _ = ARMS[arm]
+    torch.manual_seed(seed)
+    model = S4Model(getattr(s4compat, cls_name), 1, 10, d_model, n_layers, dropout, min(0.001, lr), **kw)
+    if change is not None:
+        change(model)
+    return model
+
+
+def load_data(n_train=None):
+    from ddesys.experiments.general.data import sdigits
+    d = sdigits()
+    xtr, ytr = torch.as_tensor(d.train.x), torch.as_tensor(d.train.y)
+    if n_train:
+        xtr, ytr = xtr[:n_train], ytr[:n_train]
+    return xtr, ytr, torch.as_tensor(d.test.x), torch.as_tensor(d.test.y)
+
+
+@torch.no_grad()
+def evaluate(model, x, y, batch=256):
+    model.eval()
+    correct = sum(int((model(x[i:i + batch]).argmax(-1) == y[i:i + batch]).sum()) for i in range(0, len(x), batch))
+    model.train()
+    return 100.0 * correct / len(x)
+
+
+def run(arm, seed, data, epochs=10, batch=64, lr=0.01, weight_decay=0.01, d_model=64, n_layers=4, dropout=0.1):
+    xtr, ytr, xte, yte = data
+    model = build(arm, seed, d_model, n_layers, dropout, lr)
+    optimizer, scheduler = setup_optimizer(model, lr, weight_decay, epochs)
+    crit = nn.CrossEntropyLoss()
+    g = torch.Generator().manual_seed(seed)
+    accs, t_steps = [], []
+    for _ in range(epochs):
+        perm = torch.randperm(len(xtr), generator=g)
+        for i in range(0, len(xtr), batch):
+            idx = perm[i:i + batch]
+            t0 = time.perf_counter()
+            optimizer.zero_grad()
+            loss = crit(model(xtr[idx]), ytr[idx])
+            loss.backward()
+            optimizer.step()
+            t_steps.append(time.perf_counter() - t0)
+        scheduler.step()
+        accs.append(evaluate(model, xte, yte))
+    return {"arm": arm, "seed": seed, "final": accs[-1], "best": max(accs), "curve": accs,
+            "ms_per_step": 1e3 * statistics.median(t_steps), "loss": float(loss.detach())}
+
+
+def summarize(results, arms):
+    lines = ["| arm | layer call | final test acc (%) | best | ms/step | seeds |", "|---|---|---|---|---|---|"]
+    for arm in arms:
+        rs = [r for r in results if r["arm"] == arm]
+        if not rs:
+            continue
+        f = [r["final"] for r in rs]
+        sd = statistics.stdev(f) if len(f) > 1 else 0.0
+        lines.append(f"| `{arm}` | {ARMS[arm][3]} | {statistics.mean(f):.1f} +- {sd:.1f} | "
+                     f"{statistics.mean(r['best'] for r in rs):.1f} | "
+                     f"{statistics.median(r['ms_per_step'] for r in rs):.0f} | "
+                     f"{', '.join(str(r['seed']) for r in rs)} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seed0", type=int, default=0)
+    ap.add_argument("--arms", nargs="+", default=["s4d", "ds4d", "ds4d-p0"], choices=sorted(ARMS))
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--d-model", type=int, default=64)
+    ap.add_argument("--n-layers", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--n-train", type=int, default=None, help="first n training samples only (smoke runs)")
+    args = ap.parse_args(argv)
+    if os.path.exists(args.out) and (not os.path.isdir(args.out) or os.listdir(args.out)):
+        ap.error(f"--out {args.out} exists and is not an empty folder")
+    os.makedirs(args.out, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    data = load_data(args.n_train)
+    results = []
+    for arm in args.arms:
+        for seed in range(args.seed0, args.seed0 + args.seeds):
+            r = run(arm, seed, data, epochs=args.epochs, batch=args.batch, d_model=args.d_model,
+                    n_layers=args.n_layers)
+            results.append(r)
+            print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
+                  f"{r['ms_per_step']:.0f} ms/step", flush=True)
+            with open(os.path.join(args.out, "results.json"), "w") as fh:
+                json.dump({"argv": sys.argv[1:] if argv is None else list(argv), "config": vars(args),
+                           "results": results}, fh, indent=1)
+    table = summarize(results, args.arms)
+    with open(os.path.join(args.out, "results.md"), "w") as fh:
+        fh.write(table)
+    print(table)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""Issue 21: the S4 recipe's one-line swap. A ``p0 = 0`` DS4D is S4D (same outputs from the same shared
+parameters), lands in the same optimizer groups of S4's ``setup_optimizer`` apart from the delay
+parameters, and ``experiments.s4_recipe`` runs (smoke). Seconds on 2 cores."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ddesys.experiments import s4_recipe
+from ddesys.nn.s4compat import DS4D, S4D
+
+DELAY = ("r", "theta", "nu_tau")
+
+
+def _pair(dtype=torch.float64, H=8, n_layers=2, lr=1e-3):
+    torch.manual_seed(0)
+    s4 = s4_recipe.S4Model(S4D, 1, 10, H, n_layers, 0.1, lr, d_state=8).to(dtype)
+    torch.manual_seed(1)
+    ds = s4_recipe.S4Model(DS4D, 1, 10, H, n_layers, 0.1, lr, d_state=8, p0=0.0).to(dtype)
+    return s4, ds
+
+
+def test_p0_zero_ds4d_with_s4d_parameters_is_s4d():
+    s4, ds = _pair()
+    x = torch.rand(4, 32, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    ds(x)                                                   # fixes the delay range (l_max = 32)
+    shared = s4.state_dict()
+    missing, unexpected = ds.load_state_dict(shared, strict=False)
+    assert unexpected == []
+    assert {k.rsplit(".", 1)[1] for k in missing} == set(DELAY)
+    s4.eval(), ds.eval()
+    with torch.no_grad():
+        y_s4, y_ds = s4(x), ds(x)
+    assert (y_s4 - y_ds).abs().max() <= 1e-10 * max(1.0, float(y_s4.abs().max()))
+    # and after a training step from the same parameters (the delayed branch stays off: sigmoid(r) = 0)
+    for m in (s4, ds):
+        m.train()
+        opt, _ = s4_recipe.setup_optimizer(m, 1e-2, 1e-2, 1)
+        torch.manual_seed(3)
+        torch.nn.functional.cross_entropy(m(x), torch.arange(4)).backward()
+        opt.step()
+    for k, v in s4.state_dict().items():
+        assert torch.allclose(v, ds.state_dict()[k], rtol=0, atol=1e-8), k
+
+
+@pytest.mark.parametrize("setup", ["recipe", "s4_test"])
+def test_same_optimizer_groups_apart_from_delay(setup):
+    s4, ds = _pair(torch.float32)
+    if setup == "recipe":
+        make = lambda m: s4_recipe.setup_optimizer(m, 1e-2, 1e-2, 10)[0]            # noqa: E731
+    else:
+        from test_s4compat import s4_setup_optimizer
+        make = lambda m: s4_setup_optimizer(m, 1e-2, 1e-2, 10)[0]                   # noqa: E731
+
+    def groups(m):
+        out = {}
+        for g in make(m).param_groups:
+            for p in g["params"]:
+                out[p] = (g["lr"], g["weight_decay"])
+        return {n: out[p] for n, p in m.named_parameters() if p.requires_grad}
+
+    g4, gd = groups(s4), groups(ds)
+    delay = {n for n in gd if n.rsplit(".", 1)[1] in DELAY}
+    assert len(delay) == 2 * len(DELAY)
+    assert set(gd) - delay == set(g4)
+    assert all(gd[n] == g4[n] for n in g4), {n: (g4[n], gd[n]) for n in g4 if g4[n] != gd[n]}
+    # S4's lr hint on S4D's SSM set, the main group (with weight decay) for C, D and the GLU
+    assert g4["s4_layers.0.kernel.log_dt"] == g4["s4_layers.0.kernel.B"] == (1e-3, 0.0)
+    assert g4["s4_layers.0.kernel.C"] == g4["s4_layers.0.output_linear.0.weight"] == (1e-2, 1e-2)
+    # the delayed branch: no weight decay in either case
+    assert all(gd[n][1] == 0.0 for n in delay)
+
+
+def test_smoke_run(tmp_path):
+    out = tmp_path / "run"
+    rs = s4_recipe.main(["--seeds", "1", "--epochs", "1", "--n-train", "64", "--d-model", "8", "--n-layers", "1",
+                         "--arms", "s4d", "ds4d", "--out", str(out)])
+    assert [r["arm"] for r in rs] == ["s4d", "ds4d"]
+    saved = json.loads((out / "results.json").read_text())
+    assert len(saved["results"]) == 2 and "| `ds4d` |" in (out / "results.md").read_text()
+    with pytest.raises(SystemExit):                         # --out is checked before any work
+        s4_recipe.main(["--seeds", "1", "--out", str(out)])
