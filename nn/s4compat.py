@@ -275,7 +275,7 @@ class DS4D(_S4Compat):
         ``p0`` defaults to ``0.015`` here (:class:`nn.DS4D`'s own default is the paper's ``0.1``): in S4's
         recipe every SSM parameter trains at S4's small ``lr``, so the branch allocation ``p`` barely moves
         from its start, and ``p0 = 0.1`` shortens every mode's memory (the main branch ``(1 - p) abar``
-        decays by ``0.9`` per step). On 64-step digits that cost 9 points after 5 epochs and 0.5 after
+        decays by ``0.9`` per step). On 64-step digits that cost 8 points after 5 epochs and 0.5 after
         10 (docs/experiments/s4-recipe/report.md). ``0.015`` is the paper's value for its image benchmarks;
         ``p0=0.1`` gives the paper's synthetic-task initialization back.
 
