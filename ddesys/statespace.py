@@ -363,9 +363,7 @@ class DelayStateSpace(DelayLTI):
         """
         from .norms import h2_norm
 
-        if not self.is_stable():
-            raise ValueError(f"h2_norm of an unstable system (spectral abscissa "
-                             f"{self.spectral_abscissa():.6g} >= 0) is infinite/undefined")
+        self._require_stable("h2_norm")
         return h2_norm(*self._full(), rtol=rtol, is_stable=True)     # the exact test above
 
     def hinf_norm(self, rtol=1e-9):
@@ -389,10 +387,14 @@ class DelayStateSpace(DelayLTI):
         """
         from .norms import hinf_norm
 
-        if not self.is_stable():
-            raise ValueError(f"hinf_norm of an unstable system (spectral abscissa "
-                             f"{self.spectral_abscissa():.6g} >= 0) is infinite")
+        self._require_stable("hinf_norm")
         return hinf_norm(*self._full(), rtol=rtol, is_stable=True)
+
+    def _require_stable(self, what):
+        """The norms exist for stable systems only: refuse others with the spectral abscissa (exact test)."""
+        if not self.is_stable():
+            raise ValueError(f"{what} of an unstable system (spectral abscissa {self.spectral_abscissa():.6g} "
+                             ">= 0) is infinite")
 
     # ---------------------------------------------------------------- time domain
     def simulate(self, u, t, x0=None, h=None):

@@ -93,3 +93,12 @@ def test_ds4d_export_converts_to_the_matrix_classes():
     u = x[0, :, 1].numpy()
     y_ss = np.convolve(u, K)[:64]                       # the layer's channel = its impulse response * input
     np.testing.assert_allclose(y_ss, y, rtol=1e-9, atol=1e-10)
+
+
+def test_norms_of_an_unstable_system_are_refused_by_the_exact_test():
+    # x' = 0.5 x + 0.1 x(t - 1): the real root of s = 0.5 + 0.1 e^{-s} is 0.5573 (Lambert W, computed here)
+    root = float((0.5 + lambertw(0.1 * np.exp(-0.5), 0)).real)
+    sys = ddesys.DelayStateSpace([[0.5]], [[0.1]], 1.0)
+    for norm in (sys.h2_norm, sys.hinf_norm):
+        with pytest.raises(ValueError, match=f"unstable system \\(spectral abscissa {root:.6g}"):
+            norm()
