@@ -171,39 +171,73 @@ def summarize(results, arms):
     return "\n".join(lines) + "\n"
 
 
+def _positive_int(v):
+    n = int(v)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
+    return n
+
+
+SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train")    # runs merge only under the same recipe
+
+
+def _load(path, config):
+    """The runs already in ``path`` (``results.json``), or ``[]``; a file of another recipe or program is
+    refused untouched, before any work."""
+    if not os.path.exists(path):
+        return []
+    try:
+        with open(path) as fh:
+            old = json.load(fh)
+        prev = {k: old["config"][k] for k in SHAPE_KEYS}
+        runs = [r for r in old["results"] if {"arm", "seed", "final", "best", "ms_per_step"} <= set(r)]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"error: {path} is not a results file of this script ({exc!r}); use another --out")
+    if prev != {k: config[k] for k in SHAPE_KEYS}:
+        raise SystemExit(f"error: {path} holds runs of another recipe {prev}; use another --out or the same "
+                         "--epochs/--batch/--d-model/--n-layers/--n-train")
+    return runs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--out", required=True, help="folder; a rerun into it adds the missing (arm, seed) runs")
+    ap.add_argument("--seeds", type=_positive_int, default=5)
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--arms", nargs="+", default=["s4d", "ds4d", "ds4d-p0"], choices=sorted(ARMS))
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--d-model", type=int, default=64)
-    ap.add_argument("--n-layers", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    ap.add_argument("--n-train", type=int, default=None, help="first n training samples only (smoke runs)")
+    ap.add_argument("--epochs", type=_positive_int, default=10)
+    ap.add_argument("--batch", type=_positive_int, default=64)
+    ap.add_argument("--d-model", type=_positive_int, default=64)
+    ap.add_argument("--n-layers", type=_positive_int, default=4)
+    ap.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--n-train", type=_positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)
-    if os.path.exists(args.out) and (not os.path.isdir(args.out) or os.listdir(args.out)):
-        ap.error(f"--out {args.out} exists and is not an empty folder")
-    os.makedirs(args.out, exist_ok=True)
+    from ddesys.verification.outdir import OutError, atomic_write, prepare_out
+    try:
+        prepare_out(args.out)                        # before any work: an unusable folder fails at once
+    except OutError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    path = os.path.join(args.out, "results.json")
+    results = _load(path, vars(args))
+    done = {(r["arm"], r["seed"]) for r in results}
     if args.threads:
         torch.set_num_threads(args.threads)
     data = load_data(args.n_train)
-    results = []
     for arm in args.arms:
         for seed in range(args.seed0, args.seed0 + args.seeds):
+            if (arm, seed) in done:
+                print(f"{arm:14s} seed {seed}: already in {path}", flush=True)
+                continue
             r = run(arm, seed, data, epochs=args.epochs, batch=args.batch, d_model=args.d_model,
                     n_layers=args.n_layers)
             results.append(r)
             print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
                   f"{r['ms_per_step']:.0f} ms/step", flush=True)
-            with open(os.path.join(args.out, "results.json"), "w") as fh:
-                json.dump({"argv": sys.argv[1:] if argv is None else list(argv), "config": vars(args),
-                           "results": results}, fh, indent=1)
-    table = summarize(results, args.arms)
-    with open(os.path.join(args.out, "results.md"), "w") as fh:
-        fh.write(table)
+            atomic_write(path, json.dumps({"program": "ddesys.experiments.s4_recipe", "config": vars(args),
+                                           "results": results}, indent=1))   # after every run: interrupt-safe
+    arms = list(dict.fromkeys([r["arm"] for r in results]))
+    table = summarize(results, arms)
+    atomic_write(os.path.join(args.out, "results.md"), table)
     print(table)
     return results
 

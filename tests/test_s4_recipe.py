@@ -82,3 +82,23 @@ def test_smoke_run(tmp_path):
     assert len(saved["results"]) == 2 and "| `ds4d` |" in (out / "results.md").read_text()
     with pytest.raises(SystemExit):                         # --out is checked before any work
         s4_recipe.main(["--seeds", "1", "--out", str(out)])
+
+
+def test_rerun_into_one_folder_adds_only_the_missing_runs(tmp_path, capsys):
+    out = tmp_path / "run"
+    base = ["--epochs", "1", "--n-train", "64", "--d-model", "8", "--n-layers", "1", "--out", str(out)]
+    s4_recipe.main(["--seeds", "1", "--arms", "s4d"] + base)
+    first = json.loads((out / "results.json").read_text())["results"]
+    rs = s4_recipe.main(["--seeds", "2", "--arms", "s4d"] + base)       # seed 0 kept, seed 1 added
+    assert [(r["arm"], r["seed"]) for r in rs] == [("s4d", 0), ("s4d", 1)] and rs[0] == first[0]
+    assert "already in" in capsys.readouterr().out
+    (out / "results.json").write_text("{not json")
+    with pytest.raises(SystemExit, match="not a results file"):         # damaged: refused untouched
+        s4_recipe.main(["--seeds", "1", "--arms", "s4d"] + base)
+    assert (out / "results.json").read_text() == "{not json"
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SystemExit, match="error"):
+        s4_recipe.main(["--seeds", "1", "--arms", "s4d", "--out", str(blocker)])
+    with pytest.raises(SystemExit):
+        s4_recipe.main(["--seeds", "0", "--out", str(tmp_path / "x")])  # bad argument at parse time
