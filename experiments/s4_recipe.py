@@ -2,8 +2,8 @@
 
     python -m ddesys.experiments.s4_recipe --seeds 5 --out DIR [--arms s4d ds4d ...] [--epochs 10]
 
-The model is ``example.py``'s ``S4Model``: ``Linear`` encoder, ``n_layers`` x [LayerNorm (prenorm) ->
-layer -> dropout -> residual], mean pooling, ``Linear`` decoder; each layer built as ``example.py`` does,
+The model is ``example.py``'s ``S4Model``: ``Linear`` encoder, ``n_layers`` x [LayerNorm (prenorm; ``--postnorm``
+after the residual) -> layer -> dropout -> residual], mean pooling, ``Linear`` decoder; each layer built as ``example.py`` does,
 ``S4D(d_model, dropout=dropout, transposed=True, lr=min(0.001, lr))``. The optimizer is S4's
 ``setup_optimizer``: one AdamW group (``lr``, ``weight_decay``) for the parameters without ``_optim``, one
 group per distinct ``_optim`` dict, and ``CosineAnnealingLR(optimizer, epochs)`` stepped per epoch.
@@ -15,7 +15,10 @@ call, plus an optional change of the ``_optim`` hints. Each arm differs from ``d
 writes it) in one thing, to measure what each difference between the drop-ins costs.
 
 Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step) and
-``DIR/results.md`` (mean +- std per arm). ``DIR`` must not exist or be empty.
+``DIR/results.md`` (mean +- std per arm). A rerun into the same ``DIR`` adds only the missing (arm, seed)
+runs of the same recipe; a ``DIR`` holding another recipe's runs is refused before any work.
+``--postnorm`` gives ``example.py``'s own default (LayerNorm after the residual), the second configuration
+the report checks.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ DELAY_PARAMS = ("r", "theta", "nu_tau")
 
 def _hints_main_rate(names):
     """A hint change: ``names`` of every DS4D core lose S4's ``lr`` (main rate, still no weight decay)."""
-    def apply(model):
+    def apply(model, **ctx):
         for layer in model.s4_layers:
             for n in names:
                 p = getattr(layer.kernel, n, None)
@@ -45,13 +48,27 @@ def _hints_main_rate(names):
     return apply
 
 
-def _freeze_B(model):
+def _freeze_B(model, **ctx):
     """S4's own S4D has no trainable ``B`` (it is 1): freeze it."""
     for layer in model.s4_layers:
         layer.kernel.B.requires_grad_(False)
 
 
-# arm name -> (class name in nn.s4compat, layer kwargs, hint change or None, description)
+def _s4d_init(model, seed, d_model, n_layers, dropout, lr, prenorm):
+    """Every parameter DS4D shares with S4D (encoder, norms, ``log_dt``, ``nu``, ``B``, ``C``, ``D``, GLU,
+    decoder) set to the values the ``s4d`` arm draws for the same seed: the arms then differ by the
+    delayed branch alone, not by the random stream (DS4D draws ``theta`` and its grid order first)."""
+    ref = dict(build("s4d", seed, d_model, n_layers, dropout, lr, prenorm).named_parameters())
+    own = dict(model.named_parameters())
+    missing = sorted(n for n in ref if n not in own or own[n].shape != ref[n].shape)
+    if missing:
+        raise RuntimeError(f"the s4d arm has parameters DS4D lacks: {missing}")
+    with torch.no_grad():
+        for n, v in ref.items():
+            own[n].copy_(v)
+
+
+# arm name -> (class name in nn.s4compat, layer kwargs, change(model, **ctx) or None, description)
 ARMS = {
     "s4d": ("S4D", {}, None, "nn.s4compat.S4D (the reference)"),
     "s4d-lin": ("S4D", {"init": "lin"}, None, "S4D with S4D-Lin poles (as the S4 repository's S4D)"),
@@ -66,6 +83,8 @@ ARMS = {
                     "DS4D (p0 = 0.015), r/theta/nu_tau at the main rate (no weight decay)"),
     "ds4d-p0-lin": ("DS4D", {"p0": 0.0, "init": "lin"}, None, "DS4D p0 = 0 with S4D-Lin poles"),
     "ds4d-lmax": ("DS4D", {"l_max": 16}, None, "DS4D (p0 = 0.015) with delays in [1, 15] (l_max = 16)"),
+    "ds4d-s4dinit": ("DS4D", {}, _s4d_init, "DS4D (p0 = 0.015), shared parameters drawn as the s4d arm's"),
+    "ds4d-p0-s4dinit": ("DS4D", {"p0": 0.0}, _s4d_init, "DS4D p0 = 0, shared parameters drawn as the s4d arm's"),
 }
 
 
@@ -107,12 +126,13 @@ def setup_optimizer(model, lr, weight_decay, epochs):
     return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
 
 
-def build(arm, seed, d_model=64, n_layers=4, dropout=0.1, lr=0.01):
+def build(arm, seed, d_model=64, n_layers=4, dropout=0.1, lr=0.01, prenorm=True):
     cls_name, kw, change, _ = ARMS[arm]
     torch.manual_seed(seed)
-    model = S4Model(getattr(s4compat, cls_name), 1, 10, d_model, n_layers, dropout, min(0.001, lr), **kw)
+    model = S4Model(getattr(s4compat, cls_name), 1, 10, d_model, n_layers, dropout, min(0.001, lr),
+                    prenorm=prenorm, **kw)
     if change is not None:
-        change(model)
+        change(model, seed=seed, d_model=d_model, n_layers=n_layers, dropout=dropout, lr=lr, prenorm=prenorm)
     return model
 
 
@@ -133,9 +153,10 @@ def evaluate(model, x, y, batch=256):
     return 100.0 * correct / len(x)
 
 
-def run(arm, seed, data, epochs=10, batch=64, lr=0.01, weight_decay=0.01, d_model=64, n_layers=4, dropout=0.1):
+def run(arm, seed, data, epochs=10, batch=64, lr=0.01, weight_decay=0.01, d_model=64, n_layers=4, dropout=0.1,
+        prenorm=True):
     xtr, ytr, xte, yte = data
-    model = build(arm, seed, d_model, n_layers, dropout, lr)
+    model = build(arm, seed, d_model, n_layers, dropout, lr, prenorm)
     optimizer, scheduler = setup_optimizer(model, lr, weight_decay, epochs)
     crit = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(seed)
@@ -178,7 +199,8 @@ def _positive_int(v):
     return n
 
 
-SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train")    # runs merge only under the same recipe
+SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # runs merge only
+RECIPE_DEFAULTS = {"postnorm": False, "dropout": 0.1}       # keys that results files written before them lack
 
 
 def _load(path, config):
@@ -189,13 +211,14 @@ def _load(path, config):
     try:
         with open(path) as fh:
             old = json.load(fh)
-        prev = {k: old["config"][k] for k in SHAPE_KEYS}
+        prev = {k: old["config"][k] if k in old["config"] or k not in RECIPE_DEFAULTS else RECIPE_DEFAULTS[k]
+                for k in SHAPE_KEYS}
         runs = [r for r in old["results"] if {"arm", "seed", "final", "best", "ms_per_step"} <= set(r)]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SystemExit(f"error: {path} is not a results file of this script ({exc!r}); use another --out")
     if prev != {k: config[k] for k in SHAPE_KEYS}:
         raise SystemExit(f"error: {path} holds runs of another recipe {prev}; use another --out or the same "
-                         "--epochs/--batch/--d-model/--n-layers/--n-train")
+                         "--epochs/--batch/--d-model/--n-layers/--n-train/--postnorm/--dropout")
     return runs
 
 
@@ -209,6 +232,9 @@ def main(argv=None):
     ap.add_argument("--batch", type=_positive_int, default=64)
     ap.add_argument("--d-model", type=_positive_int, default=64)
     ap.add_argument("--n-layers", type=_positive_int, default=4)
+    ap.add_argument("--postnorm", action="store_true",
+                    help="LayerNorm after the residual: example.py's default (this recipe's default is its --prenorm)")
+    ap.add_argument("--dropout", type=float, default=0.1, help="example.py's --dropout")
     ap.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=_positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)
@@ -229,7 +255,7 @@ def main(argv=None):
                 print(f"{arm:14s} seed {seed}: already in {path}", flush=True)
                 continue
             r = run(arm, seed, data, epochs=args.epochs, batch=args.batch, d_model=args.d_model,
-                    n_layers=args.n_layers)
+                    n_layers=args.n_layers, dropout=args.dropout, prenorm=not args.postnorm)
             results.append(r)
             print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
                   f"{r['ms_per_step']:.0f} ms/step", flush=True)

@@ -20,6 +20,7 @@ torch.Size([2, 16, 32])
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import numbers
 
@@ -63,7 +64,7 @@ class _S4Compat(nn.Module):
         self.lr = lr
 
         # SSM core, always on (B, H, L): this module transposes like S4 does
-        self.kernel = self._core(d_model, d_state, transposed=True, **kernel_args)
+        self.kernel = self._build_core(d_model, d_state, kernel_args)
         self._register_s4_optim(lr)
 
         # pointwise tail, as S4's S4D
@@ -73,6 +74,9 @@ class _S4Compat(nn.Module):
             nn.Conv1d(d_model, 2 * d_model, kernel_size=1),         # (B, H, L) -> (B, 2H, L)
             nn.GLU(dim=-2),                                         # (B, 2H, L) -> (B, H, L)
         )
+
+    def _build_core(self, d_model, d_state, kernel_args):
+        return self._core(d_model, d_state, transposed=True, **kernel_args)
 
     @classmethod
     def kernel_arg_names(cls):
@@ -314,3 +318,24 @@ class DS4D(_S4Compat):
 
     _core = _DS4DCore
     _defaults = {"p0": 0.015}      # issue 21: the paper's p0 = 0.1 costs points in S4's recipe (see above)
+    _SHARED = ("init", "dt_min", "dt_max", "bidirectional", "seed")     # the core arguments S4D also takes
+
+    def _build_core(self, d_model, d_state, kernel_args):
+        """The core, with every parameter it shares with S4D (``log_dt``, ``nu``, ``B``, ``C``, ``D``) drawn
+        exactly as :class:`S4D` with the same arguments draws it, from the same random stream, and the
+        delay branch's draws (``theta``, the grid order) from a generator of their own: the swap consumes
+        the caller's random numbers as S4D does, so every module built after it is initialized as in the
+        S4D script, and ``p0=0`` trains exactly as S4D (issue 21: otherwise the seeds compared different
+        ``C``, ``D`` and GLU weights). ``seed=None``: the branch's generator is seeded from a digest of
+        torch's random state (read, not advanced)."""
+        ref = _S4DCore(d_model, d_state, transposed=True, **{k: v for k, v in kernel_args.items() if k in self._SHARED})
+        own = kernel_args.get("seed")
+        if own is None:
+            digest = hashlib.blake2b(torch.get_rng_state().numpy().tobytes(), digest_size=8).digest()
+            own = int.from_bytes(digest, "little") >> 1
+        core = self._core(d_model, d_state, transposed=True, **{**kernel_args, "seed": own})
+        with torch.no_grad():
+            for name, p in ref.named_parameters():
+                getattr(core, name).copy_(p)
+        core._step_memo.clear()
+        return core

@@ -45,6 +45,33 @@ def test_p0_zero_ds4d_with_s4d_parameters_is_s4d():
         assert torch.allclose(v, ds.state_dict()[k], rtol=0, atol=1e-8), k
 
 
+@pytest.mark.parametrize("seed", [None, 5])
+def test_the_swap_draws_what_s4d_draws(seed):
+    """Regression (issue 21): the same global seed gave the swap other C, D and downstream weights than
+    S4D (DS4D drew its branch first), so ``p0 = 0`` trained to other accuracies. Now the shared
+    parameters and every module built after the layer are S4D's, and the next random number is too."""
+    kw = {} if seed is None else {"seed": seed}
+    torch.manual_seed(0)
+    s4 = s4_recipe.S4Model(S4D, 1, 10, 8, 2, 0.1, 1e-3, d_state=8, **kw).double()
+    after_s4 = torch.rand(3)
+    torch.manual_seed(0)
+    ds = s4_recipe.S4Model(DS4D, 1, 10, 8, 2, 0.1, 1e-3, d_state=8, p0=0.0, **kw).double()
+    after_ds = torch.rand(3)
+    assert torch.equal(after_s4, after_ds)
+    own = dict(ds.named_parameters())
+    for name, p in s4.named_parameters():
+        assert torch.equal(p, own[name]), name
+    x = torch.rand(4, 32, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    s4.eval(), ds.eval()
+    with torch.no_grad():
+        assert (s4(x) - ds(x)).abs().max() <= 1e-10
+    torch.manual_seed(0)
+    again = s4_recipe.S4Model(DS4D, 1, 10, 8, 2, 0.1, 1e-3, d_state=8, **kw)
+    torch.manual_seed(0)
+    twin = s4_recipe.S4Model(DS4D, 1, 10, 8, 2, 0.1, 1e-3, d_state=8, **kw)
+    assert all(torch.equal(a, b) for a, b in zip(again.parameters(), twin.parameters()))   # reproducible
+
+
 @pytest.mark.parametrize("setup", ["recipe", "s4_test"])
 def test_same_optimizer_groups_apart_from_delay(setup):
     s4, ds = _pair(torch.float32)
