@@ -45,52 +45,65 @@ def numba_available() -> bool:
 if _nb is not None:
 
     @_nb.njit(cache=True, fastmath=True, inline="always")
-    def _channel_nb(lr, li, m1r, m1i, m2r, m2i, br, bi, cr, ci, kb, d, x, y, hr, hi):  # pragma: no cover
-        """One channel, all modes: time outer, modes inner (contiguous, SIMD), real arithmetic."""
+    def _channel_nb(lr, li, m1r, m1i, m2r, m2i, br, bi, cr, ci, kb, d, x, y, hr, hi, P, live):  # pragma: no cover
+        """One channel, all modes: time outer, modes inner (contiguous, SIMD), real arithmetic in the
+        dtype of ``hr`` (float64 or float32).
+
+        ``hr``/``hi`` ``(P + L, N2)``: rows ``0 .. P-1`` hold the states before the run (zero for
+        positions before 0), row ``P + t`` receives ``h_t``. ``live``: the delayed terms reach a position
+        of the run (then ``P >= kb + 1``: every read is in bounds, no test in the loop); else they are
+        zero throughout and ``P >= 1``."""
         N2 = lr.shape[0]
         L = x.shape[0]
         for t in range(L):
+            r = P + t
             xt = x[t]
-            acc = 0.0
-            for n in range(N2):
-                vr = br[n] * xt
-                vi = bi[n] * xt
-                if t >= 1:
-                    pr = hr[t - 1, n]
-                    pi = hi[t - 1, n]
-                    vr += lr[n] * pr - li[n] * pi
-                    vi += lr[n] * pi + li[n] * pr
-                if t >= kb:
-                    pr = hr[t - kb, n]
-                    pi = hi[t - kb, n]
-                    vr += m1r[n] * pr - m1i[n] * pi
-                    vi += m1r[n] * pi + m1i[n] * pr
-                if t >= kb + 1:
-                    pr = hr[t - kb - 1, n]
-                    pi = hi[t - kb - 1, n]
-                    vr += m2r[n] * pr - m2i[n] * pi
-                    vi += m2r[n] * pi + m2i[n] * pr
-                hr[t, n] = vr
-                hi[t, n] = vi
-                acc += cr[n] * vr - ci[n] * vi
-            y[t] = 2.0 * acc + d * xt
+            acc = xt - xt                          # zero in the working precision
+            if live:
+                for n in range(N2):
+                    pr = hr[r - 1, n]
+                    pi = hi[r - 1, n]
+                    qr = hr[r - kb, n]
+                    qi = hi[r - kb, n]
+                    sr = hr[r - kb - 1, n]
+                    si = hi[r - kb - 1, n]
+                    vr = br[n] * xt + (lr[n] * pr - li[n] * pi) + (m1r[n] * qr - m1i[n] * qi) \
+                        + (m2r[n] * sr - m2i[n] * si)
+                    vi = bi[n] * xt + (lr[n] * pi + li[n] * pr) + (m1r[n] * qi + m1i[n] * qr) \
+                        + (m2r[n] * si + m2i[n] * sr)
+                    hr[r, n] = vr
+                    hi[r, n] = vi
+                    acc += cr[n] * vr - ci[n] * vi
+            else:
+                for n in range(N2):
+                    pr = hr[r - 1, n]
+                    pi = hi[r - 1, n]
+                    vr = br[n] * xt + (lr[n] * pr - li[n] * pi)
+                    vi = bi[n] * xt + (lr[n] * pi + li[n] * pr)
+                    hr[r, n] = vr
+                    hi[r, n] = vi
+                    acc += cr[n] * vr - ci[n] * vi
+            y[t] = (acc + acc) + d * xt
 
-    @_nb.njit(parallel=True, cache=True)
+    @_nb.njit(parallel=True, cache=True, fastmath={"contract", "reassoc", "nsz"})   # the loop's flags (inlined)
     def _recurrence_nb(lam, mu, bbar, c, k, alpha, d, x, y, states, keep):  # pragma: no cover - jitted
         B, N2 = lam.shape
         L = x.shape[1]
         for b in _nb.prange(B):
-            hr = np.empty((L, N2))
-            hi = np.empty((L, N2))
+            kb = k[b]
+            live = kb <= L - 1
+            P = kb + 1 if live else 1
+            hr = np.zeros((P + L, N2))
+            hi = np.zeros((P + L, N2))
             m1 = mu[b] * (1.0 - alpha[b])
             m2 = mu[b] * alpha[b]
             _channel_nb(lam[b].real.copy(), lam[b].imag.copy(), m1.real.copy(), m1.imag.copy(),
                         m2.real.copy(), m2.imag.copy(), bbar[b].real.copy(), bbar[b].imag.copy(),
-                        c[b].real.copy(), c[b].imag.copy(), k[b], d[b], x[b], y[b], hr, hi)
+                        c[b].real.copy(), c[b].imag.copy(), kb, d[b], x[b], y[b], hr, hi, P, live)
             if keep:
                 for n in range(N2):
                     for t in range(L):
-                        states[b, n, t] = hr[t, n] + 1j * hi[t, n]
+                        states[b, n, t] = hr[P + t, n] + 1j * hi[P + t, n]
 
 
 def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
@@ -125,8 +138,8 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
 
     Notes
     -----
-    Memory is ``O(B L)`` (plus ``O(threads L N2)`` history), whatever ``k``: a delay longer than the
-    sequence is never read.
+    Memory is ``O(B L)`` plus ``O(threads (L + k) N2)`` history; a delay longer than the sequence is
+    never read and costs no history.
 
     Examples
     --------

@@ -74,7 +74,7 @@ import numpy as np
 from .recurrence import _nb
 from .threads import numba_threads, thread_budget
 
-__all__ = ["decode_step", "check_step_args", "step_available", "history_error_bound", "encode16", "decode16",
+__all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "history_error_bound", "encode16", "decode16",
            "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
 
 FMT16 = ("float16", "bfloat16")
@@ -270,6 +270,54 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
     if bad != -1:
         _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     return y_out
+
+
+def bind_step(buf, lam, m1, m2, bbar, c, d, k, fmt16=None, parallel=None):
+    """:func:`decode_step` with the ring and its constants bound once: returns ``run(x_t, t, y_out)``.
+
+    Everything that does not depend on the token is checked here (types, shapes, layouts, delays; the
+    serial/parallel rule, a function of the shapes): ``run`` calls the compiled loop directly, with
+    ``x_t`` ``(B, H)`` and ``y_out`` ``(B, H)`` in the update's precision and ``t`` an int ``>= 0`` (the
+    compiled loop checks their shapes and ``t``; a refused call raises as :func:`decode_step` does and
+    writes nothing). The bound arrays must stay alive and unchanged in shape while ``run`` is used.
+    ``parallel="auto"`` is not bound (it times calls): use :func:`decode_step`."""
+    if _nb is None:
+        raise RuntimeError("bind_step needs Numba (missing, or disabled by DDESYS_DISABLE_NUMBA)")
+    if parallel not in (None, True, False):
+        raise ValueError(f"bind_step: parallel must be None, True or False, got {parallel!r}")
+    B, H = buf.shape[0], buf.shape[2]
+    rdt = _F64 if buf.dtype == _C128 else _F32
+    x0, y0 = np.zeros((B, H), rdt), np.zeros((B, H), rdt)
+    check_step_args(buf, x0, lam, m1, m2, bbar, c, d, k, 0, y0, fmt16=fmt16)
+    which, fmt = (0, 0) if fmt16 is None else (2, FMT16.index(fmt16))
+    go_par = (B * lam.size >= PARALLEL_MIN_WORK) if parallel is None else bool(parallel)
+    kern = _KERNELS[which + go_par] or _kernel(which + go_par)
+    consts = (lam, m1, m2, bbar, c, d, k)
+
+    def refused(x_t, t, y_out, exc=None):
+        _refused((buf, x_t, *consts, t, y_out), fmt16, exc)
+
+    if go_par:
+        def run(x_t, t, y_out):
+            with numba_threads():
+                try:
+                    bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    refused(x_t, t, y_out, exc)
+            if bad != -1:
+                refused(x_t, t, y_out)
+            return y_out
+    else:
+        def run(x_t, t, y_out):
+            try:
+                bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+            except (TypeError, ValueError, OverflowError) as exc:
+                refused(x_t, t, y_out, exc)
+            if bad != -1:
+                refused(x_t, t, y_out)
+            return y_out
+    run.parallel = go_par
+    return run
 
 
 # ---------------------------------------------------------------------------------------------- 16-bit helpers

@@ -172,16 +172,18 @@ class DiagonalSSM(nn.Module):
             raise ValueError(f"a bidirectional {type(self).__name__} layer sees the future; it cannot decode "
                              "step by step")
 
-    def _begin_prefill(self, x, cache):
+    def _begin_prefill(self, x, cache, outputs=True):
         """Validate a prompt and its cache (fresh, or holding ``cache.t`` tokens: the prompt continues
         them); return the prompt ``(B, H, L)`` and the FFT outputs from a zero history in the caller's
-        layout."""
+        layout (None without ``outputs``: the compiled pass of :mod:`nn.prefill` makes its own)."""
         xb = check_input(self, x)                                   # (B, H, L)
         check_cache(self, cache, xb.shape[0], what="prefill")
         if cache.state.requires_grad:
             raise RuntimeError(f"{type(self).__name__}.prefill: this cache carries autograd history (from forward(..., "
                                "return_state=True)); prefill writes in place: pass cache.detach()")
         check_finite_params(self)
+        if not outputs:
+            return xb, None
         y = self._fft(xb)                                           # (B, H, L); a prompt may be short
         return xb, (y if self.transposed else y.transpose(-1, -2))
 

@@ -26,7 +26,7 @@ class _Bound:
     """What DS4DCache and S4DCache share: the owning layer, the engine, copies, pickling, reset."""
 
     # fields of the dataclasses below that are derived from the rest and rebuilt on demand
-    _DERIVED = ("_bound", "_ring", "_fmt16", "_warned")
+    _DERIVED = ("_bound", "_ring", "_fmt16", "_warned", "_run")
 
     def _bind(self, layer, engine, max_seqlen=None):
         self._owner = weakref.ref(layer)

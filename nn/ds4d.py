@@ -24,6 +24,7 @@ from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .engine import DS4DConstants, check_history16, host_views, select_engine
 from .history import prefill_history
+from .prefill import fused_ds4d
 from .optim import register_optim
 from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
 
@@ -321,6 +322,15 @@ class DS4D(DelayRange, DiagonalSSM):
         return DS4DConstants(*consts, int(d.k.max()), torch.arange(self.H, device=d.lam.device),
                              host_views(consts), tapc)
 
+    def _bound_constants(self, cache):
+        """The memoized decode constants, bound to ``cache`` (the engine's token-independent checks run
+        when the constants are new to the cache)."""
+        consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
+        if cache.__dict__.get("_bound") is not consts:
+            cache._engine.bind(cache, consts)
+            cache._bound = consts
+        return consts
+
     def _out(self, y, x_t, cache, t, tapc):
         """A step's output in the caller's dtype, with the tap's term added (``y`` ``(B, H)``)."""
         if tapc is not None:
@@ -333,10 +343,7 @@ class DS4D(DelayRange, DiagonalSSM):
         records (no autograd). Constants memoized, recomputed whenever a parameter changes
         (:class:`nn.engine.StepMemo`; :meth:`setup_step` after writes torch does not track)."""
         check_step_input(self, x_t, cache)
-        consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
-        if cache.__dict__.get("_bound") is not consts:             # new constants: the cache's checks, once
-            cache._engine.bind(cache, consts)
-            cache._bound = consts
+        consts = self._bound_constants(cache)
         t = cache.t
         y = cache._engine.step(cache, x_t, consts)                  # (B, H), the cache's real dtype
         cache.t = t + 1
@@ -355,14 +362,23 @@ class DS4D(DelayRange, DiagonalSSM):
         ``PREFILL_BLOCK`` complex128 elements."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
-        xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
+        t0 = cache.t
+        fused = cache.engine == "fused" and not (t0 > 0 and self.has_tap)
+        xb, y = self._begin_prefill(x, cache, outputs=not fused or self.has_tap)   # (B, H, L), outputs
         Bsz, H, L = xb.shape
-        R, t0 = cache.n_slots, cache.t
-        if Bsz == 0:
+        R = cache.n_slots
+        if Bsz == 0 and not fused:
             cache.t = t0 + L
             return y
         n_keep = min(R, L)
         slots = (t0 + torch.arange(L - n_keep, L, device=xb.device)) % R   # (n_keep,)
+        if fused:                                                   # one compiled pass (nn.prefill)
+            y_ssm = fused_ds4d(self, xb, cache)                     # (B, H, L), with the history's term
+            if self.has_tap:                                        # t0 = 0 here: y is the FFT's, tap included
+                self.tap.prefill(xb, cache.xbuf, t0)
+            else:
+                y = (y_ssm if self.transposed else y_ssm.transpose(-1, -2)).to(x.dtype)
+            return self._end_prefill(cache, slots, t0 + L, y)
         if t0 > 0:                                                  # the history's term, before the rings move
             y, hs = prefill_history(self, xb, y, cache, n_keep)     # hs: the chunk's last states, ring format
         if self.has_tap:

@@ -37,7 +37,7 @@ import torch
 
 from ddesys.backend import NUMBA, TRITON, choose
 from ddesys.recurrence import delay_update, readout
-from ddesys.step import decode_step, step_available
+from ddesys.step import bind_step, decode_step, step_available
 
 __all__ = ["DS4DConstants", "S4DConstants", "StepMemo", "ENGINES", "select_engine", "FusedEngine", "TritonEngine",
            "ReferenceEngine", "check_history16"]
@@ -77,14 +77,14 @@ class StepMemo:
     ``load_state_dict`` or a write under ``torch.no_grad()``), when the dtype, device or a parameter
     object changed, or when the layer's ``memo_key()`` (its ablation, delay range, tap width) changed.
     Writes through ``param.data`` are invisible to torch: call ``layer.setup_step()`` after one.
-    (Change detection reads torch's per-tensor version counters; where a torch build has none, the
-    constants are recomputed at every step.)"""
+    (Change detection reads torch's per-tensor version counters and storage addresses: a few
+    microseconds per token.)"""
 
     def __init__(self):
-        self._key, self._value = None, None
+        self._key, self._value, self._ids, self._params = None, None, None, ()
 
     def clear(self):
-        self._key, self._value = None, None
+        self._key, self._value, self._ids, self._params = None, None, None, ()
 
     @property
     def value(self):
@@ -92,12 +92,13 @@ class StepMemo:
 
     def get(self, layer, dtype, compute):
         """``compute(dtype)``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
-        names = layer.__dict__.get("_memo_names")
-        if names is None:                            # the layer's own parameters, by name (fixed once built)
-            names = layer.__dict__["_memo_names"] = tuple(n for n, _ in layer.named_parameters(recurse=False))
-        key = (dtype, layer.memo_key(),
-               tuple((id(p), getattr(p, "_version", None), p.device, p.dtype) for p in map(layer.__getattr__, names)))
-        if key != self._key or key[-1] and key[-1][0][1] is None:
+        params = layer._parameters                   # the layer's own parameters, in registration order
+        ids = tuple(map(id, params.values()))
+        if ids != self._ids:                         # a parameter object replaced (or the first call)
+            self._ids, self._params = ids, tuple(params.values())
+        vers = tuple([(p._version, p.data_ptr(), p.device, p.dtype) for p in self._params])
+        key = (dtype, layer.memo_key(), ids, vers)
+        if key != self._key:
             self._value, self._key = compute(dtype), key
         return self._value
 
@@ -167,15 +168,20 @@ class FusedEngine:
             buf = cache.buf
             cache._ring = buf.view(torch.uint16).numpy() if cache.history16 else buf.numpy()
             cache._fmt16 = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(cache.history16)
+        # the token-independent work once: checks, the serial/parallel rule; "auto" keeps the timed call
+        cache._run = None if self.parallel == "auto" else bind_step(cache._ring, *consts.host, fmt16=cache._fmt16,
+                                                                   parallel=self.parallel)
 
     def step(self, cache, x_t, consts):
         rdt = cache.real_dtype
         y = torch.empty(x_t.shape, dtype=rdt)                       # (B, H), returned to the caller
-        par = self.parallel
-        if par == "auto" and torch.are_deterministic_algorithms_enabled():
-            par = None
-        decode_step(cache._ring, x_t.detach().to(rdt).numpy(), *consts.host, cache.t, y.numpy(),
-                    fmt16=cache._fmt16, parallel=par)
+        xn = (x_t if x_t.dtype == rdt else x_t.to(rdt)).detach().numpy()
+        run = cache._run
+        if run is not None:
+            run(xn, cache.t, y.numpy())
+            return y
+        par = "auto" if not torch.are_deterministic_algorithms_enabled() else None
+        decode_step(cache._ring, xn, *consts.host, cache.t, y.numpy(), fmt16=cache._fmt16, parallel=par)
         return y
 
 

@@ -13,6 +13,7 @@ from .cache import S4DCache
 from .common import check_finite_params, check_step_input
 from .engine import S4DConstants
 from .history import s4d_chunk
+from .prefill import fused_s4d, s4d_uses_fused
 from .optim import register_optim
 
 
@@ -104,6 +105,12 @@ class S4D(DiagonalSSM):
         tokens: chunked prefill equals one prefill, :mod:`nn.history`)."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
+        if s4d_uses_fused(cache):                                  # one compiled pass (nn.prefill)
+            xb, _ = self._begin_prefill(x, cache, outputs=False)    # (B, H, L)
+            consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
+            y = fused_s4d(self, xb, cache, consts)                  # (B, H, L), with the state's term
+            cache.t += xb.shape[-1]
+            return (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)
         xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
         L = xb.shape[-1]
         if cache.t > 0:                                             # continue from the cache's state

@@ -42,11 +42,17 @@ def test_engine_is_chosen_once_at_allocation(monkeypatch):
     calls = []
     monkeypatch.setattr(backend, "choose", lambda *a, **k: calls.append(1))
     monkeypatch.setattr(engine_mod, "choose", lambda *a, **k: calls.append(1))
-    orig = engine_mod.decode_step
-    fused_calls = []
-    monkeypatch.setattr(engine_mod, "decode_step", lambda *a, **k: fused_calls.append(1) or orig(*a, **k))
+    orig = engine_mod.bind_step
+    fused_calls, binds = [], []
+
+    def counting_bind(*a, **k):
+        run = orig(*a, **k)
+        binds.append(1)
+        return lambda *b: fused_calls.append(1) or run(*b)
+    monkeypatch.setattr(engine_mod, "bind_step", counting_bind)
     y_f, y_r = _run(layer, x, fused), _run(layer, x, ref)
     assert not calls and len(fused_calls) == x.shape[1]               # the env var was set for all of them
+    assert len(binds) == 1                                            # token-independent work once per cache
     torch.testing.assert_close(y_f, y_r, rtol=0, atol=2e-6 * float(y_r.abs().max()))
 
 
