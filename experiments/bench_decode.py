@@ -1,17 +1,26 @@
 """Decoding benchmark: DS4D's step against S4D's, prefill memory, cache sizes, decode accuracy.
 
-    python -m ddesys.experiments.bench_decode [--quick] [--only step|model|cache|prefill|accuracy]
+    python -m ddesys.experiments.bench_decode [--quick] [--only step|model|cache|prefill|memory|load|accuracy]
 
 Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer tokens):
 
 1. ``step``: seconds per token of ``nn.DS4D.step`` and ``nn.S4D.step`` at batch 1 and 8, at an early
    position (half the longest delay: some channels not yet reading) and past the longest delay; the
-   throughput ratio DS4D / S4D (goals: >= 1 at batch 1, >= 0.5 at batch 8) and DS4D late / early (<= 1.1).
-2. ``model``: a 4-layer ``SequenceModel`` step against four layer steps (the model's own overhead).
+   throughput ratio DS4D / S4D (goals: >= 1.0 at batch 1, >= 0.8 at batch 8), DS4D late / early
+   (<= 1.1), and beside each figure the memory bound: the bytes the step must move
+   (:mod:`verification.bounds`) over this machine's bandwidth, measured in the same run (goal: DS4D
+   within 3x of it at batch 8).
+2. ``model``: a 4-layer ``SequenceModel`` step against four layer steps (goal <= 1.3x).
 3. ``cache``: bytes of the decode cache for each history dtype.
-4. ``prefill``: peak extra resident memory of ``DS4D.prefill`` at batch 16, l_max 8192 (quick: batch 4,
+4. ``prefill``: seconds of ``prefill`` of a prompt into a fresh cache, of a forward over it, and of
+   stepping through it (measured on 64 tokens, times the prompt length), DS4D (with and without the
+   tap) and S4D, batch 1 and 8, prompts 256 to 8192 (quick: 256 and 1024). Goals: prefill <= 2x the
+   forward and faster than stepping.
+5. ``memory``: peak extra resident memory of ``DS4D.prefill`` at batch 16, l_max 8192 (quick: batch 4,
    l_max 2048) next to the cache it fills.
-5. ``accuracy``: a 4-layer DS4D model decoding 8192 tokens (quick: 1024) against its FFT forward,
+6. ``load``: the step of section 1 again while another process runs a 2-thread matrix product loop;
+   each layer's slowdown (goal: DS4D's no larger than S4D's).
+7. ``accuracy``: a 4-layer DS4D model decoding 8192 tokens (quick: 1024) against its FFT forward,
    max |dy| / max |y| for the complex64 cache (goal <= 1e-5) and the 16-bit histories.
 
 Times are medians of runs interleaved between the variants (a shared machine's load hits all alike):
@@ -22,30 +31,46 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
+import time
 
 import torch
 
 from ddesys.nn import DS4D, S4D, SequenceModel
+from ddesys.verification.bounds import bound_s, memory_bandwidth, step_bytes
 from ddesys.verification.timing import decoder, interleaved
 
 HISTORIES = {"complex64": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def step_section(H, N, l_max, n_tok, reps):
-    print(f"1. step, seconds per token (H={H}, N={N}, l_max={l_max}; DS4D delays on the default grid)")
+def step_times(H, N, l_max, n_tok, reps):
+    """``{batch: [DS4D early, S4D early, DS4D late, S4D late]}`` seconds per token, and ``(early, late)``."""
     ds, s4 = DS4D(H, N, l_max=l_max, seed=0), S4D(H, N, seed=0)
     k_max = int(ds.discrete(torch.float64).k.max())
     early, late = k_max // 2, k_max + 16
-    rows = []
+    out = {}
     for batch in (1, 8):
         runs = [decoder(layer, H, p, n_tok, batch=batch)[0] for p in (early, late) for layer in (ds, s4)]
-        t = [v / n_tok for v in interleaved(runs, reps)]
-        rows.append((batch, t))
-        print(f"   batch {batch}: DS4D {t[0] * 1e6:7.1f} us (t={early}) {t[2] * 1e6:7.1f} us (t={late});  "
-              f"S4D {t[1] * 1e6:7.1f} / {t[3] * 1e6:7.1f} us;  DS4D/S4D throughput {t[1] / t[0]:.2f} / "
-              f"{t[3] / t[2]:.2f};  DS4D late/early {t[2] / t[0]:.2f}")
-    print("   goals: throughput ratio >= 1 at batch 1 and >= 0.5 at batch 8; late/early <= 1.1")
-    return rows
+        out[batch] = [v / n_tok for v in interleaved(runs, reps)]
+    return out, (early, late)
+
+
+def step_section(H, N, l_max, n_tok, reps):
+    print(f"1. step, seconds per token (H={H}, N={N}, l_max={l_max}; DS4D delays on the default grid)")
+    bw = memory_bandwidth()
+    print(f"   memory bandwidth (copy_, this run): {bw / 1e9:.1f} GB/s")
+    times, (early, late) = step_times(H, N, l_max, n_tok, reps)
+    for batch, t in times.items():
+        bd, bs = bound_s("ds4d", batch, H, N // 2, bw), bound_s("s4d", batch, H, N // 2, bw)
+        print(f"   batch {batch}: DS4D {t[0] * 1e6:7.1f} us (t={early}) {t[2] * 1e6:7.1f} us (t={late}), bound "
+              f"{bd * 1e6:.1f} us ({step_bytes('ds4d', batch, H, N // 2) / 1024:.0f} KiB): {t[2] / bd:.1f}x;  "
+              f"S4D {t[1] * 1e6:7.1f} / {t[3] * 1e6:7.1f} us, bound {bs * 1e6:.1f} us: {t[3] / bs:.1f}x")
+        print(f"            DS4D/S4D throughput {t[1] / t[0]:.2f} (early) / {t[3] / t[2]:.2f} (late);  "
+              f"DS4D late/early {t[2] / t[0]:.2f}")
+    print("   goals: throughput ratio >= 1.0 at batch 1 and >= 0.8 at batch 8; late/early <= 1.1; "
+          "DS4D <= 3x its bound at batch 8")
+    return times
 
 
 def model_section(H, N, l_max, n_tok, reps):
@@ -56,7 +81,7 @@ def model_section(H, N, l_max, n_tok, reps):
     l_run = decoder(layer, H, l_max // 2, n_tok)[0]
     tm, tl = (v / n_tok for v in interleaved([m_run, l_run], reps))
     print(f"   model {tm * 1e6:.1f} us/token, 4 x layer {4 * tl * 1e6:.1f} us/token: overhead "
-          f"{(tm - 4 * tl) * 1e6:.1f} us/token ({tm / (4 * tl):.2f}x; norms, GLU, encoder, decoder)")
+          f"{(tm - 4 * tl) * 1e6:.1f} us/token ({tm / (4 * tl):.2f}x, goal <= 1.3; norms, GLU, encoder, decoder)")
 
 
 def cache_section(H, N, l_max):
@@ -76,8 +101,43 @@ def _rss(field):
     return 0
 
 
+def prefill_speed_section(H, N, lengths, reps):
+    print(f"\n4. prefill against a forward and against stepping, seconds (H={H}, N={N}; fresh cache each time)")
+    print(f"   {'layer':10s} {'batch':>5s} {'prompt':>6s} {'forward':>9s} {'prefill':>9s} {'stepping':>9s} "
+          f"{'pre/fwd':>8s} {'pre/step':>8s}")
+    worst = 0.0
+    for name, make in (("S4D", lambda L: S4D(H, N, seed=0)), ("DS4D", lambda L: DS4D(H, N, l_max=L, seed=0)),
+                       ("DS4D+tap", lambda L: DS4D(H, N, l_max=L, tap=True, seed=0))):
+        for batch in (1, 8):
+            for L in lengths:
+                layer = make(L).eval()
+                x = torch.randn(batch, L, H)
+                n_step = min(64, L)
+
+                def fwd():
+                    with torch.no_grad():
+                        layer(x)
+
+                def pre():
+                    cache = layer.allocate_inference_cache(batch)
+                    with torch.no_grad():
+                        layer.prefill(x, cache)
+
+                def steps():
+                    cache = layer.allocate_inference_cache(batch)
+                    with torch.no_grad():
+                        for t in range(n_step):
+                            layer.step(x[:, t], cache)
+                tf, tp, ts = interleaved([fwd, pre, steps], reps)
+                ts *= L / n_step
+                worst = max(worst, tp / tf)
+                print(f"   {name:10s} {batch:5d} {L:6d} {tf:9.4f} {tp:9.4f} {ts:9.3f} {tp / tf:8.2f} {tp / ts:8.3f}")
+                del layer, x
+    print(f"   worst prefill / forward {worst:.2f} (goal <= 2); prefill / stepping < 1")
+
+
 def prefill_section(H, N, l_max, batch):
-    print(f"\n4. prefill memory: batch {batch}, prompt {l_max}, H={H}, N={N}")
+    print(f"\n5. prefill memory: batch {batch}, prompt {l_max}, H={H}, N={N}")
     ds = DS4D(H, N, l_max=l_max, seed=0)
     x = torch.randn(batch, l_max, H)
     cache = ds.allocate_inference_cache(batch)
@@ -95,9 +155,33 @@ def prefill_section(H, N, l_max, batch):
           f"(prompt spectrum B x H x M complex128: {batch * H * 2 * l_max * 16 / 2**30:.2f} GiB)")
 
 
+_LOAD = ("import torch\ntorch.set_num_threads(2)\na = torch.randn(1024, 1024)\n"
+         "while True:\n    a = (a @ a).tanh_()\n")
+
+
+def load_section(H, N, l_max, n_tok, reps):
+    print("\n6. step under load: another process runs a 2-thread matrix product loop")
+    quiet, _ = step_times(H, N, l_max, n_tok, reps)
+    busy = subprocess.Popen([sys.executable, "-c", _LOAD], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        loaded, _ = step_times(H, N, l_max, n_tok, reps)
+    finally:
+        busy.kill()
+        busy.wait()
+    worse = []
+    for batch in quiet:
+        q, b = quiet[batch], loaded[batch]
+        sd, ss = b[2] / q[2], b[3] / q[3]
+        worse.append(sd <= ss)
+        print(f"   batch {batch}, past the delays: DS4D {q[2] * 1e6:.1f} -> {b[2] * 1e6:.1f} us ({sd:.2f}x), S4D "
+              f"{q[3] * 1e6:.1f} -> {b[3] * 1e6:.1f} us ({ss:.2f}x)")
+    print(f"   goal: DS4D slows no more than S4D ({'met' if all(worse) else 'not met'} in this run)")
+
+
 @torch.no_grad()
 def accuracy_section(H, N, L):
-    print(f"\n5. decode accuracy: 4-layer DS4D model, {L} tokens, against its FFT forward")
+    print(f"\n7. decode accuracy: 4-layer DS4D model, {L} tokens, against its FFT forward")
     model = SequenceModel(4, 4, d_model=H, n_layers=4, layer_kw=dict(d_state=N, l_max=L)).eval()
     torch.manual_seed(0)
     x = torch.randn(1, L, 4)
@@ -113,7 +197,7 @@ def accuracy_section(H, N, L):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", choices=["step", "model", "cache", "prefill", "accuracy"])
+    ap.add_argument("--only", choices=["step", "model", "cache", "prefill", "memory", "load", "accuracy"])
     args = ap.parse_args(argv)
     H, N = 256, 64
     l_max, n_tok, reps = (2048, 32, 3) if args.quick else (8192, 128, 7)
@@ -125,7 +209,11 @@ def main(argv=None):
     if args.only in (None, "cache"):
         cache_section(H, N, l_max)
     if args.only in (None, "prefill"):
+        prefill_speed_section(H, N, (256, 1024) if args.quick else (256, 1024, 4096, 8192), 2 if args.quick else 3)
+    if args.only in (None, "memory"):
         prefill_section(H, N, l_max, 4 if args.quick else 16)
+    if args.only in (None, "load"):
+        load_section(H, N, l_max, n_tok, reps)
     if args.only in (None, "accuracy"):
         accuracy_section(64 if args.quick else H, N, 1024 if args.quick else 8192)
 
