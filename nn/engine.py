@@ -96,7 +96,7 @@ class StepMemo:
         ids = tuple(map(id, params.values()))
         if ids != self._ids:                         # a parameter object replaced (or the first call)
             self._ids, self._params = ids, tuple(params.values())
-        vers = tuple([(p._version, p.data_ptr(), p.device, p.dtype) for p in self._params])
+        vers = tuple([(p._version, p.data_ptr()) for p in self._params])   # a move or cast: new storage
         key = (dtype, layer.memo_key(), ids, vers)
         if key != self._key:
             self._value, self._key = compute(dtype), key
@@ -174,14 +174,15 @@ class FusedEngine:
 
     def step(self, cache, x_t, consts):
         rdt = cache.real_dtype
-        y = torch.empty(x_t.shape, dtype=rdt)                       # (B, H), returned to the caller
         xn = (x_t if x_t.dtype == rdt else x_t.to(rdt)).detach().numpy()
+        y = torch.empty(x_t.shape, dtype=rdt)                       # (B, H), returned to the caller
+        yn = y.numpy()
         run = cache._run
         if run is not None:
-            run(xn, cache.t, y.numpy())
+            run(xn, cache.t, yn)
             return y
         par = "auto" if not torch.are_deterministic_algorithms_enabled() else None
-        decode_step(cache._ring, xn, *consts.host, cache.t, y.numpy(), fmt16=cache._fmt16, parallel=par)
+        decode_step(cache._ring, xn, *consts.host, cache.t, yn, fmt16=cache._fmt16, parallel=par)
         return y
 
 

@@ -75,4 +75,4 @@ def test_step_constants_are_memoized_and_never_stale(cls, monkeypatch):
     assert torch.allclose(fresh(), y0, rtol=1e-5, atol=1e-6)
     layer.double()
     assert fresh().dtype == torch.float32                            # follows the input; constants rebuilt
-    assert layer._step_memo._key[-1][0][-1] == torch.float64
+    assert layer._step_memo._params[0].dtype == torch.float64      # the key was rebuilt from the cast parameters
