@@ -281,7 +281,10 @@ class DS4D(_S4Compat):
         from its start, and ``p0 = 0.1`` shortens every mode's memory (the main branch ``(1 - p) abar``
         decays by ``0.9`` per step). On 64-step digits that cost 8 points after 5 epochs and 0.5 after
         10 (docs/experiments/s4-recipe/report.md). ``0.015`` is the paper's value for its image benchmarks;
-        ``p0=0.1`` gives the paper's synthetic-task initialization back.
+        ``p0=0.1`` gives the paper's synthetic-task initialization back. The parameters DS4D shares with
+        S4D are drawn from the caller's random stream exactly as :class:`S4D` draws them (the delay
+        branch from a generator of its own): after ``torch.manual_seed(s)`` the swap builds S4D's network
+        plus the delayed branch, and ``p0=0`` trains exactly as S4D.
 
     Attributes
     ----------

@@ -129,3 +129,16 @@ def test_rerun_into_one_folder_adds_only_the_missing_runs(tmp_path, capsys):
         s4_recipe.main(["--seeds", "1", "--arms", "s4d", "--out", str(blocker)])
     with pytest.raises(SystemExit):
         s4_recipe.main(["--seeds", "0", "--out", str(tmp_path / "x")])  # bad argument at parse time
+
+
+def test_only_the_drop_in_changed_its_start():
+    """The fixed-lag copy, the delay task and the general pipelines build ``nn.DS4D``: its paper default
+    (``p = 0.1``) and its own draw are unchanged; only ``nn.s4compat.DS4D`` starts at ``p0 = 0.015``."""
+    from ddesys import nn as dnn
+    core = dnn.DS4D(4, 4, l_max=8, seed=0)
+    assert torch.allclose(torch.sigmoid(core.r.double()), torch.full((4, 2), 0.1, dtype=torch.float64), atol=1e-7)
+    drop = DS4D(4, 4, l_max=8)
+    assert torch.allclose(torch.sigmoid(drop.kernel.r.double()), torch.full((4, 2), 0.015, dtype=torch.float64),
+                          atol=1e-7)
+    again = dnn.DS4D(4, 4, l_max=8, seed=0)                 # nn.DS4D's seeded draw is reproducible as before
+    assert torch.equal(core.theta, again.theta) and torch.equal(core.C, again.C)
