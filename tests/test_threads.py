@@ -1,4 +1,5 @@
 """Thread hygiene: the compiled loops never change the caller's thread settings nor run beside them."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -52,3 +53,25 @@ def test_env_override(monkeypatch):
         monkeypatch.setenv("DDESYS_NUM_THREADS", bad)
         with pytest.raises(ValueError, match="DDESYS_NUM_THREADS"):
             thread_budget()
+
+
+_POOL = """
+import os, numpy as np
+from ddesys.prefill import run_ring
+z = np.zeros((2, 2), np.complex64)
+run_ring(np.zeros((1, 3, 2, 2), np.complex64), np.zeros((1, 2, 4), np.float32), z, z, z, z, z,
+         np.zeros(2, np.float32), np.array([1, 2]), 0)
+from numba.np.ufunc import parallel
+print(parallel._is_initialized, os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+@pytest.mark.parametrize("env,want", [({}, "True None"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "True ACTIVE")])
+def test_numba_pool_starts_passive_and_leaves_the_environment(env, want):
+    """Numba's pool is launched with OMP_WAIT_POLICY=PASSIVE for that launch only; a caller's own
+    setting is kept (a subprocess: the pool starts once per process)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    out = subprocess.run([sys.executable, "-c", _POOL], env={**base, **env}, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == want
