@@ -24,13 +24,12 @@ from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .engine import DS4DConstants, check_history16, host_views, select_engine
 from .history import prefill_history
-from .prefill import fused_ds4d
+from .prefill import PREFILL_BLOCK, fused_ds4d, spectral_ds4d  # noqa: F401 (PREFILL_BLOCK: API)
 from .optim import register_optim
 from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
-PREFILL_BLOCK = 2**24        # complex128 elements of one (batch, H, modes, M) block of prefill (256 MiB)
 
 
 class DS4D(DelayRange, DiagonalSSM):
@@ -354,17 +353,19 @@ class DS4D(DelayRange, DiagonalSSM):
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
-        and moves ``cache`` on by ``L`` tokens, keeping the last ``R`` states (per-mode state kernels, FFT).
-        A cache holding tokens (``cache.t > 0``) continues from its state (:mod:`nn.history`): chunked
-        prefill equals one prefill to the float64 synthesis error. ``lengths`` ``(B,)``: a right-padded
+        and moves ``cache`` on by ``L`` tokens, keeping the last ``R`` states. A ``"fused"`` cache (the CPU
+        default) takes one compiled pass of the decode recurrence over the prompt (:mod:`nn.prefill`:
+        what stepping would leave, in the cache's precision); the others the per-mode state kernels by
+        FFT. A cache holding tokens (``cache.t > 0``) continues from its state (:mod:`nn.history`):
+        chunked prefill equals one prefill (spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded
         prompt in a fresh cache; each sequence's states are those after its own tokens
         (:mod:`nn.lengths`). Memory: the prompt's spectrum ``(B, H, M)`` complex128 and blocks of at most
         ``PREFILL_BLOCK`` complex128 elements."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
         t0 = cache.t
-        fused = cache.engine == "fused" and not (t0 > 0 and self.has_tap)
-        xb, y = self._begin_prefill(x, cache, outputs=not fused or self.has_tap)   # (B, H, L), outputs
+        fused = cache.engine == "fused"
+        xb, y = self._begin_prefill(x, cache, outputs=not fused)    # (B, H, L), outputs
         Bsz, H, L = xb.shape
         R = cache.n_slots
         if Bsz == 0 and not fused:
@@ -373,11 +374,12 @@ class DS4D(DelayRange, DiagonalSSM):
         n_keep = min(R, L)
         slots = (t0 + torch.arange(L - n_keep, L, device=xb.device)) % R   # (n_keep,)
         if fused:                                                   # one compiled pass (nn.prefill)
-            y_ssm = fused_ds4d(self, xb, cache)                     # (B, H, L), with the history's term
-            if self.has_tap:                                        # t0 = 0 here: y is the FFT's, tap included
+            y = fused_ds4d(self, xb, cache)                         # (B, H, L), with the history's term
+            if self.has_tap:                                        # the tap's FIR over [its ring, the chunk]
+                tapc = self._bound_constants(cache).tap
+                y = y + self.tap.chunk_output(xb, cache.xbuf, t0, tapc).to(y.dtype)
                 self.tap.prefill(xb, cache.xbuf, t0)
-            else:
-                y = (y_ssm if self.transposed else y_ssm.transpose(-1, -2)).to(x.dtype)
+            y = (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)
             return self._end_prefill(cache, slots, t0 + L, y)
         if t0 > 0:                                                  # the history's term, before the rings move
             y, hs = prefill_history(self, xb, y, cache, n_keep)     # hs: the chunk's last states, ring format
@@ -386,23 +388,7 @@ class DS4D(DelayRange, DiagonalSSM):
         if t0 > 0:
             cache.buf[:, slots] = hs
             return self._end_prefill(cache, slots, t0 + L, y)
-        d = self.discrete(torch.float64)
-        M, rho = self.contour(L, torch.float64)
-        rho_t = torch.full(d.k.shape, rho, dtype=torch.float64, device=d.k.device)
-        Xf = torch.fft.fft(xb.double(), n=M)                         # (B, H, M)
-        n_modes = max(1, min(self.N2, PREFILL_BLOCK // (Bsz * H * M)))
-        n_rows = max(1, min(Bsz, PREFILL_BLOCK // (H * M * n_modes)))
-        for s in range(0, self.N2, n_modes):
-            sl = slice(s, s + n_modes)
-            G = synthesize_kernel(d.lam[:, sl], d.mu[:, sl], d.bbar[:, sl], d.k, d.alpha, L, M, rho_t,
-                                  per_mode=True)                   # (H, n, L) state kernels
-            Gf = torch.fft.fft(G, n=M)                               # (H, n, M)
-            for b in range(0, Bsz, n_rows):
-                hs = torch.fft.ifft(Xf[b:b + n_rows, :, None, :] * Gf, n=M)[..., L - n_keep:L]   # (b, H, n, keep)
-                hs = hs.permute(0, 3, 1, 2)                          # (b, keep, H, n)
-                if cache.history16:
-                    hs = torch.view_as_real(hs.to(torch.complex64))  # (b, keep, H, n, 2)
-                cache.buf[b:b + n_rows, slots, :, sl] = hs.to(cache.buf.dtype)
+        spectral_ds4d(self, xb, cache, slots, n_keep)                # the ring from the state kernels (FFT)
         return self._end_prefill(cache, slots, L, y)
 
     # ------------------------------------------------------------------ analysis

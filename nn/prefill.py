@@ -15,8 +15,11 @@ import torch
 
 from ddesys.backend import force_reference
 from ddesys.prefill import NO_DELAY, prefill_available, run_ring
+from ddesys.transfer import synthesize_kernel
 
-__all__ = ["fused_ds4d", "fused_s4d", "s4d_uses_fused"]
+__all__ = ["fused_ds4d", "fused_s4d", "s4d_uses_fused", "spectral_ds4d", "PREFILL_BLOCK"]
+
+PREFILL_BLOCK = 2**24        # complex128 elements of one (batch, H, modes, M) block of spectral prefill (256 MiB)
 
 
 def _x_host(xb, rdt):
@@ -50,3 +53,27 @@ def fused_s4d(layer, xb, cache, consts):
     ring = cache.h.detach().numpy()[:, None]                                     # (B, 1, H, N2) view
     y = run_ring(ring, _x_host(xb, rdt), lam, zero, zero, bbar, c, d, k, cache.t)
     return torch.from_numpy(y)
+
+
+def spectral_ds4d(layer, xb, cache, slots, n_keep):
+    """The spectral prefill of a fresh DS4D cache (CUDA, the reference engine): the last ``n_keep`` states
+    of every mode, ``h = G_n * x`` with the per-mode state kernels ``G_n`` (FFT), written at ``slots``.
+    Blocks of at most :data:`PREFILL_BLOCK` complex128 elements."""
+    Bsz, H, L = xb.shape
+    d = layer.discrete(torch.float64)
+    M, rho = layer.contour(L, torch.float64)
+    rho_t = torch.full(d.k.shape, rho, dtype=torch.float64, device=d.k.device)
+    Xf = torch.fft.fft(xb.double(), n=M)                         # (B, H, M)
+    n_modes = max(1, min(layer.N2, PREFILL_BLOCK // (Bsz * H * M)))
+    n_rows = max(1, min(Bsz, PREFILL_BLOCK // (H * M * n_modes)))
+    for s in range(0, layer.N2, n_modes):
+        sl = slice(s, s + n_modes)
+        G = synthesize_kernel(d.lam[:, sl], d.mu[:, sl], d.bbar[:, sl], d.k, d.alpha, L, M, rho_t,
+                              per_mode=True)                   # (H, n, L) state kernels
+        Gf = torch.fft.fft(G, n=M)                               # (H, n, M)
+        for b in range(0, Bsz, n_rows):
+            hs = torch.fft.ifft(Xf[b:b + n_rows, :, None, :] * Gf, n=M)[..., L - n_keep:L]   # (b, H, n, keep)
+            hs = hs.permute(0, 3, 1, 2)                          # (b, keep, H, n)
+            if cache.history16:
+                hs = torch.view_as_real(hs.to(torch.complex64))  # (b, keep, H, n, 2)
+            cache.buf[b:b + n_rows, slots, :, sl] = hs.to(cache.buf.dtype)

@@ -176,6 +176,28 @@ class TapBranch(RangeBranch):
         vals = xbuf[:, src.clamp_min(0) % Rx, ar]                                       # (B, C, J)
         return (vals * torch.where(ok, we, torch.zeros_like(we))).sum(-1)                # (B, C)
 
+    def chunk_output(self, xb, xbuf, t0, consts):
+        """The tap's output ``(B, C, L)`` for a chunk ``xb`` ``(B, C, L)`` (tokens ``t0 ..``), the inputs
+        before ``t0`` read from the ring ``xbuf`` ``(B, Rx, C)`` (call before :meth:`prefill` moves it):
+        ``sum_j we_j x_{t - j}`` over the step's offsets, as ``step`` computes it token by token.
+        ``consts``: :meth:`step_constants`' ``(j, we, need)``. Work ``O(B C L J)``."""
+        j, we, need = consts
+        B, Rx, C = xbuf.shape
+        L = xb.shape[-1]
+        if need > Rx:
+            raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
+                               f"allocation), past the cache's {Rx - 1}: allocate a new cache")
+        pos = torch.arange(t0 - Rx, t0, device=xb.device)                              # (Rx,) positions before t0
+        past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)             # (B, C, Rx)
+        past = torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype, device=xb.device))
+        xcat = torch.cat([past, xb.to(we.dtype)], -1)                                   # (B, C, Rx + L)
+        t = torch.arange(L, device=xb.device)
+        y = torch.zeros((B, C, L), dtype=we.dtype, device=xb.device)
+        for i in range(j.shape[1]):                                                     # J offsets, few
+            src = (Rx + t[None, :] - j[:, i, None]).clamp(0, Rx + L - 1)                # (C, L)
+            y += we[:, i, None] * xcat.gather(-1, src.expand(B, C, L))
+        return y
+
     def prefill(self, xb, xbuf, t0=0):
         """Keep a prompt's last inputs ``xb`` ``(B, C, L)`` (tokens ``t0 .. t0 + L - 1``) in the ring, at the
         slots the steps will read (``(t0 + t) % Rx``; ``t0 > 0``: a chunk after earlier tokens)."""

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import ddesys.nn.ds4d as ds4d_mod  # noqa: E402
+import ddesys.nn.prefill as prefill_mod  # noqa: E402
 import ddesys.nn.engine as engine_mod  # noqa: E402
 from ddesys import step as fstep  # noqa: E402
 from ddesys.nn import DS4D  # noqa: E402
@@ -100,9 +100,9 @@ def test_prefill_in_blocks_equals_prefill_at_once(monkeypatch, hd):
     layer = DS4D(6, 12, l_max=30, seed=5)
     x = torch.randn(5, 50, 6)
     with torch.no_grad():
-        whole = layer.allocate_inference_cache(5, history_dtype=hd)
+        whole = layer.allocate_inference_cache(5, history_dtype=hd, engine="reference")   # the spectral prefill
         y1 = layer.prefill(x, whole)
-        monkeypatch.setattr(ds4d_mod, "PREFILL_BLOCK", 1)          # one mode and one batch row at a time
-        blocks = layer.allocate_inference_cache(5, history_dtype=hd)
+        monkeypatch.setattr(prefill_mod, "PREFILL_BLOCK", 1)       # one mode and one batch row at a time
+        blocks = layer.allocate_inference_cache(5, history_dtype=hd, engine="reference")
         y2 = layer.prefill(x, blocks)
     assert torch.equal(y1, y2) and torch.equal(whole.buf, blocks.buf) and blocks.t == whole.t == 50

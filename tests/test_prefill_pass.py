@@ -137,19 +137,23 @@ def _step_through(layer, x, cache):
     return torch.stack([layer.step(x[:, t], cache) for t in range(x.shape[1])], 1)
 
 
-@pytest.mark.parametrize("kind", ["ds4d", "s4d"])
+@pytest.mark.parametrize("kind", ["ds4d", "s4d", "tap"])
 def test_layer_prefill_is_stepping(kind):
     """The compiled prefill (a CPU cache) equals stepping through the prompt: outputs and state, float64,
     fresh and after tokens, through a ring that wraps."""
     torch.manual_seed(0)
     if kind == "ds4d":
         layer = dnn.DS4D(4, d_state=6, l_max=16, seed=0).double()
+    elif kind == "tap":                                # a wide window: several offsets per channel
+        layer = dnn.DS4D(4, d_state=6, l_max=16, tap=True, tap_width=3.5, seed=0).double()
+        with torch.no_grad():
+            layer.tap.e.copy_(torch.tensor([0.7, -0.4, 1.1, 0.3], dtype=torch.float64))
     else:
         layer = dnn.S4D(4, d_state=6, seed=0).double()
     x = torch.randn(2, 40, 4, dtype=torch.float64)
     with torch.no_grad():
         a = layer.allocate_inference_cache(2, dtype=torch.float64)
-        if kind == "ds4d":
+        if kind != "s4d":
             assert a.engine == "fused"
         ya = torch.cat([layer.prefill(x[:, :7], a), _step_through(layer, x[:, 7:9], a), layer.prefill(x[:, 9:], a)], 1)
         b = layer.allocate_inference_cache(2, dtype=torch.float64)
@@ -157,6 +161,8 @@ def test_layer_prefill_is_stepping(kind):
     assert a.t == b.t == 40
     assert float((ya - yb).abs().max()) <= 1e-12 * float(yb.abs().max())
     assert float((a.state - b.state).abs().max()) <= 1e-12 * float(b.state.abs().max())
+    if kind == "tap":
+        assert torch.equal(a.xbuf, b.xbuf)
 
 
 def test_reference_engine_keeps_the_spectral_prefill(monkeypatch):
