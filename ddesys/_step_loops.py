@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 
-from .recurrence import _nb
+from ._numba import nb as _nb
 
 _PD = 8                       # channels ahead whose delayed rows are prefetched
 _CH = 32                      # channels per parallel work item

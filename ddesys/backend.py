@@ -14,9 +14,8 @@
 """
 from __future__ import annotations
 
-import os
-
 from ._array import is_cupy, is_numpy, is_torch
+from ._env import flag
 
 NUMBA, TRITON, REFERENCE = "numba", "triton", "reference"
 __all__ = ["NUMBA", "TRITON", "REFERENCE", "choose", "force_reference"]
@@ -24,7 +23,7 @@ __all__ = ["NUMBA", "TRITON", "REFERENCE", "choose", "force_reference"]
 
 def force_reference() -> bool:
     """``DDESYS_REFERENCE=1``: every fused fast path (Numba CPU loops, Triton GPU kernels) steps aside."""
-    return os.environ.get("DDESYS_REFERENCE", "0") not in ("", "0")
+    return flag("DDESYS_REFERENCE")
 
 
 def _numba_ok():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .recurrence import _nb
+from ._numba import nb as _nb
 from .threads import numba_threads
 
 AVAILABLE = _nb is not None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .recurrence import _nb
+from ._numba import nb as _nb
 
 __all__ = ["run_ring", "prefill_available"]
 

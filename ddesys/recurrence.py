@@ -14,21 +14,12 @@ Both are checked against a plain Python loop in the tests.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ._array import get_namespace, is_numpy
 from ._validate import MAX_DELAY_STEPS
 
-_NUMBA_DISABLED = os.environ.get("DDESYS_DISABLE_NUMBA", "0") not in ("", "0")
-
-try:
-    if _NUMBA_DISABLED:
-        raise ImportError("disabled by DDESYS_DISABLE_NUMBA")
-    import numba as _nb
-except ImportError:  # Numba is optional: the vector path below is the documented fallback
-    _nb = None
+from ._numba import nb as _nb          # None without Numba (or DDESYS_DISABLE_NUMBA): the vector path below
 
 
 def numba_available() -> bool:

@@ -71,7 +71,7 @@ import time
 
 import numpy as np
 
-from .recurrence import _nb
+from ._numba import nb as _nb
 from .threads import numba_threads, thread_budget
 
 __all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "history_error_bound", "encode16", "decode16",

@@ -25,11 +25,13 @@ import contextlib
 import os
 import sys
 
+from ._env import value
+
 __all__ = ["thread_budget", "numba_threads"]
 
 
 def _numba():
-    from .recurrence import _nb          # None when Numba is missing or disabled
+    from ._numba import nb as _nb          # None when Numba is missing or disabled
     return _nb
 
 
@@ -44,7 +46,7 @@ def thread_budget() -> int:
     count without Numba); never more than Numba's pool size."""
     nb = _numba()
     cap = nb.config.NUMBA_NUM_THREADS if nb is not None else (os.cpu_count() or 1)
-    env = os.environ.get("DDESYS_NUM_THREADS", "").strip()
+    env = value("DDESYS_NUM_THREADS")
     if env:
         try:
             n = int(env)
