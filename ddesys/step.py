@@ -66,6 +66,7 @@ it (then Numba's disk cache serves it). ``DDESYS_REFERENCE`` is the caller's to 
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
@@ -297,25 +298,17 @@ def bind_step(buf, lam, m1, m2, bbar, c, d, k, fmt16=None, parallel=None):
     def refused(x_t, t, y_out, exc=None):
         _refused((buf, x_t, *consts, t, y_out), fmt16, exc)
 
-    if go_par:
-        def run(x_t, t, y_out):
-            with numba_threads():
-                try:
-                    bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
-                except (TypeError, ValueError, OverflowError) as exc:
-                    refused(x_t, t, y_out, exc)
-            if bad != -1:
-                refused(x_t, t, y_out)
-            return y_out
-    else:
-        def run(x_t, t, y_out):
+    threads = numba_threads if go_par else contextlib.nullcontext   # the parallel loop within the budget
+
+    def run(x_t, t, y_out):
+        with threads():
             try:
                 bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
             except (TypeError, ValueError, OverflowError) as exc:
                 refused(x_t, t, y_out, exc)
-            if bad != -1:
-                refused(x_t, t, y_out)
-            return y_out
+        if bad != -1:
+            refused(x_t, t, y_out)
+        return y_out
     run.parallel = go_par
     return run
 

@@ -13,29 +13,19 @@ if not prefill.prefill_available():
 
 from ddesys import nn as dnn  # noqa: E402
 
+try:
+    from test_fused_step import oracle as step_oracle  # noqa: E402
+except ImportError:
+    from tests.test_fused_step import oracle as step_oracle  # noqa: E402
+
 run_ring = prefill.run_ring
 
 
 def oracle(lam, m1, m2, bbar, c, d, k, x):
-    """``x`` ``(B, H, L)`` -> ``y`` ``(B, H, L)``, ``h`` ``(B, H, L, N2)`` complex128, ``h_{s<0} = 0``."""
-    B, H, L = x.shape
-    N2 = lam.shape[1]
-    h = np.zeros((B, H, L, N2), np.complex128)
-    y = np.zeros((B, H, L))
-    for b in range(B):
-        for ch in range(H):
-            kk = int(k[ch])
-            for t in range(L):
-                v = bbar[ch] * x[b, ch, t]
-                if t >= 1:
-                    v = v + lam[ch] * h[b, ch, t - 1]
-                if t - kk >= 0:
-                    v = v + m1[ch] * h[b, ch, t - kk]
-                if t - kk - 1 >= 0:
-                    v = v + m2[ch] * h[b, ch, t - kk - 1]
-                h[b, ch, t] = v
-                y[b, ch, t] = 2 * np.sum(c[ch] * v).real + d[ch] * x[b, ch, t]
-    return y, h
+    """``x`` ``(B, H, L)`` -> ``y`` ``(B, H, L)``, ``h`` ``(B, H, L, N2)`` complex128, ``h_{s<0} = 0``: the
+    fused step's float64 loop oracle (a full history array, no ring), in this module's layout."""
+    y, h = step_oracle(lam, m1, m2, bbar, c, d, k, np.moveaxis(x, 1, 2))        # (B, L, H), (B, L, H, N2)
+    return np.moveaxis(y, 1, 2), np.moveaxis(h, 1, 2)
 
 
 def _system(H=5, N2=3, R=9, seed=0, cdt=np.complex128):
