@@ -2,10 +2,8 @@
 
     python -m ddesys.verification [--quick] [--out DIR]
 
-Runs eight checks (FFT vs recurrent on a DS4D model, the contour-shift trade-off, stability, the
-discretization's convergence, reductions and round trips, decoding, DS4D with the delayed tap, matrix delay
-systems), shows progress, prints a summary
-table and writes ``DIR/report.md``, ``DIR/results.json`` and PNG plots. Every number in the report
+Runs the checks of :data:`verification.registry.CHECKS` (listed by ``--help``), shows progress, prints a
+summary table and writes ``DIR/report.md``, ``DIR/results.json`` and PNG plots. Every number in the report
 comes from this run. Exits 1 if any check fails.
 """
 from __future__ import annotations
@@ -27,6 +25,7 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from ddesys.verification.outdir import OutError, atomic_write, prepare_out  # noqa: E402
+from ddesys.verification.registry import CHECKS, summary_line  # noqa: E402
 
 CONFIGS = {
     "quick": dict(Ls=[1024, 2048], seeds=2, H=32, contour_L=1024, stab_samples=300, decode_H=32,
@@ -37,17 +36,12 @@ CONFIGS = {
 
 
 def _checks():
-    from ddesys.verification.checks_model import check_decode, check_fft_vs_recurrent, check_reductions
-    from ddesys.verification.checks_system import check_contour, check_discretization, check_stability
-    from ddesys.verification.checks_dss import check_dss
-    from ddesys.verification.checks_tap import check_tap
-    return [check_fft_vs_recurrent, check_contour, check_stability, check_discretization, check_reductions,
-            check_decode, check_tap, check_dss]
+    return [c.load() for c in CHECKS]
 
 
 def _work(cfg):
     """Progress units per check (for the bar)."""
-    return [len(cfg["Ls"]) * (3 * cfg["seeds"] + 1), 8, 3, 10, 3, 1 + len(cfg["decode_positions"]), 6, 7]
+    return [c.work(cfg) for c in CHECKS]
 
 
 def machine_info():
@@ -101,7 +95,8 @@ def print_summary(results):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__ + "\n" + summary_line() + ".",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="CI-sized run (a few minutes on 2 cores)")
     ap.add_argument("--out", default="verification_out", help="output folder (default: ./verification_out)")
     args = ap.parse_args(argv)
