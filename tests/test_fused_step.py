@@ -430,15 +430,11 @@ def _peak_bytes(fn, calls):
 @pytest.mark.parametrize("kind", ["complex64", "complex128", "float16"])
 def test_no_per_token_allocation(kind):
     """Deterministic count, no timing. Over 40 tokens each, the largest number of bytes allocated during
-    one call (tracemalloc peak: every Python object and NumPy data block, freed or not):
-
-    * ``parallel=False``: exactly the bare compiled kernel's with the same arguments (the interpreter's
-      argument tuple), a few hundred bytes, while the smallest array the step could make here
-      ((B, H) float32) is 16 KiB;
-    * ``parallel=None`` (serial at this size, a fixed rule): at most two Python ints more (the work size);
-    * ``parallel=True``: no array, a few hundred bytes more (the numba_threads context manager);
-
-    no NumPy data block is left behind, and y_out is written in place and returned."""
+    one call (tracemalloc peak: every Python object and NumPy data block, freed or not) for the bare
+    compiled kernel, ``parallel=False``, ``None`` and ``True``: no NumPy data block at all, and a few
+    hundred bytes of Python objects (argument tuples, the thread-budget context), far below the smallest
+    array the step could make here ((B, H) float32, 16 KiB); y_out is written in place and returned.
+    (Structural bounds, not byte counts: those change with the interpreter.)"""
     B, H, N2, k_max = 16, 256, 4, 5
     assert B * H * N2 < step.PARALLEL_MIN_WORK
     cdt = np.complex128 if kind == "complex128" else np.complex64
@@ -479,11 +475,10 @@ def test_no_per_token_allocation(kind):
         snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
     finally:
         tracemalloc.stop()
-    assert b < 1024, b
-    assert w_serial <= b, (w_serial, b)
-    assert w_auto <= b + 2 * 32, (w_auto, b)
-    assert w_threads <= b + 2048, (w_threads, b)
+    # structural, not byte-exact: no NumPy data block at all, and every call's Python-side allocation
+    # far below the smallest array the step could make here ((B, H) float32, 16 KiB)
     assert len(snap.traces) == 0
+    assert max(b, w_serial, w_auto, w_threads) < 4096, (b, w_serial, w_auto, w_threads)
     assert all(o is y for v in out.values() for o in v)
     y[:] = 0
     decode_step(buf, x, lam, m1, m2, bb, c, d, k, 1200, y, fmt16)
