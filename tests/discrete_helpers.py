@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from oracle import impulse_response
-except ImportError:  # tests/ made a package
-    from tests.oracle import impulse_response
+from oracle import impulse_response
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO = TESTS_DIR.parent

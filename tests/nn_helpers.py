@@ -26,10 +26,7 @@ import torch
 
 from ddesys.nn import S4D, SequenceModel
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from oracle import brute_force
-except ImportError:  # tests/ made a package
-    from tests.oracle import brute_force
+from oracle import brute_force
 
 F64 = torch.float64
 

@@ -92,6 +92,7 @@ def test_the_two_step_functions_have_distinct_names():
         gd.decode_step(args[0], args[1][:, :2], *args[2:])             # validated before any launch
 
 
+@pytest.mark.integration
 def test_import_nn_does_not_import_triton():
     """In a fresh interpreter: ``import nn``, then allocating and decoding on the CPU, import no Triton
     (``nn.ds4d``'s ``from gpu import decode`` imported it eagerly; ``gpu.usable_for`` imported it to
@@ -219,6 +220,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.integration
 def test_triton_engine_runs_16bit_histories_under_the_interpreter():
     """Regression: a CUDA cache with a 16-bit history silently fell back to the per-token torch path. The
     Triton engine now reads and writes 16-bit rings itself (here through Triton's interpreter on CPU

@@ -10,12 +10,8 @@ import torch
 
 from ddesys.nn import DS4D, S4D
 
-try:
-    from nn_helpers import bhl, layer_oracle
-    from oracle import rel_max
-except ImportError:  # pragma: no cover
-    from tests.nn_helpers import bhl, layer_oracle
-    from tests.oracle import rel_max
+from nn_helpers import bhl, layer_oracle
+from oracle import rel_max
 
 F64 = torch.float64
 CUTS = (0, 13, 14, 37, 50)                    # chunks of 13, 1, 23, 13: shorter and longer than the delays

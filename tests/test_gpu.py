@@ -16,6 +16,7 @@ def test_import_gpu_without_triton_or_cuda_is_harmless():
     assert gpu.usable_for(torch.zeros(1)) is False          # CPU tensor, no interpreter flag
 
 
+@pytest.mark.integration
 def test_kernels_match_reference_under_interpreter():
     root = str(Path(__file__).parents[1])              # this checkout's packages, not an installed copy
     env = dict(os.environ, TRITON_INTERPRET="1", DDESYS_GPU_INTERPRET="1", DDESYS_REFERENCE="0",
@@ -50,6 +51,7 @@ def test_kernels_compile_for_the_gpu_ahead_of_time():
         assert not [n for n, t in r["signature"].items() if t in ("fp16", "bf16", "fp32", "fp64")], r
 
 
+@pytest.mark.integration
 def test_gpu_verification_script_smoke_run(tmp_path):
     """The prepared GPU script (`python -m ddesys.verification.gpu`) runs end to end under the interpreter, so it
     cannot crash for a silly reason on the GPU machine; its JSON report is checked row by row."""

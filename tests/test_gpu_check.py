@@ -80,6 +80,7 @@ def test_without_cuda_the_check_stops_at_the_preflight_and_restores_the_environm
     assert any("no CUDA device" in p for p in data["preflight"]["problems"])
 
 
+@pytest.mark.integration
 def test_without_array_api_compat_the_check_stops_with_the_wheel_to_carry(tmp_path):
     """The GPU image lacks array-api-compat: ddesys would silently fall back to NumPy. The preflight
     names the package, says to carry its wheel, and stops (exit 2) before any row."""

@@ -9,10 +9,7 @@ import pytest
 
 from ddesys.history import forced_response, history_injection
 
-try:
-    from oracle import brute_force, impulse_response, random_system, rel_max, split_delay
-except ImportError:  # pragma: no cover - tests/ as a package
-    from tests.oracle import brute_force, impulse_response, random_system, rel_max, split_delay
+from oracle import brute_force, impulse_response, random_system, rel_max, split_delay
 
 
 def _setup(seed, H=3, N2=4, L_sys=40, p=0.4):

@@ -19,12 +19,8 @@ import pytest
 import ddesys
 from ddesys import DelaySystem, DiscreteDelaySystem
 from ddesys.recurrence import run_recurrence
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from discrete_helpers import REPO, oracle_kernel
-    from oracle import brute_force, rel_err, roots_radius
-except ImportError:  # tests/ made a package
-    from tests.discrete_helpers import REPO, oracle_kernel
-    from tests.oracle import brute_force, rel_err, roots_radius
+from discrete_helpers import REPO, oracle_kernel
+from oracle import brute_force, rel_err, roots_radius
 
 
 def _system(delay, lam=(0.5 + 0.2j, -0.3 + 0j), mu=(0.2 - 0.1j, 0.4j), d=0.3):
@@ -86,6 +82,7 @@ def test_continuous_simulate_refuses_grid_beyond_budget():
 # ---------------------------------------------------------------------------------------------------
 # 2. The exact stability test: a memory budget, checked before allocating
 # ---------------------------------------------------------------------------------------------------
+@pytest.mark.integration
 def test_exact_stability_at_huge_delay_refuses_before_allocating():
     """Delay 1e9, not certified by |lam| + |mu| < 1: the exact test must refuse (ValueError naming the
     limit) rather than allocate. Run in a child under a 2 GiB address-space limit, so the failure mode

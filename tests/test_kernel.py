@@ -13,12 +13,8 @@ import numpy as np
 import pytest
 
 from ddesys import DiscreteDelaySystem
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from discrete_helpers import oracle_kernel
-    from oracle import brute_force, char_poly, random_system, rel_err, split_delay
-except ImportError:  # tests/ made a package
-    from tests.discrete_helpers import oracle_kernel
-    from tests.oracle import brute_force, char_poly, random_system, rel_err, split_delay
+from discrete_helpers import oracle_kernel
+from oracle import brute_force, char_poly, random_system, rel_err, split_delay
 
 MODE_KEYS = ("lam", "mu", "bbar", "c")
 

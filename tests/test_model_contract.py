@@ -21,12 +21,8 @@ import torch
 from ddesys import nn as dnn
 from ddesys.nn import SequenceModel
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from nn_helpers import reference_model_forward
-    from oracle import rel_max
-except ImportError:  # tests/ made a package
-    from tests.nn_helpers import reference_model_forward
-    from tests.oracle import rel_max
+from nn_helpers import reference_model_forward
+from oracle import rel_max
 
 V = 13
 
@@ -365,12 +361,14 @@ def _compile_in_a_fresh_process(tmp_path, backend):
     assert out.stdout.split() == ["DS4D", "ok", "S4D", "ok"]
 
 
+@pytest.mark.integration
 def test_torch_compile_traces_the_training_forward(tmp_path):
     """Dynamo (backend ``eager``), in a fresh process: forward and gradients equal the eager layer's,
     and the non-finite input check still raises."""
     _compile_in_a_fresh_process(tmp_path, "eager")
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_training_forward(tmp_path, backend):

@@ -17,14 +17,9 @@ import torch
 from ddesys import nn as dnn
 from ddesys.nn import DS4D, S4D, SequenceModel, param_groups
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,
-                            reference_model_forward, spec_discrete, vandermonde_kernel)
-    from oracle import rel_max, rrmse
-except ImportError:  # tests/ made a package
-    from tests.nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,
-                                  reference_model_forward, spec_discrete, vandermonde_kernel)
-    from tests.oracle import rel_max, rrmse
+from nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,
+                        reference_model_forward, spec_discrete, vandermonde_kernel)
+from oracle import rel_max, rrmse
 
 
 # ---------------------------------------------------------------------------------------------------

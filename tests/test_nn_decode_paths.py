@@ -11,10 +11,7 @@ import ddesys.nn.engine as engine_mod  # noqa: E402
 from ddesys import step as fstep  # noqa: E402
 from ddesys.nn import DS4D  # noqa: E402
 
-try:
-    from nn_helpers import bhl, layer_oracle
-except ImportError:  # pragma: no cover - run from the repository root
-    from tests.nn_helpers import bhl, layer_oracle
+from nn_helpers import bhl, layer_oracle
 
 F64 = torch.float64
 

@@ -15,12 +15,8 @@ from hypothesis import strategies as st
 
 from ddesys.nn import DS4D, S4D
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from oracle import impulse_response, rel_err
-    from nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, spec_discrete
-except ImportError:  # tests/ made a package
-    from tests.oracle import impulse_response, rel_err
-    from tests.nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, spec_discrete
+from oracle import impulse_response, rel_err
+from nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, spec_discrete
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -23,15 +23,9 @@ import torch
 
 from ddesys.nn import DS4D, S4D
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from oracle import brute_force, impulse_response, rel_err, rel_max, rrmse
-    from nn_helpers import (D_IN, D_OUT, F64, _cplx, _np, _s4d_twin, bhl, causal_conv, layer_oracle, make_model,
-                            next_pow2, reference_model_forward, spec_discrete, vandermonde_kernel, vec_recurrence)
-except ImportError:  # tests/ made a package
-    from tests.oracle import brute_force, impulse_response, rel_err, rel_max, rrmse
-    from tests.nn_helpers import (D_IN, D_OUT, F64, _cplx, _np, _s4d_twin, bhl, causal_conv, layer_oracle, make_model,
-                                  next_pow2, reference_model_forward, spec_discrete, vandermonde_kernel,
-                                  vec_recurrence)
+from oracle import brute_force, impulse_response, rel_err, rel_max, rrmse
+from nn_helpers import (D_IN, D_OUT, F64, _cplx, _np, _s4d_twin, bhl, causal_conv, layer_oracle, make_model,
+                        next_pow2, reference_model_forward, spec_discrete, vandermonde_kernel, vec_recurrence)
 
 
 # ---------------------------------------------------------------------------------------------------

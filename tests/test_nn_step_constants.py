@@ -8,12 +8,8 @@ import torch
 
 from ddesys.nn import DS4D, S4D
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from nn_helpers import bhl, layer_oracle
-    from oracle import rrmse
-except ImportError:  # tests/ made a package
-    from tests.nn_helpers import bhl, layer_oracle
-    from tests.oracle import rrmse
+from nn_helpers import bhl, layer_oracle
+from oracle import rrmse
 
 
 def _decode(module, x, cache):

@@ -13,10 +13,7 @@ if not prefill.prefill_available():
 
 from ddesys import nn as dnn  # noqa: E402
 
-try:
-    from test_fused_step import oracle as step_oracle  # noqa: E402
-except ImportError:
-    from tests.test_fused_step import oracle as step_oracle  # noqa: E402
+from test_fused_step import oracle as step_oracle  # noqa: E402
 
 run_ring = prefill.run_ring
 

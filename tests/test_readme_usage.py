@@ -17,6 +17,7 @@ def _section(title):
     return text[start:end]
 
 
+@pytest.mark.integration
 def test_usage_snippets_run(tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", _section("Using DS4D in your own code"), re.S)
     assert len(blocks) == 6
@@ -28,6 +29,7 @@ def test_usage_snippets_run(tmp_path):
     assert (tmp_path / "ds4d.pt").exists()
 
 
+@pytest.mark.integration
 def test_matrix_delay_system_tour_runs(tmp_path):
     """The README's DelayStateSpace tour runs as written (a fresh process, no torch needed)."""
     text = (ROOT / "README.md").read_text()

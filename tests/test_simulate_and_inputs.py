@@ -17,12 +17,8 @@ import numpy as np
 import pytest
 
 from ddesys import DiscreteDelaySystem
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from discrete_helpers import REPO, TESTS_DIR, oracle_kernel
-    from oracle import brute_force, random_system, rel_err, roots_radius
-except ImportError:  # tests/ made a package
-    from tests.discrete_helpers import REPO, TESTS_DIR, oracle_kernel
-    from tests.oracle import brute_force, random_system, rel_err, roots_radius
+from discrete_helpers import REPO, TESTS_DIR, oracle_kernel
+from oracle import brute_force, random_system, rel_err, roots_radius
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -191,6 +187,7 @@ def _run_py(code, env_extra=None, timeout=240):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_import_without_cupy_or_torch():
     """``sys.modules[name] = None`` makes any ``import cupy`` / ``import torch`` raise; ddesys must
     still import and compute (all arguments as NumPy arrays; scalars are covered below)."""
@@ -213,6 +210,7 @@ def test_import_without_cupy_or_torch():
     assert out == dict(shape=[1, 64], finite=True, y=[1, 16], G=[1, 5], stable=True, cupy=True, torch=True)
 
 
+@pytest.mark.integration
 def test_nothing_tries_to_import_cupy_or_torch():
     """An import hook records (and refuses) every attempt to import cupy or torch: there must be none,
     whatever the argument types (Python scalars included)."""
@@ -237,6 +235,7 @@ def test_nothing_tries_to_import_cupy_or_torch():
     assert out == dict(tried=[], finite=True, y=[1, 16])
 
 
+@pytest.mark.integration
 def test_scalar_arguments_with_cupy_blocked_via_sys_modules():
     out = _run_py("""
         import sys, json
@@ -251,6 +250,7 @@ def test_scalar_arguments_with_cupy_blocked_via_sys_modules():
     assert out == dict(ok=True, shape=[1, 8])          # regression: the result was computed and never checked
 
 
+@pytest.mark.integration
 def test_numpy_fallback_without_numba():
     out = _run_py("""
         import json

@@ -15,12 +15,8 @@ from hypothesis import strategies as st
 
 import ddesys
 from ddesys import DiscreteDelaySystem
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from discrete_helpers import REPO
-    from oracle import char_poly, roots_radius, split_delay
-except ImportError:  # tests/ made a package
-    from tests.discrete_helpers import REPO
-    from tests.oracle import char_poly, roots_radius, split_delay
+from discrete_helpers import REPO
+from oracle import char_poly, roots_radius, split_delay
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -133,6 +129,7 @@ def test_spectral_radius_vectorized_mixed_degrees():
     np.testing.assert_allclose(r, R, rtol=1e-9)
 
 
+@pytest.mark.integration
 def test_spectral_radius_large_delay_without_delayed_branch():
     """mu = 0: P(z) = z^k (z - lam), radius |lam|. Run in a child process under a 2 GiB address-space
     limit so the failure mode (unbounded memory) cannot take the test machine down."""

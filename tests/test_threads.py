@@ -12,6 +12,7 @@ numba = pytest.importorskip("numba")
 from ddesys.threads import numba_threads, thread_budget  # noqa: E402
 
 
+@pytest.mark.integration
 def test_fresh_process_keeps_one_thread():
     """A user's 1-thread script: every compiled path (DS4D FFT kernel fwd/bwd, S4D Vandermonde, the
     recurrence, ddesys simulate and kernel) leaves torch at 1 thread and Numba at its own setting."""
@@ -66,6 +67,7 @@ print(parallel._is_initialized, os.environ.get("OMP_WAIT_POLICY"))
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("env,want", [({}, "True None"), ({"OMP_WAIT_POLICY": "ACTIVE"}, "True ACTIVE")])
 def test_numba_pool_starts_passive_and_leaves_the_environment(env, want):
     """Numba's pool is launched with OMP_WAIT_POLICY=PASSIVE for that launch only; a caller's own

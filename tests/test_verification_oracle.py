@@ -11,12 +11,8 @@ from ddesys.nn import DS4D
 from ddesys.verification import errors as verr
 from ddesys.verification import oracle as voracle
 
-try:  # tests/ on sys.path (pytest's default rootdir-relative import of a package-less test dir)
-    from nn_helpers import F64, make_model, reference_model_forward, spec_discrete
-    from oracle import brute_force, impulse_response, random_system, rel_err, rel_max, rrmse
-except ImportError:  # tests/ made a package
-    from tests.nn_helpers import F64, make_model, reference_model_forward, spec_discrete
-    from tests.oracle import brute_force, impulse_response, random_system, rel_err, rel_max, rrmse
+from nn_helpers import F64, make_model, reference_model_forward, spec_discrete
+from oracle import brute_force, impulse_response, random_system, rel_err, rel_max, rrmse
 
 
 def _system(L=90):
