@@ -8,7 +8,8 @@
   LRA's TSV files (``Source``/``Target`` columns) in a local folder.
 
 Every loader returns :class:`Split` objects: ``x`` float ``(n, L, 1)`` (pixels) or int64 ``(n, L)``
-(tokens, padded with 0), ``y`` int64 ``(n,)``.
+(tokens, padded with 0), ``y`` int64 ``(n,)``. The loaders of the other Table 2 data sets (sCIFAR,
+Speech Commands, BIDMC, LRA) are in :mod:`.loaders` and :mod:`.lra`; the task registry in :mod:`.tasks`.
 """
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ class Split:
 
 @dataclass
 class Dataset:
-    """``train`` / ``test`` splits, ``n_classes``, input kind (``"pixels"``: ``(n, L, 1)`` floats;
-    ``"tokens"``: ``(n, L)`` ids below ``vocab``) and ``row`` (image width: the natural delay)."""
+    """``train`` / ``test`` splits, ``n_classes``, input kind (``"pixels"``: ``(n, L, C)`` floats;
+    ``"tokens"``: ``(n, L)`` ids below ``vocab``; ``"token_pairs"``: ``(n, 2, L)`` ids, two documents per
+    example) and ``row`` (image width: the natural delay; 0 where none is used). ``val``: a validation
+    split where the data set has one (else ``None``); ``target``: ``"class"`` (``y`` int64 ``(n,)`` below
+    ``n_classes``) or ``"regression"`` (``y`` float32 ``(n,)``, ``n_classes`` 0)."""
     name: str
     train: Split
     test: Split
@@ -37,6 +41,8 @@ class Dataset:
     kind: str
     vocab: int = 0
     row: int = 0
+    val: Split | None = None
+    target: str = "class"
 
     @property
     def length(self):
