@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._runs import atomic_write, move_aside
+from ._runs import OutError, atomic_write, move_aside
 
 SIGNAL_AT_ENV = "DDESYS_TEST_SIGNAL_AT_STEP"
 FORMAT = 1
@@ -121,6 +121,21 @@ def _filename(key):
     return re.sub(r"[^A-Za-z0-9.=+-]+", "_", key) + ".pt"
 
 
+def _unwritable(folder, files):
+    """Why ``files`` in ``folder`` cannot be written, or ``None``."""
+    for p in [folder, *folder.parents]:
+        if p.exists():
+            if not p.is_dir():
+                return f"checkpoints: {p} is a file, not a folder"
+            if not os.access(p, os.W_OK | os.X_OK):
+                return f"checkpoints: {p} is not writable"
+            break
+    for f in files:
+        if f.is_dir():
+            return f"checkpoints: {f} is a folder, but a checkpoint file is written there"
+    return None
+
+
 class Checkpoints:
     """The checkpoint folder of a sweep. Rank 0 reads and writes; the others receive what it read.
     ``every``: optimizer steps between checkpoints; ``keep``: also write the final state and keep it."""
@@ -130,6 +145,17 @@ class Checkpoints:
 
     def path(self, key):
         return self.folder / _filename(key)
+
+    def check(self, keys):
+        """Raise :class:`OutError` naming the path unless the checkpoints of ``keys`` can be written:
+        the folder is a writable folder (or absent, inside a writable one) and no checkpoint's name is
+        taken by a folder. Rank 0 looks; every rank gets its verdict (call it on all of them)."""
+        problem = None
+        if self.ctx.main:
+            problem = _unwritable(self.folder, [self.path(k) for k in keys])
+        problem = self.ctx.broadcast(problem)
+        if problem:
+            raise OutError(problem)
 
     def load(self, key):
         """The checkpoint of ``key`` (``None`` when there is none; an unreadable one is moved aside)."""

@@ -3,10 +3,13 @@
 Light on purpose (standard library only): the CLIs call it before importing torch, so an unusable
 ``--out``, a bad argument or a damaged ``results.json`` stops them in about a second, before any work.
 
-A results file is ``{"meta": ..., "runs": [run, ...]}``; every run carries its ``config`` and a ``key``
-made of a readable prefix and a hash of the config, so reruns into the same folder merge: runs of other
-configurations are kept, the same configuration is skipped (or replaced, without resume). Every write
-goes to a temporary file in the same folder and is renamed over the old one (atomic on POSIX).
+A results file is ``{"program": "ddesys.experiments.<name>", "meta": ..., "runs": [run, ...]}``; every
+run carries its ``config`` and a ``key`` made of a readable prefix and a hash of the config, so reruns into
+the same folder merge: runs of other configurations are kept, the same configuration is skipped (or
+replaced, without resume). A file another program wrote is refused, and so is one with a run that lacks a
+field the experiment's report reads (:class:`RunSchema`), before any work. Every write goes to a temporary
+file in the same folder and is renamed over the old one (atomic on POSIX), under a lock on the folder and
+after reading the file again, so sweeps running at the same time into one folder all keep their runs.
 """
 from __future__ import annotations
 
@@ -17,12 +20,12 @@ import json
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
-from ddesys.verification.outdir import OutError, atomic_write, prepare_out  # noqa: F401 - part of this module's API
+from ddesys.verification.outdir import LOCK, OutError, atomic_write, locked, prepare_out, written_by  # noqa: F401
 
 RESULTS = "results.json"
-
 
 
 class ResultsError(Exception):
@@ -113,10 +116,43 @@ def canonical(d, drop=()):
     return json.dumps({k: v for k, v in d.items() if k not in drop}, sort_keys=True)
 
 
+def program_of(experiment):
+    """The ``program`` a results file of ``experiment`` names: ``ddesys.experiments.<experiment>``."""
+    return f"ddesys.experiments.{experiment}"
+
+
+@dataclass(frozen=True)
+class RunSchema:
+    """The fields a stored run must have: ``fields`` in every run, ``done`` in finished ones as well,
+    ``curve`` in every point of a run's ``curve`` list (the fields its report reads without a default).
+    :meth:`check` raises :class:`ResultsError` naming the file, the run and the field."""
+    fields: tuple = ("config", "curve")
+    done: tuple = ()
+    curve: tuple = ()
+
+    def check(self, run, i, path):
+        name = f"{path}: run {i}" + (f" ({run['key']})" if isinstance(run.get("key"), str) else "")
+        status = run.get("status", "done")
+        if status not in ("done", "diverged"):
+            raise ResultsError(f"{name}: status {status!r} is neither 'done' nor 'diverged'")
+        for field in self.fields + (self.done if status == "done" else ()):
+            if field not in run:
+                raise ResultsError(f"{name} has no field {field!r}")
+        if not isinstance(run["config"], dict):
+            raise ResultsError(f"{name}: 'config' is a {type(run['config']).__name__}, not a dict")
+        curve = run.get("curve", [])
+        if not isinstance(curve, list):
+            raise ResultsError(f"{name}: 'curve' is a {type(curve).__name__}, not a list")
+        for j, point in enumerate(curve):
+            missing = [f for f in self.curve if not isinstance(point, dict) or f not in point]
+            if missing:
+                raise ResultsError(f"{name}: curve point {j} has no field {missing[0]!r}")
+
+
 def read_results(path, experiment):
     """``(meta, runs)`` of a results file (``({}, [])`` when there is none). Raises
     :class:`ResultsError` naming the file and the problem when it is not valid JSON (e.g. truncated),
-    not a results file, or one written by another experiment."""
+    not a results file, or one written by another program (another experiment, the verification)."""
     path = Path(path)
     if not path.exists():
         return {}, []
@@ -127,16 +163,20 @@ def read_results(path, experiment):
     except json.JSONDecodeError as exc:
         raise ResultsError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}; "
                            "truncated?)") from None
+    who, mine = written_by(data), program_of(experiment)
+    if who is not None and who != mine:
+        raise ResultsError(f"{path}: written by {who}: not a results file of {mine}")
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         what = f"keys {sorted(data)[:6]}" if isinstance(data, dict) else type(data).__name__
-        raise ResultsError(f"{path}: not a results file of experiments.{experiment} (no 'runs' list; {what})")
+        raise ResultsError(f"{path}: not a results file of {mine} (no 'runs' list; {what})")
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
-    if meta.get("experiment", experiment) != experiment:
-        raise ResultsError(f"{path}: holds results of experiments.{meta['experiment']}, not of "
-                           f"experiments.{experiment}")
     for i, run in enumerate(data["runs"]):
-        if not isinstance(run, dict) or not isinstance(run.get("config"), dict):
-            raise ResultsError(f"{path}: run {i} is not a run of experiments.{experiment} (no 'config')")
+        if not isinstance(run, dict):
+            raise ResultsError(f"{path}: run {i} is a {type(run).__name__}, not a run of {mine}")
+        if not isinstance(run.get("config"), dict):
+            name = f"{path}: run {i}" + (f" ({run['key']})" if isinstance(run.get("key"), str) else "")
+            raise ResultsError(f"{name} has no field 'config'" if "config" not in run else
+                               f"{name}: 'config' is a {type(run['config']).__name__}, not a dict")
     return meta, data["runs"]
 
 
@@ -153,37 +193,52 @@ class Store:
     """The runs of ``out/results.json``, merged across invocations and saved after every change.
 
     ``rekey(run) -> key`` recomputes a stored run's key from its config (older files get the current
-    key scheme). ``resume=False`` makes :meth:`done` false for every key (the runs are replaced when
-    they finish) but keeps the other runs. ``move_bad``: a file that cannot be read is renamed aside
-    (with a message) instead of raising :class:`ResultsError`."""
+    key scheme); ``schema`` (a :class:`RunSchema`) lists the fields every stored run must have. Every
+    run of the file is checked when the store opens, before any work. ``resume=False`` makes
+    :meth:`done` false for every key (the runs are replaced when they finish) but keeps the other
+    runs. ``move_bad``: a file that cannot be read is renamed aside (with a message) instead of raising
+    :class:`ResultsError`.
 
-    def __init__(self, out, experiment, rekey, meta, resume=True, move_bad=False, log=print):
+    :meth:`put` locks the folder, reads the file again and writes it back with the one run replaced or
+    added: runs that another process recorded since are kept."""
+
+    def __init__(self, out, experiment, rekey, meta, resume=True, move_bad=False, log=print, schema=None):
         self.path = Path(out) / RESULTS
-        self.experiment, self.resume = experiment, resume
+        self.experiment, self.resume, self.rekey = experiment, resume, rekey
+        self.schema = schema if schema is not None else RunSchema()
         try:
-            old_meta, runs = read_results(self.path, experiment)
-            keys = []
-            for i, run in enumerate(runs):
-                try:
-                    keys.append(rekey(run))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise ResultsError(f"{self.path}: run {i} is not a run of experiments.{experiment} "
-                                       f"(missing {exc})") from None
+            old_meta, self.runs = self._read()
         except ResultsError as exc:
             if not move_bad:
                 raise ResultsError(f"{exc}. Nothing was written: move the file away, fix it, or pass "
                                    "--move-bad-results") from None
             new = move_aside(self.path)
             log(f"warning: {exc}; moved it to {new} and starting a new results file")
-            old_meta, runs, keys = {}, [], []
-        self.runs = {}
-        for run, key in zip(runs, keys):
+            old_meta, self.runs = {}, {}
+        self.meta = {**old_meta, **meta, "experiment": experiment,
+                     "commands": self._commands(old_meta, meta.get("command"))}
+
+    @staticmethod
+    def _commands(meta, command):
+        commands = list(meta.get("commands") or ([meta["command"]] if "command" in meta else []))
+        if command and command not in commands:
+            commands.append(command)
+        return commands
+
+    def _read(self):
+        """``(meta, {key: run})`` of the file, every run checked against the schema and rekeyed."""
+        meta, runs = read_results(self.path, self.experiment)
+        out = {}
+        for i, run in enumerate(runs):
+            self.schema.check(run, i, self.path)
+            try:
+                key = self.rekey(run)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ResultsError(f"{self.path}: run {i} is not a run of {program_of(self.experiment)} "
+                                   f"(its key needs {exc})") from None
             run["key"] = key
-            self.runs[key] = run
-        commands = list(old_meta.get("commands") or ([old_meta["command"]] if "command" in old_meta else []))
-        if meta.get("command") and meta["command"] not in commands:
-            commands.append(meta["command"])
-        self.meta = {**old_meta, **meta, "experiment": experiment, "commands": commands}
+            out[key] = run
+        return meta, out
 
     def done(self, key):
         """Whether ``key`` has a result that this invocation keeps (resume on and a run recorded)."""
@@ -196,18 +251,45 @@ class Store:
         return self.runs[key]
 
     def put(self, run):
-        """Record ``run`` (replacing one with its key in place) and save the file atomically."""
-        self.runs[run["key"]] = run
-        self.save()
+        """Record ``run`` (replacing one with its key in place) and save the file atomically: under the
+        folder's lock, merged into the file as it is now (runs other processes wrote are kept). Raises
+        :class:`ResultsError` when the file became unreadable or foreign meanwhile (it is left as it
+        is)."""
+        with locked(self.path.parent):
+            try:
+                disk_meta, runs = self._read()
+            except ResultsError as exc:
+                raise ResultsError(f"{exc}. It changed while this sweep ran; the run {run['key']} was not "
+                                   "recorded (rerun to train it again)") from None
+            runs[run["key"]] = run
+            self.runs = runs
+            disk = list(disk_meta.get("commands") or [])
+            mine = [c for c in self.meta["commands"] if c not in disk]
+            self.meta = {**disk_meta, **self.meta, "commands": disk + mine}
+            self._write()
 
-    def save(self):
-        atomic_write(self.path, json.dumps({"meta": self.meta, "runs": list(self.runs.values())}, indent=1))
+    def _write(self):
+        atomic_write(self.path, json.dumps({"program": program_of(self.experiment), "meta": self.meta,
+                                            "runs": list(self.runs.values())}, indent=1))
 
     def all(self):
         return list(self.runs.values())
 
 
-__all__ = ["OutError", "ResultsError", "Store", "add_run_arguments", "atomic_write", "canonical", "config_key",
-           "done_runs", "device_name",
-           "is_main_process", "learning_rate", "move_aside", "nonneg_int", "positive_int", "prepare_out",
-           "read_results"]
+def open_results(out, experiment, rekey, args, meta, schema, files=()):
+    """The :class:`Store` of a sweep into ``out``, after checking every path it will write: the folder,
+    ``results.json``, its lock, ``files`` (reports, figures) and the ``checkpoints`` folder. Any problem
+    (an unusable path, a foreign or damaged results file, a run missing a field) exits with
+    ``error: ...`` naming it, before any work and with the folder as it was. ``args``: the parsed
+    :func:`add_run_arguments` flags."""
+    try:
+        prepare_out(out, files=(RESULTS, LOCK, *files), folders=("checkpoints",))
+        return Store(out, experiment, rekey, meta, resume=not args.no_resume, move_bad=args.move_bad_results,
+                     schema=schema)
+    except (OutError, ResultsError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+__all__ = ["OutError", "ResultsError", "RunSchema", "Store", "add_run_arguments", "atomic_write", "canonical",
+           "config_key", "done_runs", "device_name", "is_main_process", "learning_rate", "move_aside", "nonneg_int",
+           "open_results", "positive_int", "prepare_out", "program_of", "read_results"]

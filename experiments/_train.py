@@ -100,8 +100,10 @@ class Job:
 def run_sweep(jobs, store, ckpts, ctx, resume=True, quiet=False, on_saved=None, log=print):
     """Run ``jobs`` in order; rank 0 records each in ``store`` (then calls ``on_saved()``). A diverged run
     is recorded (``status: diverged``, its last good checkpoint kept) and the sweep goes on. SIGINT /
-    SIGTERM: the running job checkpoints and the sweep returns ``128 + signal`` (rerun to resume)."""
+    SIGTERM: the running job checkpoints and the sweep returns ``128 + signal`` (rerun to resume). Checkpoint
+    paths that cannot be written raise :class:`~experiments._runs.OutError` before any job starts."""
     from tqdm.auto import tqdm
+    ckpts.check([job.key for job in jobs])           # before the first step: an unusable folder fails now
     show = not quiet and ctx.main
     say = log if ctx.main else (lambda *a, **k: None)
     outer = tqdm(total=len(jobs), desc="runs", disable=not show)

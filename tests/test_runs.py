@@ -61,7 +61,7 @@ def test_reruns_merge_skip_and_replace(tmp_path, capsys):
 @pytest.mark.parametrize("content,message", [
     ('{"meta": {}, "runs": [{"key": "a", "con', "not valid JSON"),
     ('{"mode": "quick", "checks": []}', "not a results file"),
-    ('{"meta": {"experiment": "other"}, "runs": []}', "holds results of experiments.other"),
+    ('{"meta": {"experiment": "other"}, "runs": []}', "written by ddesys.experiments.other"),
     (b"\xff\xfe\x00garbage", "not a text file")])
 def test_bad_results_file_stops_before_training_and_is_untouched(tmp_path, main, name, content, message):
     path = tmp_path / "results.json"

@@ -1,25 +1,42 @@
-"""Output folders of the command-line tools: checked before any work, written atomically.
+"""Output folders of the command-line tools: checked before any work, written atomically, owned by one
+program, locked while a results file is merged.
 
-Shared by ``python -m ddesys.verification`` and the experiment CLIs (:mod:`experiments`).
+Shared by ``python -m ddesys.verification`` and the experiment CLIs (:mod:`experiments`). A results file
+names the program that wrote it (``"program": "ddesys.experiments.synthetic"``, ...); files from before
+that field are recognised by their layout (:func:`written_by`), and a program refuses a folder whose
+results another program wrote (:func:`check_owner`) before it does any work.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["OutError", "atomic_write", "prepare_out"]
+try:                                             # POSIX; elsewhere merges are not locked
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+__all__ = ["LOCK", "OutError", "atomic_write", "check_owner", "locked", "prepare_out", "written_by"]
+
+LOCK = ".results.lock"                           # the lock file of a folder's results (left in place)
 
 
 class OutError(Exception):
     """``--out`` cannot be used (not a folder, cannot be created, not writable)."""
 
 
-def prepare_out(path):
+def prepare_out(path, files=(), folders=()):
     """Create ``path`` if needed and prove it writable (a probe file is created and removed); raises
     :class:`OutError` naming the folder otherwise. Works for root too, where permission bits do not
-    stop writes but a read-only file system or a file in the way still does."""
+    stop writes but a read-only file system or a file in the way still does.
+
+    ``files``: names (relative to ``path``) the program will write: each must not be a folder.
+    ``folders``: subfolders it will write into (e.g. ``checkpoints``): each must be a folder or absent
+    (then it is created when first needed, inside the writable ``path``); an existing one is probed
+    like ``path``. Nothing is created for them, so a refused folder is left as it was."""
     path = Path(path)
     for parent in [path, *path.parents]:
         if parent.exists() and not parent.is_dir():
@@ -34,7 +51,81 @@ def prepare_out(path):
         os.unlink(probe)
     except OSError as exc:
         raise OutError(f"--out {path} is not writable ({exc.strerror or exc})") from None
+    for name in files:
+        if (path / name).is_dir():
+            raise OutError(f"--out {path}: {path / name} is a folder, but this program writes a file there")
+    for name in folders:
+        sub = path / name
+        for rel in [Path(name), *Path(name).parents[:-1]]:      # the folder and those between it and path
+            p = path / rel
+            if p.exists() and not p.is_dir():
+                raise OutError(f"--out {path}: {p} is a file, but this program writes a folder there")
+        if sub.is_dir():
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=sub)
+                os.close(fd)
+                os.unlink(probe)
+            except OSError as exc:
+                raise OutError(f"--out {path}: {sub} is not writable ({exc.strerror or exc})") from None
     return path
+
+
+def written_by(data):
+    """The program that wrote a parsed results file, or ``None`` when it cannot be told: its
+    ``program`` field; for files from before that field, ``ddesys.experiments.<meta.experiment>``
+    (experiment CLIs) or ``ddesys.verification`` (a ``checks`` list beside ``mode``)."""
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("program"), str):
+        return data["program"]
+    meta = data.get("meta")
+    if isinstance(meta, dict) and isinstance(meta.get("experiment"), str):
+        return f"ddesys.experiments.{meta['experiment']}"
+    if isinstance(data.get("checks"), list) and "mode" in data:
+        return "ddesys.verification"
+    return None
+
+
+def check_owner(folder, program, results="results.json", report=None, heading=None):
+    """Raise :class:`OutError` unless the results in ``folder`` are ``program``'s or absent: a
+    ``results`` file that another program wrote, that cannot be read or whose writer cannot be told is
+    refused; without a results file, a ``report`` file (e.g. ``report.md``) must start with
+    ``heading``. Reads only: the folder is left as it was."""
+    folder = Path(folder)
+    path = folder / results
+    if path.is_file():
+        try:
+            who = written_by(json.loads(path.read_bytes().decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            who, why = None, "not valid JSON"
+        else:
+            why = "its writer cannot be told"
+        if who != program:
+            what = f"written by {who}" if who else why
+            raise OutError(f"--out {folder}: {path} is not a results file of {program} ({what}); nothing was "
+                           "written: choose another --out or move the file away")
+    elif report is not None and (folder / report).is_file():
+        with open(folder / report, "rb") as f:
+            first = f.readline().decode("utf-8", "replace")
+        if heading is not None and not first.startswith(heading):
+            raise OutError(f"--out {folder}: {folder / report} was not written by {program} (it starts with "
+                           f"{first.strip()[:60]!r}); nothing was written: choose another --out or move it away")
+
+
+@contextlib.contextmanager
+def locked(folder):
+    """Hold an exclusive lock on ``folder``'s results (``folder/.results.lock``, ``fcntl.flock``) for
+    the ``with`` block: processes that read, merge and rewrite a results file inside it take turns.
+    The lock goes with the process (a killed writer never leaves it held)."""
+    if fcntl is None:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(Path(folder) / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                             # closing releases the lock
 
 
 def atomic_write(path, data):

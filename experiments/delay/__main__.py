@@ -28,8 +28,8 @@ import datetime
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name, positive_float,
-                     is_main_process, learning_rate, nonneg_int, positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, RunSchema, add_run_arguments, atomic_write, device_name,
+                     is_main_process, learning_rate, nonneg_int, open_results, positive_float, positive_int)
 from . import DEFAULT_FAMILIES, FAMILIES
 
 SCALES = {   # sequence, lags, band (Hz), S4D width, layers, N, steps, batch, eval_every, val_size, seeds
@@ -155,6 +155,10 @@ def _rekey(run):
     return run_key(run["config"])
 
 
+SCHEMA = RunSchema(done=("n_params", "rel_rmse", "best_rel_rmse", "diagnosis"),   # what report.py and
+                   curve=("step", "val_rel_rmse"))                                 # tables.py read
+
+
 def _save_report(out, store):
     from . import report
     runs = store.all()
@@ -173,11 +177,8 @@ def main(argv=None):
     if is_main_process():
         meta = {"scale": args.scale, "command": "python -m ddesys.experiments.delay " + " ".join(
             sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
-        try:
-            prepare_out(out)
-            store = Store(out, "delay", _rekey, meta, resume=not args.no_resume, move_bad=args.move_bad_results)
-        except (OutError, ResultsError) as exc:
-            raise SystemExit(f"error: {exc}") from None
+        store = open_results(out, "delay", _rekey, args, meta, SCHEMA,
+                             files=("report.md", "curves.png", "delays.png", "response.png"))
     import torch                                         # the heavy part starts here
 
     from .._ckpt import Checkpoints
@@ -209,8 +210,11 @@ def main(argv=None):
                     lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
                 for c in todo]
         ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
-        code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                         on_saved=lambda: _save_report(out, store))
+        try:
+            code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
+                             on_saved=lambda: _save_report(out, store))
+        except (OutError, ResultsError) as exc:
+            raise SystemExit(f"error: {exc}") from None
         if ctx.main and code == 0:
             if not todo and store.runs and not (out / "report.md").exists():
                 _save_report(out, store)

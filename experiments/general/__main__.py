@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, device_name, is_main_process,
-                     learning_rate, nonneg_int, positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, RunSchema, add_run_arguments, atomic_write, device_name,
+                     is_main_process, learning_rate, nonneg_int, open_results, positive_int)
 from .data import sdigits, smnist
 from .listops import listops
 from .tasks import TASKS as TABLE2
@@ -127,7 +127,7 @@ def report(runs, meta, out):
             f"{r['task']} {r['config']['family']} H={r['config']['width']} lr={r['config']['lr']:g} "
             f"seed {r['config']['seed']} at epoch {r.get('diverged_epoch', '?')}" for r in bad) + "."]
     lines += ["", "![test accuracy per epoch](curves.png)", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    atomic_write(out / "report.md", "\n".join(lines))
     plt = pyplot()
     tasks = list(dict.fromkeys(t for t, _ in groups))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.3), squeeze=False)
@@ -181,6 +181,10 @@ def _rekey(run):
     return run_key(run["task"], run["config"], run.get("data"))
 
 
+SCHEMA = RunSchema(fields=("task", "config", "curve"), done=("best_acc", "final_acc", "n_params", "seconds"),
+                   curve=("test_acc",))                                            # what report() reads
+
+
 def main(argv=None):
     args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
     s = dict(SCALES["paper" if args.scale == "preset" else args.scale])
@@ -192,11 +196,7 @@ def main(argv=None):
     if is_main_process():                                # rank 0 alone owns the files (torchrun)
         meta = {"scale": args.scale, "command": "python -m ddesys.experiments.general " + " ".join(
             sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
-        try:
-            prepare_out(out)
-            store = Store(out, "general", _rekey, meta, resume=not args.no_resume, move_bad=args.move_bad_results)
-        except (OutError, ResultsError) as exc:
-            raise SystemExit(f"error: {exc}") from None
+        store = open_results(out, "general", _rekey, args, meta, SCHEMA, files=("report.md", "curves.png"))
     import torch                                         # the heavy part starts here
 
     from .._ckpt import Checkpoints
@@ -234,8 +234,11 @@ def main(argv=None):
             print(f"{n_all} runs ({n_all - len(jobs)} already in {store.path}; {len(store.runs)} there in all); "
                   f"device {ctx.device}" + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
         ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
-        code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                         on_saved=lambda: _report(store, out))
+        try:
+            code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
+                             on_saved=lambda: _report(store, out))
+        except (OutError, ResultsError) as exc:
+            raise SystemExit(f"error: {exc}") from None
         if ctx.main and code == 0 and jobs:
             print(_report(store, out) or "no finished runs")
         return code

@@ -28,8 +28,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, Store, add_run_arguments, atomic_write, device_name,
-                     is_main_process, learning_rate, nonneg_int, positive_int, prepare_out)
+from .._runs import (OutError, ResultsError, RunSchema, add_run_arguments, atomic_write, device_name,
+                     is_main_process, learning_rate, nonneg_int, open_results, positive_int)
 from . import FAMILIES, HF_FAMILIES
 from .tasks import KINDS, preset
 
@@ -116,6 +116,9 @@ def _rekey(run):
     return run_key(run["config"])
 
 
+SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"))   # what report.py reads
+
+
 def _save_report(out, store):
     from . import report
     runs = store.all()
@@ -132,12 +135,7 @@ def main(argv=None):
     if is_main_process():                                # rank 0 alone owns the files (torchrun)
         meta = {"scale": args.scale, "command": "python -m ddesys.experiments.synthetic " + " ".join(
             sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
-        try:
-            prepare_out(out)
-            store = Store(out, "synthetic", _rekey, meta, resume=not args.no_resume,
-                          move_bad=args.move_bad_results)
-        except (OutError, ResultsError) as exc:
-            raise SystemExit(f"error: {exc}") from None
+        store = open_results(out, "synthetic", _rekey, args, meta, SCHEMA, files=("report.md", "curves.png"))
     import torch                                         # the heavy part starts here
 
     from .._ckpt import Checkpoints
@@ -170,8 +168,11 @@ def main(argv=None):
                     lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
                 for c in todo]
         ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
-        code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                         on_saved=lambda: _save_report(out, store))
+        try:
+            code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
+                             on_saved=lambda: _save_report(out, store))
+        except (OutError, ResultsError) as exc:
+            raise SystemExit(f"error: {exc}") from None
         if ctx.main and code == 0:
             if not todo and store.runs and not (out / "report.md").exists():
                 _save_report(out, store)
