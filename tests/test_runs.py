@@ -63,16 +63,18 @@ def test_reruns_merge_skip_and_replace(tmp_path, capsys):
     ('{"mode": "quick", "checks": []}', "not a results file"),
     ('{"meta": {"experiment": "other"}, "runs": []}', "written by ddesys.experiments.other"),
     (b"\xff\xfe\x00garbage", "not a text file")])
-def test_bad_results_file_stops_before_training_and_is_untouched(tmp_path, main, name, content, message):
+def test_bad_results_file_stops_before_training_and_is_untouched(tmp_path, main, name, content, message,
+                                                                 monkeypatch):
+    def no_training(*a, **k):                      # structural, not timed: the refusal comes before any run
+        raise AssertionError("a run started despite the bad results file")
+    monkeypatch.setattr(_train, "run_sweep", no_training)
     path = tmp_path / "results.json"
     (path.write_bytes if isinstance(content, bytes) else path.write_text)(content)
     before = path.read_bytes()
     args = ["--scale", "smoke", "--quiet", "--out", str(tmp_path)] + (["--models", "lstm"] if name == "synthetic"
                                                                      else ["--tasks", "listops"])
-    t0 = time.perf_counter()
     with pytest.raises(SystemExit) as exc:
         main(args)
-    assert time.perf_counter() - t0 < 2
     assert str(path) in str(exc.value) and message in str(exc.value) and "--move-bad-results" in str(exc.value)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
@@ -99,7 +101,7 @@ def test_older_results_files_keep_their_runs():
 
 
 @pytest.mark.parametrize("module", ["ddesys.experiments.synthetic", "ddesys.experiments.general", "ddesys.verification"])
-def test_unusable_out_fails_within_about_a_second(tmp_path, module):
+def test_unusable_out_fails_before_any_work(tmp_path, module):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     cases = [blocker / "sub" / "out", blocker]
@@ -108,14 +110,13 @@ def test_unusable_out_fails_within_about_a_second(tmp_path, module):
         ro.mkdir()
         ro.chmod(0o500)
         cases.append(ro)
-    for out in cases:
-        t0 = time.perf_counter()
+    for out in cases:                              # structural, not timed: no progress bar, nothing written
         res = subprocess.run([sys.executable, "-m", module, "--out", str(out)], cwd=ROOT, capture_output=True,
                              text=True, timeout=60, env=ENV)
-        took = time.perf_counter() - t0
         assert res.returncode == 1 and str(out) in res.stderr and "error:" in res.stderr, res.stderr[-500:]
-        assert took < 3.0, f"{module} took {took:.1f} s to reject {out}"
-    assert blocker.read_text() == "x"
+        assert "%|" not in res.stderr and "step" not in res.stdout, (res.stdout[-300:], res.stderr[-300:])
+    assert blocker.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["file"] + (["ro"] if os.geteuid() != 0 else []))
 
 
 def test_prepare_out_probes_by_writing(tmp_path, monkeypatch):
