@@ -45,12 +45,7 @@ def prepare_out(path, files=(), folders=()):
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutError(f"--out {path}: cannot create the folder ({exc.strerror or exc})") from None
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise OutError(f"--out {path} is not writable ({exc.strerror or exc})") from None
+    _probe_write(path, f"--out {path} is not writable")
     for name in files:
         if (path / name).is_dir():
             raise OutError(f"--out {path}: {path / name} is a folder, but this program writes a file there")
@@ -61,13 +56,18 @@ def prepare_out(path, files=(), folders=()):
             if p.exists() and not p.is_dir():
                 raise OutError(f"--out {path}: {p} is a file, but this program writes a folder there")
         if sub.is_dir():
-            try:
-                fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=sub)
-                os.close(fd)
-                os.unlink(probe)
-            except OSError as exc:
-                raise OutError(f"--out {path}: {sub} is not writable ({exc.strerror or exc})") from None
+            _probe_write(sub, f"--out {path}: {sub} is not writable")
     return path
+
+
+def _probe_write(folder, message):
+    """Create and remove a temporary file in ``folder``; :class:`OutError` ``message (reason)`` if it fails."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise OutError(f"{message} ({exc.strerror or exc})") from None
 
 
 def written_by(data):
