@@ -43,20 +43,11 @@ def _check_ring(cache, k_max):
 
 def _tap_history(layer, cache, L, dtype):
     """The tap's output at chunk steps ``tau < L`` from the inputs before ``t0`` in ``cache.xbuf``
-    ``(B, Rx, H)`` (its FIR filter over [history inputs, chunk], minus the chunk's own part): ``(B, H, L)``."""
-    j, we, need = layer._tap_constants(dtype)                                      # (H, J), (H, J), Rx needed
-    xbuf, t0 = cache.xbuf, cache.t
-    B, Rx, H = xbuf.shape
-    if need > Rx:
-        raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
-                           f"allocation), past the cache's {Rx - 1}: allocate a new cache")
-    T = min(L, Rx)
-    src = torch.arange(T, device=j.device)[None, None, :] - j[:, :, None]          # (H, J, T), relative to t0
-    ok = (src < 0) & (t0 + src >= 0) & (j[:, :, None] >= 0)
-    ar = torch.arange(H, device=j.device)[:, None, None]
-    vals = xbuf[:, (t0 + src).clamp_min(0) % Rx, ar].to(we.dtype)                  # (B, H, J, T)
-    y = (vals * torch.where(ok, we[:, :, None], torch.zeros((), dtype=we.dtype, device=we.device))).sum(2)
-    return torch.nn.functional.pad(y, (0, L - T))                                   # (B, H, L)
+    ``(B, Rx, H)``: its FIR filter over [history inputs, a zero chunk] (``TapBranch.chunk_output``, the
+    one implementation of the ring's FIR), ``(B, H, L)``."""
+    B, _, H = cache.xbuf.shape
+    zero = torch.zeros((B, H, L), dtype=dtype, device=cache.xbuf.device)
+    return layer.tap.chunk_output(zero, cache.xbuf, cache.t, layer._tap_constants(dtype))
 
 
 def ds4d_chunk(layer, xb, cache, keep, dtype):
