@@ -267,3 +267,13 @@ def rrmse(a, ref):
 
 __all__ = ["brute_force", "char_poly", "tap_brute", "impulse_response", "random_system", "rel_err", "rel_max", "roots_radius",
            "rrmse", "split_delay"]
+
+
+def tap_test_system(rng, C=3, N2=4):
+    """A stable delay system of ``C`` channels for the tap tests: ``lam, mu, bbar, c`` ``(C, N2)``, the
+    delays ``[3.5, 7.2, 1.0]`` and ``d`` ``[0.3, -0.2, 0.0]`` (``C = 3``)."""
+    lam = 0.85 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
+    mu = 0.1 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
+    bbar = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
+    c = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
+    return lam, mu, bbar, c, np.array([3.5, 7.2, 1.0]), np.array([0.3, -0.2, 0.0])

@@ -91,27 +91,27 @@ def test_old_import_paths_alias_the_same_modules():
             "assert experiments.synthetic.train is ddesys.experiments.synthetic.train\n"
             "assert verification.oracle is ddesys.verification.oracle and gpu is sys.modules['ddesys.gpu']\n"
             "print(sorted({str(x.message).split('`')[1] for x in w if x.category is DeprecationWarning}))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert _python(code) == "['import experiments', 'import gpu', 'import nn', 'import verification']"
+
+
+def _python(code, *flags):
+    """Run ``code`` in a fresh interpreter from the repository root; its stripped stdout (exit 0 asserted)."""
+    out = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['import experiments', 'import gpu', 'import nn', 'import verification']"
+    return out.stdout.strip()
 
 
 def test_torch_nn_and_the_layers_in_one_file():
     code = ("from torch import nn\nfrom ddesys.nn import DS4D\n"
             "m = nn.Sequential(nn.Linear(4, 4), DS4D(4, 8, l_max=8))\nprint(type(m[1]).__module__)")
-    out = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code], capture_output=True,
-                         text=True, cwd=ROOT, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ddesys.nn.ds4d"
+    assert _python(code, "-W", "error::DeprecationWarning") == "ddesys.nn.ds4d"
 
 
 def test_import_ddesys_needs_no_torch():
     code = ("import sys, ddesys, ddesys.transfer, ddesys.backend, ddesys.parameterization, ddesys.plot;"
             "print(sorted(m for m in ('torch', 'nn', 'gpu', 'ddesys.nn', 'ddesys.gpu', 'cupy', 'triton') "
             "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    assert _python(code) == "[]"
 
 
 def test_one_home_per_formula():

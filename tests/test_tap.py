@@ -16,7 +16,7 @@ from ddesys.tap import tap_kernel, tap_support, tap_transfer, tap_weights
 from ddesys.nn import DS4D, SequenceModel, TapWidthSchedule, set_tap_width
 
 from nn_helpers import spec_discrete
-from oracle import brute_force, rel_max, tap_brute
+from oracle import brute_force, rel_max, tap_brute, tap_test_system
 
 WIDTHS = (1.0, 2.5, 9.0)
 
@@ -59,18 +59,10 @@ def test_transfer_is_the_kernels_z_transform(width):
     assert np.abs(tap_transfer(e, s, width, z) - ref).max() < 1e-12
 
 
-def _system(rng, C=3, N2=4):
-    lam = 0.85 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
-    mu = 0.1 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
-    bbar = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
-    c = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
-    return lam, mu, bbar, c, np.array([3.5, 7.2, 1.0]), np.array([0.3, -0.2, 0.0])
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_discrete_system_with_tap_matches_the_loops(width):
     rng = np.random.default_rng(0)
-    lam, mu, bbar, c, delay, d = _system(rng)
+    lam, mu, bbar, c, delay, d = tap_test_system(rng)
     e, s = np.array([1.0, -2.0, 0.5]), np.array([2.3, 10.0, 0.0])
     sysd = DiscreteDelaySystem(lam, mu, bbar, c, delay, d) + DelayTap(e, s, width)
     assert isinstance(sysd, SumSystem)
@@ -87,7 +79,7 @@ def test_discrete_system_with_tap_matches_the_loops(width):
 
 def test_tap_leaves_stability_and_poles_alone():
     rng = np.random.default_rng(1)
-    lam, mu, bbar, c, delay, d = _system(rng)
+    lam, mu, bbar, c, delay, d = tap_test_system(rng)
     plain = DiscreteDelaySystem(lam, mu, bbar, c, delay, d)
     tapped = plain + DelayTap(np.ones(3), np.array([5.0, 2.5, 40.0]), 4.0)
     assert np.array_equal(plain.is_stable(), tapped.is_stable())
@@ -98,7 +90,7 @@ def test_tap_leaves_stability_and_poles_alone():
 @pytest.mark.parametrize("bad", [(1.0, -1.0), (1.0, np.nan), (1.0, 3.0, 0.5), (1.0, 3.0, np.inf), "tap"])
 def test_bad_taps_are_refused(bad):
     rng = np.random.default_rng(2)
-    lam, mu, bbar, c, delay, d = _system(rng)
+    lam, mu, bbar, c, delay, d = tap_test_system(rng)
     with pytest.raises((ValueError, TypeError)), pytest.warns(FutureWarning, match="DelayTap"):
         DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=bad)         # the deprecated form
     if isinstance(bad, tuple):

@@ -22,7 +22,7 @@ from ddesys.experiments._tap import tap_zero
 from ddesys.nn.tap import TapBranch, TapWidthSchedule, max_tap_width
 
 from nn_helpers import layer_oracle, spec_discrete
-from oracle import brute_force, rel_max, tap_brute
+from oracle import brute_force, rel_max, tap_brute, tap_test_system
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OLD = torch.load(ROOT / "tests/data/tap_v1.pt", weights_only=True)
@@ -145,17 +145,9 @@ def test_decode_constants_follow_a_tap_update():
 
 
 # ------------------------------------------------------------------------------------- ddesys
-def _system(rng, C=3, N2=4):
-    lam = 0.85 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
-    mu = 0.1 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
-    bbar = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
-    c = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
-    return lam, mu, bbar, c, np.array([3.5, 7.2, 1.0]), np.array([0.3, -0.2, 0.0])
-
-
 def test_delay_tap_is_a_system_and_sums_with_the_delay_system():
     rng = np.random.default_rng(0)
-    lam, mu, bbar, c, delay, d = _system(rng)
+    lam, mu, bbar, c, delay, d = tap_test_system(rng)
     e, s, width, L = np.array([1.0, -2.0, 0.5]), np.array([2.3, 10.0, 0.0]), 2.5, 40
     tap, iir = DelayTap(e, s, width), DiscreteDelaySystem(lam, mu, bbar, c, delay, d)
     x = rng.standard_normal((2, 3, L))
@@ -187,7 +179,7 @@ def test_delay_tap_is_a_system_and_sums_with_the_delay_system():
 
 def test_the_tap_constructor_flag_is_deprecated_and_builds_the_sum():
     rng = np.random.default_rng(1)
-    lam, mu, bbar, c, delay, d = _system(rng)
+    lam, mu, bbar, c, delay, d = tap_test_system(rng)
     with pytest.warns(FutureWarning, match=r"\+ DelayTap"):
         old = DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=(np.ones(3), np.array([5.0, 2.5, 4.0]), 2.0))
     new = DiscreteDelaySystem(lam, mu, bbar, c, delay, d) + DelayTap(np.ones(3), np.array([5.0, 2.5, 4.0]), 2.0)
