@@ -11,8 +11,8 @@ which
   else torch's current thread count when torch is loaded, else Numba's default;
 * restores Numba's and torch's thread counts afterwards, exactly as they were;
 * starts Numba's pool, the first time, with its idle threads waiting passively: a second runtime's
-  threads otherwise spin after each parallel region (libgomp's default spin, a large fraction of a
-  second) on the cores torch's next operations need, so a prefill or a batch-8 decode step followed
+  threads otherwise spin after each parallel region (libgomp spins by default before it sleeps)
+  on the cores torch's next operations need, so a prefill or a batch-8 decode step followed
   by torch's norms and linears ran them on contended cores. ``OMP_WAIT_POLICY=PASSIVE`` is set for
   that launch only and removed at once (torch's runtime, initialized at its import, does not read it
   again); a caller's own ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` is left as it is and decides.

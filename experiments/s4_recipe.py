@@ -199,6 +199,13 @@ def _positive_int(v):
     return n
 
 
+def _probability(v):
+    p = float(v)
+    if not 0.0 <= p < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {v}")
+    return p
+
+
 SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # runs merge only
 RECIPE_DEFAULTS = {"postnorm": False, "dropout": 0.1}       # keys that results files written before them lack
 
@@ -234,7 +241,7 @@ def main(argv=None):
     ap.add_argument("--n-layers", type=_positive_int, default=4)
     ap.add_argument("--postnorm", action="store_true",
                     help="LayerNorm after the residual: example.py's default (this recipe's default is its --prenorm)")
-    ap.add_argument("--dropout", type=float, default=0.1, help="example.py's --dropout")
+    ap.add_argument("--dropout", type=_probability, default=0.1, help="example.py's --dropout, in [0, 1)")
     ap.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=_positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)

@@ -142,3 +142,11 @@ def test_only_the_drop_in_changed_its_start():
                           atol=1e-7)
     again = dnn.DS4D(4, 4, l_max=8, seed=0)                 # nn.DS4D's seeded draw is reproducible as before
     assert torch.equal(core.theta, again.theta) and torch.equal(core.C, again.C)
+
+
+@pytest.mark.parametrize("bad", [["--dropout", "1.5"], ["--dropout", "x"], ["--seeds", "0"]])
+def test_bad_arguments_stop_at_parse_time(tmp_path, bad, capsys):
+    with pytest.raises(SystemExit) as exc:
+        s4_recipe.main(["--out", str(tmp_path / "o")] + bad)
+    assert exc.value.code == 2 and not (tmp_path / "o").exists()
+    assert bad[0] in capsys.readouterr().err
