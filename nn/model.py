@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .clock import Clocked
 from .ds4d import DS4D
 from .generate import allocate_caches, generate, reset_caches, split_dtype_arg
 from .lengths import check_lengths, left_align, right_align, valid_mask
@@ -42,6 +43,9 @@ class SequenceBlock(nn.Module):
         Normalize the layer's input; ``False``: normalize the block's output (post-norm).
     norm : {"layer", "none"}, default "layer"
         ``nn.LayerNorm`` or the identity (no normalization).
+    clocked : bool, default False
+        Run the layer in its own time (:class:`nn.clock.Clocked`): ``forward`` / ``prefill`` take
+        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``.
 
     Raises
     ------
@@ -54,12 +58,14 @@ class SequenceBlock(nn.Module):
     """
 
     def __init__(self, d_model, layer="ds4d", layer_kw=None, activation="gelu", dropout=0.0, glu=True,
-                 prenorm=True, norm="layer"):
+                 prenorm=True, norm="layer", clocked=False):
         super().__init__()
         if layer not in LAYERS:
             raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
         self.norm = _norm(norm, d_model)
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
+        if clocked:
+            self.layer = Clocked(self.layer)
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()
         self.drop = nn.Dropout(dropout)
         self.out = nn.Linear(d_model, 2 * d_model if glu else d_model)
@@ -69,7 +75,7 @@ class SequenceBlock(nn.Module):
     def _post(self, z):
         return self.drop(self.glu(self.out(self.drop(self.act(z)))))
 
-    def forward(self, x, mode="fft", lengths=None):
+    def forward(self, x, mode="fft", lengths=None, ticks=None):
         """``x`` ``(B, L, H)`` -> ``(B, L, H)``.
 
         Parameters
@@ -79,6 +85,8 @@ class SequenceBlock(nn.Module):
             The layer's path: FFT convolution (training) or the exact recurrence (verification).
         lengths : Tensor ``(B,)``, optional
             A right-padded batch (see :meth:`SequenceModel.forward`).
+        ticks : Tensor ``(B, L)`` bool, optional
+            A clocked layer's clock.
 
         Returns
         -------
@@ -86,6 +94,8 @@ class SequenceBlock(nn.Module):
         """
         z = self.norm(x) if self.prenorm else x
         kw = {} if lengths is None else {"lengths": lengths}
+        if ticks is not None:
+            kw = {"ticks": ticks}
         y = x + self._post(self.layer(z, mode=mode, **kw))
         return y if self.prenorm else self.norm(y)
 
@@ -94,21 +104,23 @@ class SequenceBlock(nn.Module):
         max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceBlock")
         return allocate_caches([self.layer], batch_size, max_seqlen, dtype, kwargs)[0]
 
-    def step(self, x_t, cache):
-        """One position ``x_t`` ``(B, H)`` -> ``(B, H)``; updates ``cache`` in place."""
+    def step(self, x_t, cache, tick=None):
+        """One position ``x_t`` ``(B, H)`` -> ``(B, H)``; updates ``cache`` in place (``tick`` ``(B,)``: a
+        clocked layer's clock)."""
         z = self.norm(x_t) if self.prenorm else x_t
-        y = x_t + self._post(self.layer.step(z, cache))
+        y = x_t + self._post(self.layer.step(z, cache) if tick is None else self.layer.step(z, cache, tick))
         return y if self.prenorm else self.norm(y)
 
-    def prefill(self, x, cache, mask=None):
+    def prefill(self, x, cache, mask=None, ticks=None):
         """Consume a prompt ``x`` ``(B, L, H)``: fills ``cache``, returns the outputs ``(B, L, H)``.
 
         ``mask`` ``(B, L)`` bool: positions whose layer input is zeroed (a left-padded batch: the
-        padding then leaves every state at zero, see :meth:`SequenceModel.prefill`)."""
+        padding then leaves every state at zero, see :meth:`SequenceModel.prefill`). ``ticks`` ``(B, L)``:
+        a clocked layer's clock."""
         z = self.norm(x) if self.prenorm else x
         if mask is not None:
             z = z * mask[..., None].to(z.dtype)
-        y = x + self._post(self.layer.prefill(z, cache))
+        y = x + self._post(self.layer.prefill(z, cache) if ticks is None else self.layer.prefill(z, cache, ticks))
         return y if self.prenorm else self.norm(y)
 
 
@@ -136,6 +148,12 @@ class SequenceModel(nn.Module):
         Pre-norm blocks; ``False``: post-norm (see :class:`SequenceBlock`).
     norm : {"layer", "none"}, default "layer"
         The blocks' and the final normalization: ``nn.LayerNorm`` or the identity.
+    clock : callable or None
+        A selective clock (docs/theory.md §10): a module mapping the model's input ``(B, L)`` token ids
+        (or ``(B,)`` for a step) to bool ticks, e.g. :class:`nn.clock.TokenClock` ``(pause_tokens=(0,))``.
+        Every block's layer then runs in its own time (:class:`nn.clock.Clocked`): frozen at pauses, its
+        delays counted in ticks. Build its layers with ``layer_kw["l_max"]`` the longest tick count
+        (None: from the first batch). ``lengths=`` marks the right padding as pauses.
     device, dtype : optional
         Where and in which floating dtype the parameters live. The model is built on the CPU in
         float32 and then moved, so a seed gives the same weights on every device.
@@ -187,8 +205,10 @@ class SequenceModel(nn.Module):
 
     def __init__(self, d_input, d_output, d_model=128, n_layers=4, layer="ds4d", layer_kw=None,
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
-                 norm="layer", device=None, dtype=None):
+                 norm="layer", clock=None, device=None, dtype=None):
         super().__init__()
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock), got {type(clock).__name__}")
         if pool not in (None, "mean", "last"):
             raise ValueError(f"pool must be None, 'mean' or 'last', got {pool!r}")
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -200,7 +220,9 @@ class SequenceModel(nn.Module):
                 raise ValueError(f"device must name a torch device ('cpu', 'cuda:0', ...), got {device!r}") from err
         self.encoder = nn.Embedding(d_input, d_model) if embedding else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(SequenceBlock(d_model, layer, layer_kw, activation, dropout, glu,
-                                                  prenorm=prenorm, norm=norm) for _ in range(n_layers))
+                                                  prenorm=prenorm, norm=norm, clocked=clock is not None)
+                                    for _ in range(n_layers))
+        self.clock = clock
         self.norm = _norm(norm, d_model)
         self.decoder = nn.Linear(d_model, d_output)
         self.pool = pool
@@ -233,6 +255,15 @@ class SequenceModel(nn.Module):
             x = x[:, 0]
         return self.encoder(x), seq_axis
 
+    def _ticks(self, x, n=None):
+        """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses."""
+        if self.clock is None:
+            return None
+        ticks = self.clock(x)
+        if n is not None:
+            ticks = ticks & valid_mask(n, ticks.shape[1])
+        return ticks
+
     def _head(self, h):
         return self.decoder(self.norm(h))
 
@@ -260,8 +291,9 @@ class SequenceModel(nn.Module):
         """
         h, _ = self._encode(x, "forward")                            # (B, L, H)
         n = None if lengths is None else check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
+        ticks = self._ticks(x, n)                                    # (B, L) bool or None
         for blk in self.blocks:
-            h = blk(h, mode=mode, lengths=n)
+            h = blk(h, mode=mode, lengths=None if ticks is not None else n, ticks=ticks)
         h = self.norm(h)
         if self.pool == "mean":
             h = h.mean(dim=1) if n is None else \
@@ -332,8 +364,9 @@ class SequenceModel(nn.Module):
         """
         self._check_caches(caches, "step")
         h, seq_axis = self._encode(x_t, "step", step=True)          # (B, H)
+        tick = None if self.clock is None else self._ticks(x_t.reshape(x_t.shape[0], -1)[:, :1])[:, 0]   # (B,)
         for blk, c in zip(self.blocks, caches):
-            h = blk.step(h, c)
+            h = blk.step(h, c, tick)
         y = self._head(h)                                            # (B, d_output)
         return y[:, None] if seq_axis else y
 
@@ -355,6 +388,14 @@ class SequenceModel(nn.Module):
         """
         self._check_caches(caches, "prefill")
         h, _ = self._encode(x, "prefill")                            # (B, L, H)
+        if self.clock is not None:                                   # padding = pauses: no re-alignment
+            n = None if lengths is None else check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
+            if n is not None and any(c.t != 0 for c in caches):
+                raise ValueError("prefill(lengths=...) needs fresh caches (t = 0)")
+            ticks = self._ticks(x, n)
+            for blk, c in zip(self.blocks, caches):
+                h = blk.prefill(h, c, ticks=ticks)
+            return self._head(h)
         if lengths is None:
             for blk, c in zip(self.blocks, caches):
                 h = blk.prefill(h, c)
