@@ -9,6 +9,7 @@ if __name__ != "ddesys.nn":             # the old top-level name `nn`: the same 
     from ddesys._legacy import alias as _alias
     _sys.modules[__name__] = _alias(__name__)
 
+from .clock import Clocked, ClockedCache, TokenClock
 from .common import NonFiniteInputError
 from .ds4d import DS4D, DS4DCache
 from .model import SequenceBlock, SequenceModel
@@ -16,5 +17,5 @@ from .optim import param_groups
 from .s4d import S4D, S4DCache
 from .tap import TapWidthSchedule, set_tap_width
 
-__all__ = ["DS4D", "DS4DCache", "NonFiniteInputError", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
+__all__ = ["Clocked", "ClockedCache", "TokenClock", "DS4D", "DS4DCache", "NonFiniteInputError", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
            "set_tap_width"]

@@ -17,6 +17,9 @@ these functions against the tests' own oracle (``tests/oracle.py``).
 * :func:`impulse_response`: the kernel ``K_t`` (``d`` excluded), the recurrence driven by a unit impulse;
 * :func:`tap`: the delayed input tap of §8, ``e sum_{j >= 0} w_j x_{t-j}`` with the hat window, a loop
   over the window's offsets;
+* :func:`clocked_recurrence`: the same recurrence run in ticks (docs/theory.md §10): a loop over real
+  time with a tick counter per row; between ticks nothing moves, the output is the held state's plus
+  ``d x_t``;
 * :func:`model_forward`: ``nn.SequenceModel``'s forward (pre-norm, dropout 0) with every DS4D layer
   replaced by :func:`recurrence` on :func:`ds4d_params` (plus :func:`tap` for layers with a tap).
 """
@@ -27,7 +30,7 @@ import numpy as np
 from ddesys import ds4d_discrete
 from ddesys.parameterization import delay_steps
 
-__all__ = ["ds4d_params", "impulse_response", "model_forward", "recurrence", "tap"]
+__all__ = ["clocked_recurrence", "ds4d_params", "impulse_response", "model_forward", "recurrence", "tap"]
 
 MEMORY_BYTES = 256 * 2**20            # history kept per chunk of channels
 
@@ -77,6 +80,33 @@ def recurrence(lam, mu, bbar, c, delay, d, x):
     return y
 
 
+def clocked_recurrence(lam, mu, bbar, c, delay, d, x, ticks):
+    """As :func:`recurrence`, with ``ticks`` bool ``(B, L)``: at a tick the row takes one step (its
+    delays count ticks), elsewhere its state and history stay and the input is not read; the output is
+    ``2 Re sum_n c_n h + d x_t`` with ``h`` the row's last tick state (zero before its first tick)."""
+    lam, mu, bbar, c = (np.asarray(v, dtype=np.complex128) for v in (lam, mu, bbar, c))
+    delay, d = np.asarray(delay, dtype=np.float64), np.asarray(d, dtype=np.float64)
+    x, ticks = np.asarray(x, dtype=np.float64), np.asarray(ticks, dtype=bool)
+    Bsz, H, L = x.shape
+    k = np.floor(delay).astype(np.int64)
+    alpha = delay - k
+    y = np.empty((Bsz, H, L))
+    rows = np.arange(H)
+    for b in range(Bsz):
+        hist = np.zeros((L + 1, H, lam.shape[-1]), dtype=np.complex128)   # by tick; row L stays zero
+        n = 0
+        for t in range(L):
+            if ticks[b, t]:
+                j1 = np.where(n - k >= 0, n - k, L)
+                j2 = np.where(n - k - 1 >= 0, n - k - 1, L)
+                hist[n] = (lam * hist[n - 1 if n else L] + mu * (1 - alpha[:, None]) * hist[j1, rows]
+                           + mu * alpha[:, None] * hist[j2, rows] + bbar * x[b, :, t, None])
+                n += 1
+            held = hist[n - 1] if n else hist[L]
+            y[b, :, t] = 2 * (c * held).real.sum(-1) + d * x[b, :, t]
+    return y
+
+
 def tap(e, s, width, x):
     """§8's tap: ``e_h sum_{j >= 0} w_{h,j} x_{h,t-j}``, ``w_j = max(0, 1 - |j - s_h| / width) / Z_h`` with
     ``Z_h`` the hat's sum over all integers. ``e, s`` ``(H,)``, ``x`` ``(B, H, L)`` -> float64 ``(B, H, L)``."""
@@ -110,8 +140,11 @@ def impulse_response(lam, mu, bbar, c, delay, L):
 
 def model_forward(model, x):
     """``nn.SequenceModel`` output (no pooling) for float64 ``x``, every DS4D layer replaced by
-    :func:`recurrence`; the model must be pre-norm, without dropout, in float64."""
+    :func:`recurrence` (:func:`clocked_recurrence` for a model with a clock, whose ticks are the clock
+    applied to ``x``: a module, not what is verified); the model must be pre-norm, without dropout, in
+    float64."""
     import torch
+    ticks = None if getattr(model, "clock", None) is None else model.clock(x).cpu().numpy()
     if getattr(model, "pool", None) is not None:
         raise ValueError("model_forward: a model without pooling expected")
     with torch.no_grad():
@@ -120,8 +153,10 @@ def model_forward(model, x):
             if not blk.prenorm or blk.drop.p != 0.0:
                 raise ValueError("model_forward: pre-norm blocks without dropout expected")
             z = blk.norm(h).double().cpu().numpy().transpose(0, 2, 1)          # (B, H, L)
-            y = recurrence(*ds4d_params(blk.layer), z)                        # (B, H, L)
-            tp = tap_params(blk.layer)
+            layer = blk.layer if ticks is None else blk.layer.inner
+            y = recurrence(*ds4d_params(layer), z) if ticks is None else \
+                clocked_recurrence(*ds4d_params(layer), z, ticks)             # (B, H, L)
+            tp = tap_params(layer)
             if tp is not None:
                 y = y + tap(*tp, z)
             y = y.transpose(0, 2, 1)                                           # (B, L, H)

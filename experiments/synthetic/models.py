@@ -3,10 +3,13 @@ Llama recipes), all ``tokens (B, L) -> logits (B, L, V)``, with widths matched t
 
 DS4D / S4D: :class:`nn.SequenceModel` (pre-norm blocks, GLU output, S4D-Lin poles; intermediate size
 = hidden size). ``ds4d-tap``: DS4D with the delayed input tap (``tap=True``; the tap's delay on the
-optimizer's base learning rate, ``tap_lr=None``; its window schedule lives in :mod:`.train`). LSTM: ``torch.nn.LSTM``. GPT-2 (feed-forward 4H, learned absolute positions), Llama
-(RMSNorm, RoPE, SwiGLU feed-forward ~8H/3 rounded to 8) and Mamba (intermediate 2H, convolution 3)
-come from Hugging Face ``transformers`` (``pip install -e ".[experiments]"``); without it those
-families raise a clear error and the others run.
+optimizer's base learning rate, ``tap_lr=None``; its window schedule lives in :mod:`.train`).
+``ds4d-clock`` / ``s4d-clock``: the same models with the selective clock (:class:`nn.clock.TokenClock`,
+pauses at the padding token 0): every layer runs in its own time, its delays counted in ticks (DS4D's
+delay range from the first batch's longest tick count). LSTM: ``torch.nn.LSTM``. GPT-2 (feed-forward
+4H, learned absolute positions), Llama (RMSNorm, RoPE, SwiGLU feed-forward ~8H/3 rounded to 8) and
+Mamba (intermediate 2H, convolution 3) come from Hugging Face ``transformers`` (``pip install -e
+".[experiments]"``); without it those families raise a clear error and the others run.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from ddesys import nn as dnn
 
 from . import FAMILIES, HF_FAMILIES
 N_HEADS = 4                     # attention heads of the Transformer recipes
+PAD = 0                         # the tasks' padding token (.tasks), where a clocked model's time stands still
 
 
 class TokenLSTM(nn.Module):
@@ -56,20 +60,23 @@ def _transformers():
     return transformers
 
 
-def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None):
+def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None, ticks=None):
     """A fresh token model. ``length``: context length (DS4D's delay horizon, GPT-2's positions);
     ``d_state``: state size ``N`` of DS4D / S4D (Mamba keeps its default 16); ``dt_lr``: DS4D's and
     S4D's learning rate for ``dt`` and the delay (1e-4 in the paper's synthetic runs; not the input
-    tap's delay, which trains at the base rate)."""
-    if family in ("ds4d", "ds4d-tap", "s4d"):
+    tap's delay, which trains at the base rate). ``ticks``: the clocked families' horizon, the longest
+    tick count of a sequence (their delays count ticks; default ``length``)."""
+    if family in ("ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock"):
+        base, _, clocked = family.partition("-clock")
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
-        if family != "s4d":
-            kw["l_max"] = length
+        if base.startswith("ds4d"):
+            kw["l_max"] = ticks if family == "ds4d-clock" and ticks is not None else length
         if family == "ds4d-tap":
             kw.update(tap=True, tap_lr=None)
-        layer = "s4d" if family == "s4d" else "ds4d"
+        layer = "s4d" if base == "s4d" else "ds4d"
+        clock = dnn.TokenClock((PAD,)) if family.endswith("-clock") else None
         return dnn.SequenceModel(vocab, vocab, d_model=d_model, n_layers=n_layers, layer=layer, layer_kw=kw,
-                                 embedding=True)
+                                 embedding=True, clock=clock)
     if family == "lstm":
         return TokenLSTM(vocab, d_model, n_layers)
     if family not in HF_FAMILIES:

@@ -70,6 +70,11 @@ class Task:
         return 2 * self.T + self.P_max
 
     @property
+    def ticks(self):
+        """Tokens other than padding per sequence, ``2 T`` (data, go, targets): a clocked model's horizon."""
+        return 2 * self.T
+
+    @property
     def go(self):
         return self.vocab - 1
 

@@ -197,7 +197,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     model = build(cfg.family, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
-                  seed=cfg.seed).to(dev)
+                  seed=cfg.seed, ticks=task.ticks).to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
     sched = width_schedule(model, cfg.steps) if cfg.family == "ds4d-tap" else None      # W0 -> 1 at FRAC
