@@ -141,12 +141,13 @@ class Clocked(nn.Module):
     ``prefill``) needs a decodable inner layer without the input tap (refused by name otherwise).
     """
 
-    def __init__(self, inner):
+    def __init__(self, inner, gate=None):
         super().__init__()
         if getattr(inner, "transposed", False):
             raise ValueError("Clocked needs an inner layer with transposed=False (inputs (B, L, H))")
         self.inner = inner
         self.H = inner.H
+        self.gate = gate
 
     @property
     def cache_type(self):
@@ -159,6 +160,12 @@ class Clocked(nn.Module):
         pauses instead (``ticks`` False), which is what the clock is for."""
         if lengths is not None:
             raise ValueError("Clocked: pass the padding as pauses in ticks (False), not lengths=")
+        if self.gate is not None:                                       # the learned clock: a scan
+            from .selective import soft_forward
+            c = self.gate(x)                                            # (B, L) in (0, 1)
+            if ticks is not None:
+                c = c * check_ticks(ticks, x.shape[0], x.shape[1], x.device).to(c.dtype)
+            return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
         if ticks is None:
             return self.inner(x, mode=mode)
         if not torch.is_tensor(x) or x.dim() != 3 or x.shape[-1] != self.H:
@@ -174,6 +181,8 @@ class Clocked(nn.Module):
     # ------------------------------------------------------------------ decoding
     def _check_decode(self):
         self.inner._check_decodable()
+        if self.gate is not None:
+            raise NotImplementedError("decoding a Clocked layer with a learned gate is not implemented yet")
         if getattr(self.inner, "has_tap", False):
             raise NotImplementedError("decoding a Clocked layer with the input tap is not implemented (the tap's "
                                       "input ring would have to be clocked too); build the inner DS4D without tap")
@@ -222,10 +231,11 @@ class Clocked(nn.Module):
         self._check_cache(cache, B)
         if tick is None:
             tick = torch.ones(B, dtype=torch.bool, device=x_t.device)
-        elif not torch.is_tensor(tick) or tick.dtype != torch.bool or tuple(tick.shape) != (B,):
-            raise ValueError(f"tick must be a bool tensor of shape (B,) = ({B},), got "
-                             f"{tuple(tick.shape) if torch.is_tensor(tick) else type(tick).__name__}"
-                             f"{'' if not torch.is_tensor(tick) else ' ' + str(tick.dtype)}")
+        elif not torch.is_tensor(tick) or tick.dtype != torch.bool:
+            raise TypeError(f"tick must be a bool tensor (True where the clock ticks), got "
+                            f"{getattr(tick, 'dtype', type(tick).__name__)}")
+        elif tuple(tick.shape) != (B,):
+            raise ValueError(f"tick must have shape (B,) = ({B},), got {tuple(tick.shape)}")
         lam, m1, m2, bbar, c, d, k = self._constants(cache.real_dtype)
         if int(k.max()) >= cache.n_slots and hasattr(self.inner, "nu_tau"):
             raise RuntimeError(f"the layer's delays now reach {int(k.max())} ticks, past the cache's "

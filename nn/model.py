@@ -43,9 +43,10 @@ class SequenceBlock(nn.Module):
         Normalize the layer's input; ``False``: normalize the block's output (post-norm).
     norm : {"layer", "none"}, default "layer"
         ``nn.LayerNorm`` or the identity (no normalization).
-    clocked : bool, default False
+    clocked : bool or "learned", default False
         Run the layer in its own time (:class:`nn.clock.Clocked`): ``forward`` / ``prefill`` take
-        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``.
+        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``. ``"learned"``: the layer's own gate sets
+        its clock (:class:`nn.selective.GateClock`, a scan instead of the FFT).
 
     Raises
     ------
@@ -64,7 +65,10 @@ class SequenceBlock(nn.Module):
             raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
         self.norm = _norm(norm, d_model)
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
-        if clocked:
+        if clocked == "learned":
+            from .selective import GateClock
+            self.layer = Clocked(self.layer, gate=GateClock(d_model, seed=(layer_kw or {}).get("seed")))
+        elif clocked:
             self.layer = Clocked(self.layer)
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()
         self.drop = nn.Dropout(dropout)
@@ -152,7 +156,8 @@ class SequenceModel(nn.Module):
         A selective clock (docs/theory.md §10): a module mapping the model's input ``(B, L)`` token ids
         (or ``(B,)`` for a step) to bool ticks, e.g. :class:`nn.clock.TokenClock` ``(pause_tokens=(0,))``.
         Every block's layer then runs in its own time (:class:`nn.clock.Clocked`): frozen at pauses, its
-        delays counted in ticks. Build its layers with ``layer_kw["l_max"]`` the longest tick count
+        delays counted in ticks. ``"learned"``: each layer's own gate sets its clock
+        (:class:`nn.selective.GateClock`; trained by a scan, docs/theory.md §10.5). Build its layers with ``layer_kw["l_max"]`` the longest tick count
         (None: from the first batch). ``lengths=`` marks the right padding as pauses.
     device, dtype : optional
         Where and in which floating dtype the parameters live. The model is built on the CPU in
@@ -207,8 +212,10 @@ class SequenceModel(nn.Module):
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
                  norm="layer", clock=None, device=None, dtype=None):
         super().__init__()
-        if clock is not None and not callable(clock):
-            raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock), got {type(clock).__name__}")
+        if clock is not None and clock != "learned" and not callable(clock):
+            raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock) or 'learned', got "
+                            f"{type(clock).__name__}")
+        learned = isinstance(clock, str)
         if pool not in (None, "mean", "last"):
             raise ValueError(f"pool must be None, 'mean' or 'last', got {pool!r}")
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -220,9 +227,10 @@ class SequenceModel(nn.Module):
                 raise ValueError(f"device must name a torch device ('cpu', 'cuda:0', ...), got {device!r}") from err
         self.encoder = nn.Embedding(d_input, d_model) if embedding else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(SequenceBlock(d_model, layer, layer_kw, activation, dropout, glu,
-                                                  prenorm=prenorm, norm=norm, clocked=clock is not None)
+                                                  prenorm=prenorm, norm=norm,
+                                                  clocked="learned" if learned else clock is not None)
                                     for _ in range(n_layers))
-        self.clock = clock
+        self.clock = None if learned else clock
         self.norm = _norm(norm, d_model)
         self.decoder = nn.Linear(d_model, d_output)
         self.pool = pool

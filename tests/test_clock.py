@@ -294,7 +294,7 @@ def test_bad_input_is_named():
     cache = clocked.allocate_inference_cache(6, dtype=F64)
     with pytest.raises(ValueError, match="tick"):
         clocked.step(x[:, 0], cache, ticks[:3, 0])
-    with pytest.raises(ValueError, match="tick"):
+    with pytest.raises(TypeError, match="tick"):
         clocked.step(x[:, 0], cache, ticks[:, 0].long())
     with pytest.raises(ValueError, match="ticks"):
         clocked.prefill(x, cache, ticks[:, :-1])

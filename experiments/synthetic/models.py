@@ -66,15 +66,16 @@ def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed
     S4D's learning rate for ``dt`` and the delay (1e-4 in the paper's synthetic runs; not the input
     tap's delay, which trains at the base rate). ``ticks``: the clocked families' horizon, the longest
     tick count of a sequence (their delays count ticks; default ``length``)."""
-    if family in ("ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock"):
-        base, _, clocked = family.partition("-clock")
+    if family in ("ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock", "ds4d-gate", "s4d-gate"):
+        base = family.split("-")[0]
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
         if base.startswith("ds4d"):
-            kw["l_max"] = ticks if family == "ds4d-clock" and ticks is not None else length
+            kw["l_max"] = ticks if family == "ds4d-clock" and ticks is not None else length   # gate: real time
         if family == "ds4d-tap":
             kw.update(tap=True, tap_lr=None)
         layer = "s4d" if base == "s4d" else "ds4d"
-        clock = dnn.TokenClock((PAD,)) if family.endswith("-clock") else None
+        clock = dnn.TokenClock((PAD,)) if family.endswith("-clock") else "learned" if family.endswith("-gate") \
+            else None
         return dnn.SequenceModel(vocab, vocab, d_model=d_model, n_layers=n_layers, layer=layer, layer_kw=kw,
                                  embedding=True, clock=clock)
     if family == "lstm":

@@ -1,0 +1,195 @@
+"""The soft clock: a delay system whose time advances by a learnable amount ``c_t`` in ``[0, 1]`` per step.
+
+The binary clock of :mod:`ddesys.clock` (docs/theory.md §10) is exact and LTI in ticks but has no
+gradient with respect to the clock. The soft clock relaxes it (§10.5): internal time
+``tau_t = sum_{j <= t} c_j``, and per mode::
+
+    h_t = lam^{c_t} h_{t-1} + c_t mu H(tau_t - s) + c_t bbar x_t,       lam^c = exp(c log lam)        (1)
+
+where ``H`` is the history as a function of internal time: the states ``h_j`` placed at ``tau_j``,
+joined by straight lines, with ``H(tau) = 0`` for ``tau <= 0`` (the state "before the first step" sits
+at ``tau = 0``). The read ``r = tau_t - s`` never passes ``tau_{t-1}`` (``c_t <= 1 <= s``), so it only
+needs stored states. The segment of a read is right-closed, ``tau_{q-1} < r <= tau_q``; zero-length
+segments (steps with ``c = 0``) are never read inside.
+
+* ``c_t = 1`` everywhere: (1) is the delay recurrence of §2 (``s = k + alpha``, linear interpolation).
+* ``c_t`` in ``{0, 1}``: (1) is the binary clocked system of :mod:`ddesys.clock` exactly (a step with
+  ``c = 0`` is the identity; the history's duplicates are never read inside).
+* Stability, every clock: ``|lam|^c <= 1 - c (1 - |lam|)`` (convexity), so with ``rho = |lam| + |mu| < 1``
+  a step maps ``sup |h| <= M`` to ``<= (1 - c (1 - rho)) M + c |bbar| |x|``: the states never exceed
+  ``max(M_0, |bbar| sup |x| / (1 - rho))``.
+
+:func:`soft_scan` runs (1) for a batch of rows and channels; :func:`soft_scan_grad` is its adjoint
+(reverse-time scan), with gradients for ``log lam``, ``mu``, ``bbar``, the delays ``s``, the inputs and the
+clock. Both are compiled with Numba (parallel over (row, channel) pairs, complex128 arithmetic) and run
+as plain Python loops without it (slow: a documented fallback for tiny inputs).
+
+Gradient convention for complex arrays: ``G = dL/d Re z + i dL/d Im z`` (torch's).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._numba import nb
+
+__all__ = ["soft_scan", "soft_scan_grad"]
+
+
+def _jit(fn):
+    return nb.njit(parallel=True, cache=True)(fn) if nb is not None else fn
+
+
+_prange = nb.prange if nb is not None else range
+
+
+@_jit
+def _forward(loglam, mu, bbar, s, x, c, tau, h, E, q, w):  # pragma: no cover - jitted
+    B, H, L = x.shape
+    N2 = loglam.shape[1]
+    for i in _prange(B * H):
+        b, ch = i // H, i % H
+        p = 0                                        # read pointer: first index with tau >= r
+        for t in range(L):
+            ct = c[b, t]
+            r = tau[b, t] - s[ch]
+            pt = -1
+            wt = 0.0
+            if r > 0.0:
+                while p < t - 1 and tau[b, p] < r:     # r <= tau_{t-1} (up to rounding)
+                    p += 1
+                lo = tau[b, p - 1] if p > 0 else 0.0
+                wt = (r - lo) / (tau[b, p] - lo)
+                pt = p
+            q[b, ch, t] = pt
+            w[b, ch, t] = wt
+            wr = w[b, ch, t]                         # the weight in the states' precision
+            xt = ct * x[b, ch, t]
+            for n in range(N2):
+                e = np.exp(ct * loglam[ch, n])
+                E[b, ch, t, n] = e
+                v = bbar[ch, n] * xt
+                if t > 0:
+                    v += e * h[b, ch, t - 1, n]
+                if pt >= 0:
+                    hd = wr * h[b, ch, pt, n]
+                    if pt > 0:
+                        hd += (1 - wr) * h[b, ch, pt - 1, n]
+                    v += ct * mu[ch, n] * hd
+                h[b, ch, t, n] = v
+
+
+@_jit
+def _backward(loglam, mu, bbar, x, c, tau, h, E, q, w, G, g_ll, g_mu, g_bb, g_s, g_x, g_cd, g_tau):  # pragma: no cover
+    B, H, L = x.shape
+    N2 = loglam.shape[1]
+    for i in _prange(B * H):
+        b, ch = i // H, i % H
+        A = G[b, ch].copy()                          # (L, N2): adjoints, completed in reverse time
+        zc = A[0, 0] * 0                             # zero in the states' precision
+        for t in range(L - 1, -1, -1):
+            ct = c[b, t]
+            p = q[b, ch, t]
+            wt = w[b, ch, t]
+            xt = x[b, ch, t]
+            gw = 0.0
+            gc = 0.0
+            gx = 0.0
+            for n in range(N2):
+                at = A[t, n]
+                e = E[b, ch, t, n]
+                prev = h[b, ch, t - 1, n] if t > 0 else zc
+                hd = zc
+                if p >= 0:
+                    left = h[b, ch, p - 1, n] if p > 0 else zc
+                    right = h[b, ch, p, n]
+                    hd = (1 - wt) * left + wt * right
+                    cm = np.conj(ct * mu[ch, n]) * at
+                    if p > 0:
+                        A[p - 1, n] += (1 - wt) * cm
+                    A[p, n] += wt * cm
+                    gw += (at * np.conj(ct * mu[ch, n] * (right - left))).real
+                    g_mu[b, ch, n] += at * np.conj(ct * hd)
+                if t > 0:
+                    A[t - 1, n] += np.conj(e) * at
+                g_ll[b, ch, n] += at * np.conj(ct * e * prev)
+                g_bb[b, ch, n] += at * (ct * xt)
+                gx += (at * np.conj(ct * bbar[ch, n])).real
+                gc += (at * np.conj(loglam[ch, n] * e * prev + mu[ch, n] * hd + bbar[ch, n] * xt)).real
+            g_x[b, ch, t] = gx
+            g_cd[b, ch, t] = gc
+            if p >= 0:
+                lo = tau[b, p - 1] if p > 0 else 0.0
+                inv = 1.0 / (tau[b, p] - lo)
+                wt = np.float64(w[b, ch, t])
+                g_tau[b, ch, t] += gw * inv
+                g_s[b, ch] -= gw * inv
+                if p > 0:
+                    g_tau[b, ch, p - 1] -= gw * (1.0 - wt) * inv
+                g_tau[b, ch, p] -= gw * wt * inv
+
+
+def _check(loglam, mu, bbar, s, x, c):
+    B, H, L = x.shape
+    for name, a in (("loglam", loglam), ("mu", mu), ("bbar", bbar)):
+        if a.shape != loglam.shape or a.shape[0] != H:
+            raise ValueError(f"{name} must have shape (H, N2) = ({H}, {loglam.shape[1]}), got {a.shape}")
+    if s.shape != (H,) or c.shape != (B, L):
+        raise ValueError(f"s must be (H,) = ({H},) and c (B, L) = ({B}, {L}), got {s.shape} and {c.shape}")
+    if H and not np.all(s >= 1.0):
+        raise ValueError(f"delays s must be >= 1 step (min {float(np.min(s))})")
+    if c.size and not (np.all(c >= 0.0) and np.all(c <= 1.0)):
+        raise ValueError(f"the clock c must lie in [0, 1], got [{float(np.min(c))}, {float(np.max(c))}]")
+
+
+def soft_scan(loglam, mu, bbar, s, x, c, dtype=np.float64):
+    """Run (1). ``loglam``, ``mu``, ``bbar`` complex ``(H, N2)``; ``s`` ``(H,)`` delays (ticks, ``>= 1``);
+    ``x`` real ``(B, H, L)``; ``c`` ``(B, L)`` in ``[0, 1]``. ``dtype``: the real precision of the states
+    (``np.float32``: complex64 states and arithmetic, half the memory; internal times, read positions
+    and weights stay float64).
+
+    Returns ``(h, tau, q, w, E)``: states ``(B, H, L, N2)`` (modes last), internal times ``(B, L)``, each
+    read's segment (``q`` int64 ``(B, H, L)``, its right point, -1 for no read; ``w`` its weight) and the
+    step factors ``E = lam^c`` ``(B, H, L, N2)`` (kept for the adjoint)."""
+    cdt, rdt = (np.complex64, np.float32) if dtype == np.float32 else (np.complex128, np.float64)
+    loglam, mu, bbar = (np.ascontiguousarray(a, cdt) for a in (loglam, mu, bbar))
+    s, c = (np.ascontiguousarray(a, np.float64) for a in (s, c))
+    x = np.ascontiguousarray(x, rdt)
+    _check(loglam, mu, bbar, s, x, c)
+    B, H, L = x.shape
+    tau = np.cumsum(c, axis=1)
+    h = np.zeros((B, H, L, loglam.shape[1]), cdt)
+    E = np.zeros_like(h)
+    q = np.zeros((B, H, L), np.int64)
+    w = np.zeros((B, H, L), rdt)
+    if h.size:
+        from .threads import numba_threads
+        with numba_threads():
+            _forward(loglam, mu, bbar, s, x, c.astype(rdt), tau, h, E, q, w)
+    return h, tau, q, w, E
+
+
+def soft_scan_grad(loglam, mu, bbar, s, x, c, fwd, G):
+    """Adjoint of :func:`soft_scan` for ``G`` = dL/dh ``(B, H, L, N2)`` (complex convention above), in the
+    forward's precision (accumulated per (row, channel) in that precision, summed in float64).
+
+    Returns ``(g_loglam, g_mu, g_bbar)`` complex ``(H, N2)``, ``g_s`` ``(H,)``, ``g_x`` ``(B, H, L)``,
+    ``g_c`` ``(B, L)``."""
+    h, tau, q, w, E = fwd
+    cdt = h.dtype
+    rdt = np.float32 if cdt == np.complex64 else np.float64
+    loglam, mu, bbar = (np.ascontiguousarray(a, cdt) for a in (loglam, mu, bbar))
+    x, c = np.ascontiguousarray(x, rdt), np.ascontiguousarray(c, rdt)
+    G = np.ascontiguousarray(G, cdt)
+    B, H, L = x.shape
+    N2 = loglam.shape[1]
+    g_ll, g_mu, g_bb = (np.zeros((B, H, N2), cdt) for _ in range(3))
+    g_s = np.zeros((B, H))
+    g_x, g_cd, g_tau = (np.zeros((B, H, L)) for _ in range(3))
+    if h.size:
+        from .threads import numba_threads
+        with numba_threads():
+            _backward(loglam, mu, bbar, x, c, tau, h, E, q, w, G, g_ll, g_mu, g_bb, g_s, g_x, g_cd, g_tau)
+    gt = g_tau.sum(axis=1)                                                  # (B, L): dL/dtau_t
+    g_c = g_cd.sum(axis=1) + np.cumsum(gt[:, ::-1], axis=1)[:, ::-1]        # tau_t = sum_{j <= t} c_j
+    c128 = np.complex128
+    return (g_ll.sum(0, dtype=c128), g_mu.sum(0, dtype=c128), g_bb.sum(0, dtype=c128), g_s.sum(0), g_x, g_c)
