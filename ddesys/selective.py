@@ -19,9 +19,9 @@ segments (steps with ``c = 0``) are never read inside.
   a step maps ``sup |h| <= M`` to ``<= (1 - c (1 - rho)) M + c |bbar| |x|``: the states never exceed
   ``max(M_0, |bbar| sup |x| / (1 - rho))``.
 
-:func:`soft_scan` runs (1) for a batch of rows and channels; :func:`soft_scan_grad` is its adjoint
-(reverse-time scan), with gradients for ``log lam``, ``mu``, ``bbar``, the delays ``s``, the inputs and the
-clock. Both are compiled with Numba (parallel over (row, channel) pairs, complex128 arithmetic) and run
+:func:`soft_scan` runs (1) and its readout for a batch of rows and channels; :func:`soft_scan_grad` is
+its adjoint (reverse-time scan), with gradients for ``log lam``, ``mu``, ``bbar``, ``c``, the delays ``s``,
+the inputs and the clock. Both are compiled with Numba (parallel over (row, channel) pairs, complex128 arithmetic) and run
 as plain Python loops without it (slow: a documented fallback for tiny inputs).
 
 Gradient convention for complex arrays: ``G = dL/d Re z + i dL/d Im z`` (torch's).
@@ -43,7 +43,7 @@ _prange = nb.prange if nb is not None else range
 
 
 @_jit
-def _forward(loglam, mu, bbar, s, x, c, tau, h, E, q, w):  # pragma: no cover - jitted
+def _forward(loglam, mu, bbar, cout, s, x, c, tau, h, E, q, w, y):  # pragma: no cover - jitted
     B, H, L = x.shape
     N2 = loglam.shape[1]
     for i in _prange(B * H):
@@ -64,6 +64,7 @@ def _forward(loglam, mu, bbar, s, x, c, tau, h, E, q, w):  # pragma: no cover - 
             w[b, ch, t] = wt
             wr = w[b, ch, t]                         # the weight in the states' precision
             xt = ct * x[b, ch, t]
+            acc = 0.0
             for n in range(N2):
                 e = np.exp(ct * loglam[ch, n])
                 E[b, ch, t, n] = e
@@ -76,15 +77,22 @@ def _forward(loglam, mu, bbar, s, x, c, tau, h, E, q, w):  # pragma: no cover - 
                         hd += (1 - wr) * h[b, ch, pt - 1, n]
                     v += ct * mu[ch, n] * hd
                 h[b, ch, t, n] = v
+                acc += (cout[ch, n] * v).real
+            y[b, ch, t] = 2.0 * acc
 
 
 @_jit
-def _backward(loglam, mu, bbar, x, c, tau, h, E, q, w, G, g_ll, g_mu, g_bb, g_s, g_x, g_cd, g_tau):  # pragma: no cover
+def _backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co, g_s, g_x, g_cd,
+              g_tau):  # pragma: no cover - jitted
     B, H, L = x.shape
     N2 = loglam.shape[1]
     for i in _prange(B * H):
         b, ch = i // H, i % H
-        A = G[b, ch].copy()                          # (L, N2): adjoints, completed in reverse time
+        A = np.empty((L, N2), h.dtype)               # adjoints, completed in reverse time
+        for t in range(L):
+            for n in range(N2):                      # from the readout y = 2 Re(sum c h)
+                A[t, n] = 2 * gy[b, ch, t] * np.conj(cout[ch, n])
+                g_co[b, ch, n] += 2 * gy[b, ch, t] * np.conj(h[b, ch, t, n])
         zc = A[0, 0] * 0                             # zero in the states' precision
         for t in range(L - 1, -1, -1):
             ct = c[b, t]
@@ -141,55 +149,62 @@ def _check(loglam, mu, bbar, s, x, c):
         raise ValueError(f"the clock c must lie in [0, 1], got [{float(np.min(c))}, {float(np.max(c))}]")
 
 
-def soft_scan(loglam, mu, bbar, s, x, c, dtype=np.float64):
-    """Run (1). ``loglam``, ``mu``, ``bbar`` complex ``(H, N2)``; ``s`` ``(H,)`` delays (ticks, ``>= 1``);
-    ``x`` real ``(B, H, L)``; ``c`` ``(B, L)`` in ``[0, 1]``. ``dtype``: the real precision of the states
-    (``np.float32``: complex64 states and arithmetic, half the memory; internal times, read positions
-    and weights stay float64).
+def soft_scan(loglam, mu, bbar, cout, s, x, c, dtype=np.float64):
+    """Run (1) and its readout ``y_t = 2 Re(sum_n cout_n h_{n,t})`` (without the feedthrough).
 
-    Returns ``(h, tau, q, w, E)``: states ``(B, H, L, N2)`` (modes last), internal times ``(B, L)``, each
-    read's segment (``q`` int64 ``(B, H, L)``, its right point, -1 for no read; ``w`` its weight) and the
-    step factors ``E = lam^c`` ``(B, H, L, N2)`` (kept for the adjoint)."""
+    ``loglam``, ``mu``, ``bbar``, ``cout`` complex ``(H, N2)``; ``s`` ``(H,)`` delays (ticks, ``>= 1``); ``x``
+    real ``(B, H, L)``; ``c`` ``(B, L)`` in ``[0, 1]``. ``dtype``: the real precision of the states
+    (``np.float32``: complex64 states and arithmetic, half the memory; internal times and read positions
+    stay float64).
+
+    Returns ``(y, (h, tau, q, w, E))``: outputs ``(B, H, L)``, and what the adjoint needs: states ``(B, H,
+    L, N2)`` (modes last), internal times ``(B, L)``, each read's segment (``q`` int64 ``(B, H, L)``, its
+    right point, -1 for no read; ``w`` its weight) and the step factors ``E = lam^c`` ``(B, H, L, N2)``."""
     cdt, rdt = (np.complex64, np.float32) if dtype == np.float32 else (np.complex128, np.float64)
-    loglam, mu, bbar = (np.ascontiguousarray(a, cdt) for a in (loglam, mu, bbar))
+    loglam, mu, bbar, cout = (np.ascontiguousarray(a, cdt) for a in (loglam, mu, bbar, cout))
     s, c = (np.ascontiguousarray(a, np.float64) for a in (s, c))
     x = np.ascontiguousarray(x, rdt)
     _check(loglam, mu, bbar, s, x, c)
+    if cout.shape != loglam.shape:
+        raise ValueError(f"cout must have shape {loglam.shape}, got {cout.shape}")
     B, H, L = x.shape
     tau = np.cumsum(c, axis=1)
     h = np.zeros((B, H, L, loglam.shape[1]), cdt)
     E = np.zeros_like(h)
     q = np.zeros((B, H, L), np.int64)
     w = np.zeros((B, H, L), rdt)
+    y = np.zeros((B, H, L), rdt)
     if h.size:
         from .threads import numba_threads
         with numba_threads():
-            _forward(loglam, mu, bbar, s, x, c.astype(rdt), tau, h, E, q, w)
-    return h, tau, q, w, E
+            _forward(loglam, mu, bbar, cout, s, x, c.astype(rdt), tau, h, E, q, w, y)
+    return y, (h, tau, q, w, E)
 
 
-def soft_scan_grad(loglam, mu, bbar, s, x, c, fwd, G):
-    """Adjoint of :func:`soft_scan` for ``G`` = dL/dh ``(B, H, L, N2)`` (complex convention above), in the
-    forward's precision (accumulated per (row, channel) in that precision, summed in float64).
+def soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy):
+    """Adjoint of :func:`soft_scan` for ``gy`` = dL/dy ``(B, H, L)``, in the forward's precision
+    (accumulated per (row, channel) in that precision, summed in float64). ``fwd``: the second value
+    :func:`soft_scan` returned.
 
-    Returns ``(g_loglam, g_mu, g_bbar)`` complex ``(H, N2)``, ``g_s`` ``(H,)``, ``g_x`` ``(B, H, L)``,
-    ``g_c`` ``(B, L)``."""
+    Returns ``(g_loglam, g_mu, g_bbar, g_cout)`` complex ``(H, N2)`` (convention above), ``g_s`` ``(H,)``,
+    ``g_x`` ``(B, H, L)``, ``g_c`` ``(B, L)``."""
     h, tau, q, w, E = fwd
     cdt = h.dtype
     rdt = np.float32 if cdt == np.complex64 else np.float64
-    loglam, mu, bbar = (np.ascontiguousarray(a, cdt) for a in (loglam, mu, bbar))
+    loglam, mu, bbar, cout = (np.ascontiguousarray(a, cdt) for a in (loglam, mu, bbar, cout))
     x, c = np.ascontiguousarray(x, rdt), np.ascontiguousarray(c, rdt)
-    G = np.ascontiguousarray(G, cdt)
+    gy = np.ascontiguousarray(gy, rdt)
     B, H, L = x.shape
     N2 = loglam.shape[1]
-    g_ll, g_mu, g_bb = (np.zeros((B, H, N2), cdt) for _ in range(3))
+    g_ll, g_mu, g_bb, g_co = (np.zeros((B, H, N2), cdt) for _ in range(4))
     g_s = np.zeros((B, H))
     g_x, g_cd, g_tau = (np.zeros((B, H, L)) for _ in range(3))
     if h.size:
         from .threads import numba_threads
         with numba_threads():
-            _backward(loglam, mu, bbar, x, c, tau, h, E, q, w, G, g_ll, g_mu, g_bb, g_s, g_x, g_cd, g_tau)
+            _backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co, g_s, g_x, g_cd, g_tau)
     gt = g_tau.sum(axis=1)                                                  # (B, L): dL/dtau_t
     g_c = g_cd.sum(axis=1) + np.cumsum(gt[:, ::-1], axis=1)[:, ::-1]        # tau_t = sum_{j <= t} c_j
     c128 = np.complex128
-    return (g_ll.sum(0, dtype=c128), g_mu.sum(0, dtype=c128), g_bb.sum(0, dtype=c128), g_s.sum(0), g_x, g_c)
+    return (g_ll.sum(0, dtype=c128), g_mu.sum(0, dtype=c128), g_bb.sum(0, dtype=c128), g_co.sum(0, dtype=c128),
+            g_s.sum(0), g_x, g_c)

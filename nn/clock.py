@@ -148,6 +148,8 @@ class Clocked(nn.Module):
         self.inner = inner
         self.H = inner.H
         self.gate = gate
+        from .engine import StepMemo
+        self._soft_memo = StepMemo()
 
     @property
     def cache_type(self):
@@ -181,8 +183,6 @@ class Clocked(nn.Module):
     # ------------------------------------------------------------------ decoding
     def _check_decode(self):
         self.inner._check_decodable()
-        if self.gate is not None:
-            raise NotImplementedError("decoding a Clocked layer with a learned gate is not implemented yet")
         if getattr(self.inner, "has_tap", False):
             raise NotImplementedError("decoding a Clocked layer with the input tap is not implemented (the tap's "
                                       "input ring would have to be clocked too); build the inner DS4D without tap")
@@ -208,6 +208,9 @@ class Clocked(nn.Module):
         if hasattr(self.inner, "_require_range"):
             self.inner._require_range("allocate_inference_cache")
         rdt = torch.float64 if rdt == torch.float64 else torch.float32
+        if self.gate is not None:
+            from .selective import soft_allocate
+            return soft_allocate(self, batch_size, max_seqlen, rdt)
         k = self._constants(rdt)[-1]
         R = int(k.max()) + 1 if hasattr(self.inner, "nu_tau") else 1
         dev = self.inner.D.device
@@ -216,7 +219,7 @@ class Clocked(nn.Module):
         return ClockedCache(buf, z, z.clone(), 0, max_seqlen)._bind(self)
 
     def _check_cache(self, cache, B):
-        if not isinstance(cache, ClockedCache) or cache.owner is not self:
+        if cache.__class__.__name__ not in ("ClockedCache", "SoftClockCache") or cache.owner is not self:
             raise ValueError("this cache was not allocated by this Clocked layer (allocate_inference_cache)")
         if cache.batch_size != B:
             raise ValueError(f"the cache holds {cache.batch_size} sequences, the input {B}")
@@ -236,6 +239,12 @@ class Clocked(nn.Module):
                             f"{getattr(tick, 'dtype', type(tick).__name__)}")
         elif tuple(tick.shape) != (B,):
             raise ValueError(f"tick must have shape (B,) = ({B},), got {tuple(tick.shape)}")
+        if self.gate is not None:
+            from .selective import soft_step
+            if not bool(tick.all()):
+                raise NotImplementedError("a gated layer sets its own clock: forced pauses (tick=False) in decoding "
+                                          "are not supported")
+            return soft_step(self, x_t, cache, self._soft_memo)
         lam, m1, m2, bbar, c, d, k = self._constants(cache.real_dtype)
         if int(k.max()) >= cache.n_slots and hasattr(self.inner, "nu_tau"):
             raise RuntimeError(f"the layer's delays now reach {int(k.max())} ticks, past the cache's "
@@ -271,6 +280,9 @@ class Clocked(nn.Module):
         self._check_cache(cache, B)
         ticks = torch.ones(B, L, dtype=torch.bool, device=x.device) if ticks is None else \
             check_ticks(ticks, B, L, x.device)
+        if self.gate is not None and cache.t == 0 and L and bool(ticks.all()):
+            from .selective import soft_prefill
+            return soft_prefill(self, x, cache)
         if cache.t != 0 or L == 0:
             return torch.stack([self.step(x[:, t], cache, ticks[:, t]) for t in range(L)], dim=1) if L else x.clone()
         idx = clock_index(ticks)

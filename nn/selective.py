@@ -12,10 +12,15 @@ near zero neither decays the state nor moves the delays' clock.
 * :func:`soft_forward`: a DS4D (or S4D) layer's outputs under a soft clock.
 
 No FFT path: the system is time-varying; the scan is ``O(B H N L)`` (compiled, parallel over (row,
-channel) pairs). Decoding a gated layer runs the same scan one step at a time
-(:class:`nn.clock.Clocked` with a gate).
+channel) pairs). Decoding (:class:`SoftClockCache`, :func:`soft_step`, :func:`soft_prefill`; used by
+:class:`nn.clock.Clocked` with a gate) runs the same recurrence one token at a time: ``O(H N)`` work per
+token plus a binary search of the internal times for each delayed read, and memory for every state of
+the sequence (``max_seqlen``), since with a slow clock a read can reach back any number of real steps.
 """
 from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,7 +28,7 @@ from torch import nn
 
 from ddesys.selective import soft_scan, soft_scan_grad
 
-__all__ = ["GateClock", "SoftScan", "soft_forward"]
+__all__ = ["GateClock", "SoftClockCache", "SoftScan", "soft_allocate", "soft_forward", "soft_prefill", "soft_step"]
 
 
 class GateClock(nn.Module):
@@ -55,17 +60,17 @@ class GateClock(nn.Module):
 
 
 class SoftScan(torch.autograd.Function):
-    """``h = scan(loglam, mu, bbar, s, x, c)``: complex ``(H, N2)`` x3, ``s (H,)``, ``x (B, H, L)``,
-    ``c (B, L)`` -> ``h`` ``(B, H, L, N2)`` (:func:`ddesys.selective.soft_scan`), complex64 for a float32
-    ``x`` (float32 arithmetic), else complex128."""
+    """``y = scan(loglam, mu, bbar, cout, s, x, c)``: complex ``(H, N2)`` x4, ``s (H,)``, ``x (B, H, L)``,
+    ``c (B, L)`` -> ``y = 2 Re(sum_n cout_n h_n)`` ``(B, H, L)`` in ``x``'s dtype
+    (:func:`ddesys.selective.soft_scan`; float32 arithmetic for a float32 ``x``, else float64)."""
 
     @staticmethod
-    def forward(ctx, loglam, mu, bbar, s, x, c):
-        args = [a.detach().cpu().numpy() for a in (loglam, mu, bbar, s, x, c)]
-        fwd = soft_scan(*args, dtype=np.float32 if x.dtype == torch.float32 else np.float64)
+    def forward(ctx, loglam, mu, bbar, cout, s, x, c):
+        args = [a.detach().cpu().numpy() for a in (loglam, mu, bbar, cout, s, x, c)]
+        y, fwd = soft_scan(*args, dtype=np.float32 if x.dtype == torch.float32 else np.float64)
         ctx.args, ctx.fwd, ctx.dev = args, fwd, x.device
-        ctx.dtypes = [a.dtype for a in (loglam, mu, bbar, s, x, c)]
-        return torch.from_numpy(fwd[0]).to(x.device)
+        ctx.dtypes = [a.dtype for a in (loglam, mu, bbar, cout, s, x, c)]
+        return torch.from_numpy(y).to(x.device)
 
     @staticmethod
     def backward(ctx, G):
@@ -86,7 +91,124 @@ def soft_forward(layer, x, c):
     mu = torch.zeros_like(d.lam) if mu is None else mu
     s = getattr(d, "delay", None)
     s = torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device) if s is None else s
-    h = SoftScan.apply(torch.log(d.lam).to(cdt), mu.to(cdt), d.bbar.to(cdt), s.double(), x.to(rdt),
-                       c.to(rdt))                                               # (B, H, L, N2)
-    y = 2 * torch.einsum("hn,bhln->bhl", d.c.to(cdt), h).real + layer.D.to(rdt)[:, None] * x.to(rdt)
-    return y.to(x.dtype)
+    y = SoftScan.apply(torch.log(d.lam).to(cdt), mu.to(cdt), d.bbar.to(cdt), d.c.to(cdt), s.double(),
+                       x.to(rdt), c.to(rdt))                                    # (B, H, L)
+    return (y + layer.D.to(rdt)[:, None] * x.to(rdt)).to(x.dtype)
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+@dataclass(eq=False)
+class SoftClockCache:
+    """Decode state of a gated :class:`nn.clock.Clocked` layer: every state so far ``buf`` ``(B, R, H, N2)``
+    complex and its internal time ``tau`` ``(B, R)`` float64 (``R = max_seqlen``: a delayed read may reach
+    back any number of real steps, however few ticks), and the number ``t`` of tokens consumed."""
+    buf: torch.Tensor
+    tau: torch.Tensor
+    t: int = 0
+    max_seqlen: int | None = None
+
+    def _bind(self, layer):
+        self._owner = weakref.ref(layer)
+        return self
+
+    @property
+    def owner(self):
+        ref = self.__dict__.get("_owner")
+        return None if ref is None else ref()
+
+    @property
+    def state(self):
+        return self.buf
+
+    @property
+    def batch_size(self):
+        return self.buf.shape[0]
+
+    @property
+    def real_dtype(self):
+        return torch.float64 if self.buf.dtype == torch.complex128 else torch.float32
+
+    @property
+    def nbytes(self):
+        return self.buf.numel() * self.buf.element_size() + self.tau.numel() * 8
+
+    def reset(self):
+        self.buf.zero_()
+        self.tau.zero_()
+        self.t = 0
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_owner"}
+
+
+def _soft_constants(layer, rdt):
+    """``(loglam, mu, bbar, c)`` complex ``(H, N2)``, ``d`` ``(H,)`` and the delays ``s`` float64 ``(H,)``."""
+    cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
+    d = layer.discrete(torch.float64)
+    mu = getattr(d, "mu", None)
+    mu = torch.zeros_like(d.lam) if mu is None else mu
+    s = getattr(d, "delay", None)
+    s = torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device) if s is None else s
+    return tuple(v.detach().to(cdt) for v in (torch.log(d.lam), mu, d.bbar, d.c)) + \
+        (layer.D.detach().to(rdt), s.detach().double())
+
+
+def soft_allocate(clocked, batch_size, max_seqlen, rdt):
+    """A fresh :class:`SoftClockCache` for ``clocked`` (``max_seqlen`` required)."""
+    if max_seqlen is None:
+        raise ValueError("a gated Clocked layer's decode cache keeps every state (a delayed read may reach back "
+                         "any number of real steps): pass max_seqlen to allocate_inference_cache")
+    inner = clocked.inner
+    cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
+    dev = inner.D.device
+    buf = torch.zeros(batch_size, max_seqlen, inner.H, inner.N2, dtype=cdt, device=dev)
+    tau = torch.zeros(batch_size, max_seqlen, dtype=torch.float64, device=dev)
+    return SoftClockCache(buf, tau, 0, max_seqlen)._bind(clocked)
+
+
+def soft_step(clocked, x_t, cache, memo):
+    """One token ``x_t`` ``(B, H)`` of a gated layer -> ``(B, H)``; appends its state to ``cache``."""
+    if cache.t >= cache.max_seqlen:
+        raise RuntimeError(f"the cache is full: it holds max_seqlen = {cache.max_seqlen} tokens")
+    rdt = cache.real_dtype
+    loglam, mu, bbar, c_out, d, s = memo.get(clocked.inner, rdt, lambda r: _soft_constants(clocked.inner, r))
+    B, t, buf = x_t.shape[0], cache.t, cache.buf
+    xt = x_t.to(rdt)
+    c = clocked.gate(x_t).to(torch.float64)                                   # (B,)
+    tau = (cache.tau[:, t - 1] if t else torch.zeros_like(c)) + c             # (B,)
+    r = tau[:, None] - s[None, :]                                             # (B, H): the reads' times
+    prev = buf[:, t - 1] if t else torch.zeros_like(buf[:, 0])                # (B, H, N2)
+    hd = torch.zeros_like(prev)
+    if t:
+        hist = cache.tau[:, :t].contiguous()                                  # (B, t), nondecreasing
+        q = torch.searchsorted(hist, r.contiguous(), side="left").clamp_(max=t - 1)   # first tau >= r
+        lo = torch.where(q > 0, hist.gather(1, (q - 1).clamp(min=0)), torch.zeros_like(r))
+        w = ((r - lo) / (hist.gather(1, q) - lo)).to(rdt)                     # (B, H)
+        idx = lambda j: j[:, None, :, None].expand(B, 1, clocked.H, buf.shape[-1])   # noqa: E731
+        right = buf.gather(1, idx(q))[:, 0]                                   # (B, H, N2)
+        left = torch.where((q > 0)[..., None], buf.gather(1, idx((q - 1).clamp(min=0)))[:, 0], 0)
+        hd = torch.where((r > 0)[..., None], (1 - w)[..., None] * left + w[..., None] * right, 0)
+    cr = c.to(rdt)[:, None, None]
+    h = torch.exp(cr * loglam) * prev + cr * (mu * hd + bbar * xt[..., None])  # (B, H, N2)
+    buf[:, t] = h
+    cache.tau[:, t] = tau
+    cache.t += 1
+    return (2 * (c_out * h).real.sum(-1) + d * xt).to(x_t.dtype)
+
+
+def soft_prefill(clocked, x, cache):
+    """A prompt ``x`` ``(B, L, H)`` into a fresh :class:`SoftClockCache`: one scan, its states kept."""
+    L = x.shape[1]
+    if L > cache.max_seqlen:
+        raise ValueError(f"the prompt has {L} tokens, the cache holds max_seqlen = {cache.max_seqlen}")
+    rdt = cache.real_dtype
+    loglam, mu, bbar, c_out, d, s = _soft_constants(clocked.inner, rdt)
+    xt = x.transpose(1, 2).to(rdt)                                            # (B, H, L)
+    c = clocked.gate(x).to(rdt)                                               # (B, L)
+    y, (h, tau, *_) = soft_scan(*(a.cpu().numpy() for a in (loglam, mu, bbar, c_out, s, xt, c)),
+                                dtype=np.float32 if rdt == torch.float32 else np.float64)
+    cache.buf[:, :L] = torch.from_numpy(h).to(cache.buf.device).permute(0, 2, 1, 3)   # (B, L, H, N2)
+    cache.tau[:, :L] = torch.from_numpy(tau).to(cache.tau.device)
+    cache.t = L
+    y = torch.from_numpy(y).to(xt.device) + d[:, None] * xt                   # (B, H, L)
+    return y.transpose(1, 2).to(x.dtype)
