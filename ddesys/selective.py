@@ -1,7 +1,7 @@
 """The soft clock: a delay system whose time advances by a learnable amount ``c_t`` in ``[0, 1]`` per step.
 
 The binary clock of :mod:`ddesys.clock` (docs/theory.md §10) is exact and LTI in ticks but has no
-gradient with respect to the clock. The soft clock relaxes it (§10.5): internal time
+gradient with respect to the clock. The soft clock relaxes it (docs/theory.md §10.4): internal time
 ``tau_t = sum_{j <= t} c_j``, and per mode::
 
     h_t = lam^{c_t} h_{t-1} + c_t mu H(tau_t - s) + c_t bbar x_t,       lam^c = exp(c log lam)        (1)

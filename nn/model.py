@@ -152,13 +152,14 @@ class SequenceModel(nn.Module):
         Pre-norm blocks; ``False``: post-norm (see :class:`SequenceBlock`).
     norm : {"layer", "none"}, default "layer"
         The blocks' and the final normalization: ``nn.LayerNorm`` or the identity.
-    clock : callable or None
+    clock : callable, "learned" or None
         A selective clock (docs/theory.md §10): a module mapping the model's input ``(B, L)`` token ids
         (or ``(B,)`` for a step) to bool ticks, e.g. :class:`nn.clock.TokenClock` ``(pause_tokens=(0,))``.
         Every block's layer then runs in its own time (:class:`nn.clock.Clocked`): frozen at pauses, its
-        delays counted in ticks. ``"learned"``: each layer's own gate sets its clock
-        (:class:`nn.selective.GateClock`; trained by a scan, docs/theory.md §10.5). Build its layers with ``layer_kw["l_max"]`` the longest tick count
-        (None: from the first batch). ``lengths=`` marks the right padding as pauses.
+        delays counted in ticks; build its layers with ``layer_kw["l_max"]`` the longest tick count
+        (None: from the first batch); ``lengths=`` marks the right padding as pauses. ``"learned"``: each
+        layer's own gate sets its clock (:class:`nn.selective.GateClock`, trained by a scan, §10.4;
+        decoding needs ``max_seqlen``).
     device, dtype : optional
         Where and in which floating dtype the parameters live. The model is built on the CPU in
         float32 and then moved, so a seed gives the same weights on every device.

@@ -1,6 +1,6 @@
 """The learned clock: a gate on the layer's input sets how far its time advances at each step.
 
-The mathematics is :mod:`ddesys.selective` (docs/theory.md §10.5): internal time ``tau_t = sum c_j``,
+The mathematics is :mod:`ddesys.selective` (docs/theory.md §10.4): internal time ``tau_t = sum c_j``,
 ``h_t = lam^{c_t} h_{t-1} + c_t mu H(tau_t - s) + c_t bbar x_t``, delayed reads interpolated in internal
 time. ``c = 1`` is the paper's DS4D, ``c`` in ``{0, 1}`` the binary clock of :mod:`nn.clock`; every clock
 keeps the layer stable. The gate is Mamba's selection with a delay line behind it: a token with ``c``

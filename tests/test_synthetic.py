@@ -92,7 +92,7 @@ def test_bad_configurations_are_rejected():
 
 
 def _families():
-    fams = ["ds4d", "s4d", "lstm"]
+    fams = ["ds4d", "s4d", "lstm", "ds4d-clock", "s4d-clock", "ds4d-gate"]
     try:
         import transformers  # noqa: F401
         fams += ["gpt2", "llama"]           # Mamba's CPU reference scan is covered by the same wrapper
@@ -110,6 +110,7 @@ def test_models_are_causal_token_predictors_with_matched_size(family):
     assert abs(M.n_params(model) - budget) <= 0.1 * budget      # widths move in steps of 2 (8 for attention)
     g = torch.Generator().manual_seed(0)
     x = torch.randint(1, V, (3, L), generator=g)
+    x[:, 3:9] = 0                                                    # padding: a clocked model pauses there
     x2 = x.clone()
     x2[:, 15:] = torch.randint(1, V, (3, L - 15), generator=g)      # change only the future
     with torch.no_grad():
