@@ -20,6 +20,8 @@ these functions against the tests' own oracle (``tests/oracle.py``).
 * :func:`clocked_recurrence`: the same recurrence run in ticks (docs/theory.md §10): a loop over real
   time with a tick counter per row; between ticks nothing moves, the output is the held state's plus
   ``d x_t``;
+* :func:`soft_clock_recurrence`: the soft clock of §10.4, a loop over real time with internal times
+  ``tau_t = sum c_j`` and the delayed read interpolated on the polyline of (internal time, state);
 * :func:`model_forward`: ``nn.SequenceModel``'s forward (pre-norm, dropout 0) with every DS4D layer
   replaced by :func:`recurrence` on :func:`ds4d_params` (plus :func:`tap` for layers with a tap).
 """
@@ -30,7 +32,7 @@ import numpy as np
 from ddesys import ds4d_discrete
 from ddesys.parameterization import delay_steps
 
-__all__ = ["clocked_recurrence", "ds4d_params", "impulse_response", "model_forward", "recurrence", "tap"]
+__all__ = ["soft_clock_recurrence", "clocked_recurrence", "ds4d_params", "impulse_response", "model_forward", "recurrence", "tap"]
 
 MEMORY_BYTES = 256 * 2**20            # history kept per chunk of channels
 
@@ -104,6 +106,37 @@ def clocked_recurrence(lam, mu, bbar, c, delay, d, x, ticks):
                 n += 1
             held = hist[n - 1] if n else hist[L]
             y[b, :, t] = 2 * (c * held).real.sum(-1) + d * x[b, :, t]
+    return y
+
+
+def soft_clock_recurrence(lam, mu, bbar, c, delay, d, x, clock):
+    """§10.4: ``h_t = lam^{c_t} h_{t-1} + c_t mu H(tau_t - s) + c_t bbar x_t`` with ``tau_t = sum_{j <= t} c_j``
+    and ``H`` the history through the points ``(0, 0), (tau_0, h_0), ...`` joined linearly (zero for
+    internal times ``<= 0``); ``y_t = 2 Re sum_n c_n h_t + d x_t``. ``clock`` ``(B, L)`` in ``[0, 1]``."""
+    lam, mu, bbar, c = (np.asarray(v, dtype=np.complex128) for v in (lam, mu, bbar, c))
+    delay, d = np.asarray(delay, dtype=np.float64), np.asarray(d, dtype=np.float64)
+    x, clock = np.asarray(x, dtype=np.float64), np.asarray(clock, dtype=np.float64)
+    Bsz, H, L = x.shape
+    loglam = np.log(lam)
+    y = np.empty((Bsz, H, L))
+    for b in range(Bsz):
+        for hch in range(H):
+            ts, hs = [0.0], [np.zeros(lam.shape[-1], complex)]        # the polyline's points
+            h = hs[0]
+            tau = 0.0
+            for t in range(L):
+                ct = clock[b, t]
+                tau += ct
+                r = tau - delay[hch]
+                hd = np.zeros_like(h)
+                if r > 0:
+                    j = next(i for i in range(1, len(ts)) if ts[i] >= r)    # right-closed segment
+                    wgt = (r - ts[j - 1]) / (ts[j] - ts[j - 1])
+                    hd = (1 - wgt) * hs[j - 1] + wgt * hs[j]
+                h = np.exp(ct * loglam[hch]) * h + ct * (mu[hch] * hd + bbar[hch] * x[b, hch, t])
+                ts.append(tau)
+                hs.append(h)
+                y[b, hch, t] = 2 * (c[hch] * h).real.sum() + d[hch] * x[b, hch, t]
     return y
 
 

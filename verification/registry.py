@@ -39,6 +39,7 @@ CHECKS = (
     Check("tap", "checks_tap:check_tap", lambda c: 6, "DS4D with the delayed tap"),
     Check("dss", "checks_dss:check_dss", lambda c: 7, "matrix delay systems"),
     Check("clock", "checks_clock:check_clock", lambda c: 3, "DS4D with the selective clock"),
+    Check("soft-clock", "checks_clock:check_soft_clock", lambda c: 3, "DS4D with a learned (soft) clock"),
 )
 
 
