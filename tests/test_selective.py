@@ -220,7 +220,8 @@ def test_soft_forward_at_clock_one_and_binary():
         cache = gated.allocate_inference_cache(4, max_seqlen=T, dtype=F64)
         assert max_err(torch.stack([gated.step(xb[:, t], cache) for t in range(T)], 1), ref) < 1e-12
         cache = gated.allocate_inference_cache(4, max_seqlen=T, dtype=F64)
-        y = torch.cat([gated.prefill(xb[:, :7], cache)] + [gated.step(xb[:, t], cache)[:, None] for t in range(7, T)], 1)
+        y = [gated.prefill(xb[:, :7], cache)]
+        y = torch.cat(y + [gated.step(xb[:, t], cache)[:, None] for t in range(7, T)], 1)
         assert max_err(y, ref) < 1e-12
 
 
