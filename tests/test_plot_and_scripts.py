@@ -65,6 +65,8 @@ SMOKE = dict(Ls=[256], seeds=1, H=8, contour_L=256, stab_samples=100, decode_H=8
 DECODE = "Decoding after prefill"
 TAP = "DS4D with the delayed tap (FFT vs recurrent vs decode)"
 DSS = "Matrix delay systems (DelayStateSpace) vs independent references"
+CLOCK = "DS4D with the selective clock (compacted FFT vs recurrent vs decode)"
+SOFT = "DS4D with a learned (soft) clock (scan vs loop vs decode)"
 
 
 def _check_verification(out, cfg, rc, timing_must_pass):
@@ -73,7 +75,7 @@ def _check_verification(out, cfg, rc, timing_must_pass):
     checks = {c["name"]: c for c in res["checks"]}
     assert list(checks) == ["FFT vs recurrent (Table 7 protocol)", "Contour-shift trade-off",
                             "Stability: sufficient criterion vs exact test", "Discretization convergence",
-                            "Reductions and round trips", DECODE, TAP, DSS], [c["rows"] for c in res["checks"]]
+                            "Reductions and round trips", DECODE, TAP, DSS, CLOCK, SOFT], [c["rows"] for c in res["checks"]]
     assert rc == (0 if all(c["passed"] for c in checks.values()) else 1)
     for name, c in checks.items():
         assert c["passed"] or (name == DECODE and not timing_must_pass), c
@@ -129,6 +131,17 @@ def _check_verification(out, cfg, rc, timing_must_pass):
 
     dss = checks[DSS]["rows"]
     assert len(dss) == 16 and all(r["passed"] and 0 <= r["error"] <= r["bound"] for r in dss), dss
+
+    clock = checks[CLOCK]["rows"]                                    # 3 pause fractions x 5 comparisons
+    assert len(clock) == 15 and {r["pauses"] for r in clock} == {0.0, 0.5, 0.9}
+    for r in clock:
+        bound = 1e-5 if r["setting"].startswith("float32") else \
+            1e-10 if r["setting"].startswith(("float64 FFT", "float64 prefill")) else 1e-12
+        assert 0 <= r["rel_rmse_mean"] + r["rel_rmse_std"] <= bound, r
+    soft = checks[SOFT]["rows"]                                      # 3 clock levels x 4 comparisons
+    assert len(soft) == 12 and sum(r["setting"].startswith("anchor") for r in soft) == 3
+    for r in soft:
+        assert 0 <= r["rel_rmse_mean"] + r["rel_rmse_std"] <= (1e-5 if r["setting"].startswith("float32") else 1e-12), r
 
     report = (out / "report.md").read_text()
     from ddesys.verification.registry import CHECKS

@@ -8,12 +8,14 @@ at matched parameter counts.
     python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
     python -m ddesys.experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
     python -m ddesys.experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
+    python -m ddesys.experiments.synthetic --protocols variable --models ds4d-clock s4d-clock ds4d-gate   # clocks
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
 copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). ``ds4d-tap``
 is DS4D with the delayed input tap (its window's half-width falls from 64 steps to 1 over the first 60%
-of the steps); the CPU scale runs it by default. Results go
+of the steps); the CPU scale runs it by default. ``ds4d-clock`` / ``s4d-clock`` run every layer in its own
+time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn their clocks. Results go
 to ``--out`` (``results.json``, ``report.md``, ``curves.png``), rewritten after every run. Reruns into
 the same folder merge: runs of other configurations are kept, runs of the same configuration are
 skipped (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
