@@ -177,6 +177,22 @@ def mechanism(model, init_state, tokens, labels, init_taps=()):
     return out
 
 
+@torch.no_grad()
+def clock_stats(model, tokens):
+    """Per gated layer of a clocked model (``ds4d-gate`` / ``s4d-gate``): the mean learned clock at the
+    padding token and at the other tokens of ``tokens`` ``(B, L)``; ``[]`` for other models."""
+    blocks = [b for b in getattr(model, "blocks", ()) if getattr(b.layer, "gate", None) is not None]
+    if not blocks:
+        return []
+    out, h, pad = [], model.encoder(tokens), tokens == 0
+    for blk in model.blocks:
+        if getattr(blk.layer, "gate", None) is not None:
+            c = blk.layer.gate(blk.norm(h) if blk.prenorm else h)                   # (B, L)
+            out.append({"pad": float(c[pad].mean()), "tokens": float(c[~pad].mean())})
+        h = blk(h)
+    return out
+
+
 def _loss_sum(logits, labels):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
                            reduction="sum")
@@ -242,6 +258,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         if stop:
             raise Interrupted(cfg.key(), step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
     out = record("done")
+    if clock_stats(model, vt[:8]):
+        out["clock"] = clock_stats(model, vt)                      # the learned clocks at the end
     if init_taps:
         out["tap_schedule"] = {"w0": W0, "frac": FRAC, "final_width": tap_widths(model)}
     if init_state:
@@ -250,4 +268,4 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     return out
 
 
-__all__ = ["RunConfig", "ablate", "accuracy", "evaluate", "mechanism", "run_key", "train_run"]
+__all__ = ["RunConfig", "ablate", "accuracy", "clock_stats", "evaluate", "mechanism", "run_key", "train_run"]
