@@ -20,7 +20,7 @@ def _section(title):
 @pytest.mark.integration
 def test_usage_snippets_run(tmp_path):
     blocks = re.findall(r"```python\n(.*?)```", _section("Using DS4D in your own code"), re.S)
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     script = tmp_path / "snippets.py"
     script.write_text("\n".join(blocks))
     out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
