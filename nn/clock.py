@@ -22,14 +22,15 @@ Shapes: ``forward`` ``x (B, L, H)``, ``ticks (B, L)`` bool ``-> (B, L, H)``; ``s
 from __future__ import annotations
 
 import copy
-import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from ddesys.clock import clock_index, compact, expand
 from ddesys.recurrence import delay_update, readout
+
+from .cache import _Bound
 
 __all__ = ["TokenClock", "Clocked", "ClockedCache", "check_ticks"]
 
@@ -71,25 +72,8 @@ class TokenClock(nn.Module):
         return f"pause_tokens={self.pause.tolist()}"
 
 
-@dataclass(eq=False)
-class ClockedCache:
-    """Decode state of a :class:`Clocked` layer: a ring ``buf`` ``(B, R, H, N2)`` complex per row, the
-    row's write position ``w`` ``(B,)`` (its tick ``j`` lives in slot ``(w - n + j) mod R``), its tick
-    count ``n`` ``(B,)`` and the number ``t`` of tokens consumed. ``R = k_max + 1`` (1 for S4D)."""
-    buf: torch.Tensor
-    w: torch.Tensor
-    n: torch.Tensor
-    t: int = 0
-    max_seqlen: int | None = None
-
-    def _bind(self, layer):
-        self._owner = weakref.ref(layer)
-        return self
-
-    @property
-    def owner(self):
-        ref = self.__dict__.get("_owner")
-        return None if ref is None else ref()
+class _RingCache(_Bound):
+    """What the clocked layers' caches share: a complex state buffer ``buf`` ``(B, ...)`` and its views."""
 
     @property
     def state(self):
@@ -100,31 +84,38 @@ class ClockedCache:
         return self.buf.shape[0]
 
     @property
-    def n_slots(self):
-        return self.buf.shape[1]
-
-    @property
     def real_dtype(self):
+        """Precision of the update: float64 for a complex128 buffer, else float32."""
         return torch.float64 if self.buf.dtype == torch.complex128 else torch.float32
 
     @property
     def nbytes(self):
-        return self.buf.numel() * self.buf.element_size() + 16 * self.batch_size
-
-    def reset(self):
-        """Back to the empty state, in place (decode new sequences without allocating)."""
-        self.buf.zero_()
-        self.w.zero_()
-        self.n.zero_()
-        self.t = 0
+        return sum(v.numel() * v.element_size() for v in self._tensors())
 
     def detach(self):
         new = copy.copy(self)
         new.buf = self.buf.detach()
         return new
 
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_owner"}
+
+@dataclass(eq=False)
+class ClockedCache(_RingCache):
+    """Decode state of a :class:`Clocked` layer: a ring ``buf`` ``(B, R, H, N2)`` complex per row, the
+    row's write position ``w`` ``(B,)`` (its tick ``j`` lives in slot ``(w - n + j) mod R``), its tick
+    count ``n`` ``(B,)`` and the number ``t`` of tokens consumed. ``R = k_max + 1`` (1 for S4D). Copies,
+    pickling and :meth:`reset` behave as the other caches' (:mod:`nn.cache`)."""
+    buf: torch.Tensor
+    w: torch.Tensor
+    n: torch.Tensor
+    t: int = 0
+    max_seqlen: int | None = field(default=None, repr=False)
+
+    def _tensors(self):
+        return [self.buf, self.w, self.n]
+
+    @property
+    def n_slots(self):
+        return self.buf.shape[1]
 
 
 class Clocked(nn.Module):
@@ -146,7 +137,7 @@ class Clocked(nn.Module):
         if getattr(inner, "transposed", False):
             raise ValueError("Clocked needs an inner layer with transposed=False (inputs (B, L, H))")
         self.inner = inner
-        self.H = inner.H
+        self.H, self.N2 = inner.H, inner.N2
         self.gate = gate
         from .engine import StepMemo
         self._soft_memo = StepMemo()
@@ -216,7 +207,7 @@ class Clocked(nn.Module):
         dev = self.inner.D.device
         buf = torch.zeros(batch_size, R, self.H, self.inner.N2, dtype=self.inner._cache_dtype(rdt), device=dev)
         z = torch.zeros(batch_size, dtype=torch.int64, device=dev)
-        return ClockedCache(buf, z, z.clone(), 0, max_seqlen)._bind(self)
+        return ClockedCache(buf, z, z.clone())._bind(self, None, max_seqlen)
 
     def _check_cache(self, cache, B):
         if cache.__class__.__name__ not in ("ClockedCache", "SoftClockCache") or cache.owner is not self:

@@ -19,14 +19,15 @@ the sequence (``max_seqlen``), since with a slow clock a read can reach back any
 """
 from __future__ import annotations
 
-import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
 from ddesys.selective import soft_scan, soft_scan_grad
+
+from .clock import _RingCache
 
 __all__ = ["GateClock", "SoftClockCache", "SoftScan", "soft_allocate", "soft_forward", "soft_prefill", "soft_step"]
 
@@ -87,10 +88,7 @@ def soft_forward(layer, x, c):
     rdt = torch.float64 if x.dtype == torch.float64 else torch.float32
     cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
     d = layer.discrete(torch.float64)
-    mu = getattr(d, "mu", None)
-    mu = torch.zeros_like(d.lam) if mu is None else mu
-    s = getattr(d, "delay", None)
-    s = torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device) if s is None else s
+    mu, s = _defaults(d)
     y = SoftScan.apply(torch.log(d.lam).to(cdt), mu.to(cdt), d.bbar.to(cdt), d.c.to(cdt), s.double(),
                        x.to(rdt), c.to(rdt))                                    # (B, H, L)
     return (y + layer.D.to(rdt)[:, None] * x.to(rdt)).to(x.dtype)
@@ -98,57 +96,32 @@ def soft_forward(layer, x, c):
 
 # ---------------------------------------------------------------------------------------------- decoding
 @dataclass(eq=False)
-class SoftClockCache:
+class SoftClockCache(_RingCache):
     """Decode state of a gated :class:`nn.clock.Clocked` layer: every state so far ``buf`` ``(B, R, H, N2)``
     complex and its internal time ``tau`` ``(B, R)`` float64 (``R = max_seqlen``: a delayed read may reach
     back any number of real steps, however few ticks), and the number ``t`` of tokens consumed."""
     buf: torch.Tensor
     tau: torch.Tensor
     t: int = 0
-    max_seqlen: int | None = None
+    max_seqlen: int | None = field(default=None, repr=False)
 
-    def _bind(self, layer):
-        self._owner = weakref.ref(layer)
-        return self
+    def _tensors(self):
+        return [self.buf, self.tau]
 
-    @property
-    def owner(self):
-        ref = self.__dict__.get("_owner")
-        return None if ref is None else ref()
 
-    @property
-    def state(self):
-        return self.buf
-
-    @property
-    def batch_size(self):
-        return self.buf.shape[0]
-
-    @property
-    def real_dtype(self):
-        return torch.float64 if self.buf.dtype == torch.complex128 else torch.float32
-
-    @property
-    def nbytes(self):
-        return self.buf.numel() * self.buf.element_size() + self.tau.numel() * 8
-
-    def reset(self):
-        self.buf.zero_()
-        self.tau.zero_()
-        self.t = 0
-
-    def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k != "_owner"}
+def _defaults(d):
+    """``mu`` and the delays ``s`` of a discretized layer (an S4D has neither: ``mu = 0``, ``s = 1``)."""
+    mu = getattr(d, "mu", None)
+    s = getattr(d, "delay", None)
+    return (torch.zeros_like(d.lam) if mu is None else mu,
+            torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device) if s is None else s)
 
 
 def _soft_constants(layer, rdt):
     """``(loglam, mu, bbar, c)`` complex ``(H, N2)``, ``d`` ``(H,)`` and the delays ``s`` float64 ``(H,)``."""
     cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
     d = layer.discrete(torch.float64)
-    mu = getattr(d, "mu", None)
-    mu = torch.zeros_like(d.lam) if mu is None else mu
-    s = getattr(d, "delay", None)
-    s = torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device) if s is None else s
+    mu, s = _defaults(d)
     return tuple(v.detach().to(cdt) for v in (torch.log(d.lam), mu, d.bbar, d.c)) + \
         (layer.D.detach().to(rdt), s.detach().double())
 
@@ -163,7 +136,7 @@ def soft_allocate(clocked, batch_size, max_seqlen, rdt):
     dev = inner.D.device
     buf = torch.zeros(batch_size, max_seqlen, inner.H, inner.N2, dtype=cdt, device=dev)
     tau = torch.zeros(batch_size, max_seqlen, dtype=torch.float64, device=dev)
-    return SoftClockCache(buf, tau, 0, max_seqlen)._bind(clocked)
+    return SoftClockCache(buf, tau)._bind(clocked, None, max_seqlen)
 
 
 def soft_step(clocked, x_t, cache, memo):
