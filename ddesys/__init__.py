@@ -28,13 +28,14 @@ from .crossings import Crossing
 from .roots import RootsResult
 from .timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
+from .clock import clock_index, clocked_simulate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DiscreteDelayStateSpace", "zoh_statespace", "FrequencyResponse", "RootsResult",
     "StabilityChart", "TimeResponse", "delay_chart", "stability_chart", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete", "SumSystem",
-    "choose_contour", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
+    "choose_contour", "clock_index", "clocked_simulate", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
     "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
     "stability_margin", "sufficient_margin", "synthesize_kernel", "transfer_function", "unit_roundoff",
     "vandermonde_kernel", "winding_number", "zoh",
