@@ -2,7 +2,7 @@
 (smoke: no timing is asserted)."""
 from __future__ import annotations
 
-from ddesys.experiments import bench_decode, bench_nn
+from ddesys.experiments import bench_clock, bench_decode, bench_nn
 from ddesys.verification import bounds
 
 
@@ -19,6 +19,14 @@ def test_bench_nn_train_section_prints_shares(capsys):
     bench_nn.train_section(8, 4, (2,), [32], 1)
     out = capsys.readouterr().out
     assert "kernel synthesis" in out and "worst DS4D tokens/s" in out
+
+
+def test_bench_clock_sections_print_ratios(capsys):
+    res = bench_clock.decode_section((16, 32), 2, 1)
+    times = bench_clock.train_section(1, batch=2)
+    out = capsys.readouterr().out
+    assert "late / early" in out and "x s4d" in out and set(times) == set(bench_clock.FAMILIES)
+    assert all(v > 0 for r in res.values() for v in r.values())
 
 
 def test_step_bytes():
