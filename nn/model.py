@@ -373,7 +373,10 @@ class SequenceModel(nn.Module):
         """
         self._check_caches(caches, "step")
         h, seq_axis = self._encode(x_t, "step", step=True)          # (B, H)
-        tick = None if self.clock is None else self._ticks(x_t.reshape(x_t.shape[0], -1)[:, :1])[:, 0]   # (B,)
+        tick = None
+        if self.clock is not None:                                   # the clock sees a length-1 sequence
+            xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
+            tick = self._ticks(xs)[:, 0]                             # (B,)
         for blk, c in zip(self.blocks, caches):
             h = blk.step(h, c, tick)
         y = self._head(h)                                            # (B, d_output)
