@@ -331,3 +331,17 @@ def test_clocked_states_are_the_compacted_runs_states():
         assert max_err(state[b][:, j >= 0], sc[:, j[j >= 0]]) < 1e-12  # held between ticks
         assert (state[b][:, j < 0] == 0).all()
         assert max_err(np.abs(state[b]).max(1), np.abs(sc).max(1)) < 1e-12   # never past the compacted bound
+
+
+def test_float_input_model_with_a_callable_clock_decodes_like_its_forward():
+    """A clock on float inputs (pause where feature 0 <= 0): step sees the whole (B, 1, d_input) input."""
+    model = dnn.SequenceModel(3, 3, d_model=8, n_layers=2, layer_kw={"l_max": 16, "d_state": 8, "seed": 0},
+                          clock=lambda x: x[..., 0] > 0).double().eval()
+    x = torch.randn(2, 20, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    x[:, :, 1] = 10.0 * (x[:, :, 0] <= 0)                   # a clock reading feature 1 instead would tick there
+    with torch.no_grad():
+        y = model(x)
+        caches = model.allocate_inference_cache(2, dtype=torch.float64)
+        ys = torch.stack([model.step(x[:, t], caches) for t in range(20)], 1)
+    assert torch.allclose(ys, y, atol=1e-12, rtol=0)
+    assert [int(c.n.max()) for c in caches] == [int((x[:, :, 0] > 0).sum(1).max())] * 2
