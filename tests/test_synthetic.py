@@ -187,3 +187,21 @@ def test_ds4d_learns_delay_copy_at_cpu_scale():
     res = train_run(RunConfig(task, "ds4d", 56, n_layers=2, d_state=64, steps=600, batch=32, eval_every=100))
     assert res["best_acc"] >= 0.99
     assert res["mechanism"]["acc_mu_zero"] < 0.5 and res["mechanism"]["acc_tau_min"] < 0.5
+
+
+def test_filler_gap_layout_and_unchanged_keys():
+    """``gap`` filler tokens (id V-2) sit between the data and the padding; the look-back becomes
+    T + gap + P; a task without a filler keeps its config (hence its run keys) as before."""
+    import dataclasses
+    t = dataclasses.replace(preset("copy", "variable", "smoke"), gap=5)
+    x, y, P = t.sample(3, np.random.default_rng(1))
+    T = t.T
+    assert t.length == 2 * T + 5 + t.P_max and t.ticks == 2 * T + 5 and t.data_max == t.vocab - 3
+    for b in range(3):
+        assert (x[b, T:T + 5] == t.vocab - 2).all() and (x[b, T + 5:T + 5 + P[b]] == 0).all()
+        go = T + 5 + P[b]
+        assert x[b, go] == t.go and (y[b, go:go + T] == x[b, :T]).all()
+        assert ((x[b, :T] >= 1) & (x[b, :T] <= t.vocab - 3)).all()
+    assert "gap" not in preset("copy", "variable", "smoke").to_dict() and t.to_dict()["gap"] == 5
+    with pytest.raises(ValueError, match="gap"):
+        dataclasses.replace(t, gap=-1)

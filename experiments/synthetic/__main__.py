@@ -61,6 +61,8 @@ def _parse(argv):
     ap.add_argument("--lag", type=nonneg_int, help="lag P of the fixed protocol (default: the scale's)")
     ap.add_argument("--lag-range", nargs=2, type=nonneg_int, metavar=("P_MIN", "P_MAX"),
                     help="lag range of the variable protocol (default: the scale's)")
+    ap.add_argument("--gap", type=nonneg_int, default=0, help="filler tokens (content that carries time) between "
+                    "the data and the padding (default 0): a clocked model's look-back is T + gap ticks")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -88,6 +90,8 @@ def _tasks(args):
                 t = dataclasses.replace(t, P_min=args.lag, P_max=args.lag)
             if protocol == "variable" and args.lag_range is not None:
                 t = dataclasses.replace(t, P_min=args.lag_range[0], P_max=args.lag_range[1])
+            if args.gap:
+                t = dataclasses.replace(t, gap=args.gap)
             out.append(t)
     return out
 

@@ -2,12 +2,14 @@
 
 Vocabulary of ``V`` tokens: ``0`` = padding, ``1..m`` = data, ``V-1`` = go. One sequence is
 
-    data (T) | padding (P) | go | target[:-1] | padding (P_max - P)
+    data (T) | filler (G) | padding (P) | go | target[:-1] | padding (P_max - P)
 
 and the model predicts ``target[i]`` at the position of go (``i = 0``) or of ``target[i-1]``: the label
-of position ``T + P + i`` is ``target[i]``, every other label is ``IGNORE``. Reading ``data[i]`` from
-there is a look-back of exactly ``T + P`` steps: a fixed delay in the fixed protocol (one ``P`` for
+of position ``T + G + P + i`` is ``target[i]``, every other label is ``IGNORE``. Reading ``data[i]`` from
+there is a look-back of exactly ``T + G + P`` steps: a fixed delay in the fixed protocol (one ``P`` for
 every sequence), a per-sequence delay in the variable protocol (``P`` uniform in ``[P_min, P_max]``).
+The filler (``G = gap`` tokens of id ``V-2``, default none) is content that carries time: a clocked model
+(pause at padding) sees a look-back of ``T + G`` of its ticks whatever ``P``.
 
 Targets (``d`` = data, ``i`` = 0..T-1, windows truncated at the start of the data):
 
@@ -36,7 +38,8 @@ KINDS = ("copy", "sum", "wsum")
 class Task:
     """One synthetic task. ``kind`` in ``copy | sum | wsum``; ``T`` data length; lag ``P`` in
     ``[P_min, P_max]`` (equal: fixed protocol); ``vocab`` ``V``; ``window`` ``w`` and ``sigma`` for
-    sum / weighted sum."""
+    sum / weighted sum; ``gap`` ``G`` filler tokens (id ``V-2``, then one data value fewer) before the
+    padding."""
     kind: str
     T: int
     P_min: int
@@ -44,6 +47,7 @@ class Task:
     vocab: int
     window: int = 1
     sigma: float = 1.0
+    gap: int = 0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -52,6 +56,8 @@ class Task:
             raise ValueError(f"need T >= 1 and 0 <= P_min <= P_max, got T={self.T}, P=[{self.P_min}, {self.P_max}]")
         if self.kind != "copy" and not 1 <= self.window <= self.T:
             raise ValueError(f"window must lie in [1, T={self.T}], got {self.window}")
+        if self.gap < 0:
+            raise ValueError(f"gap must be >= 0, got {self.gap}")
         if self.kind == "wsum" and not self.sigma > 0:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
         self.data_max                                     # raises on a vocabulary too small
@@ -66,13 +72,19 @@ class Task:
 
     @property
     def length(self):
-        """Context length ``2 T + P_max`` of every sequence."""
-        return 2 * self.T + self.P_max
+        """Context length ``2 T + G + P_max`` of every sequence."""
+        return 2 * self.T + self.gap + self.P_max
 
     @property
     def ticks(self):
-        """Tokens other than padding per sequence, ``2 T`` (data, go, targets): a clocked model's horizon."""
-        return 2 * self.T
+        """Tokens other than padding per sequence, ``2 T + G`` (data, filler, go, targets): a clocked
+        model's horizon."""
+        return 2 * self.T + self.gap
+
+    @property
+    def filler(self):
+        """Token id of the filler (``V - 2``; only with ``gap > 0``)."""
+        return self.vocab - 2
 
     @property
     def go(self):
@@ -86,7 +98,7 @@ class Task:
     @property
     def data_max(self):
         """``m``: the largest data token with every target inside ``1..V-2``."""
-        top = self.vocab - 2
+        top = self.vocab - 2 - (1 if self.gap else 0)           # the filler takes one id
         if self.kind == "copy":
             m = top
         else:
@@ -119,8 +131,9 @@ class Task:
         tokens = np.zeros((batch, L), dtype=np.int64)
         labels = np.full((batch, L), IGNORE, dtype=np.int64)
         tokens[:, :T] = data
+        tokens[:, T:T + self.gap] = self.filler
         rows = np.arange(batch)[:, None]
-        go_at = T + P                                                       # (B,)
+        go_at = T + self.gap + P                                            # (B,)
         tokens[np.arange(batch), go_at] = self.go
         cols = go_at[:, None] + 1 + np.arange(T - 1)                        # (B, T-1)
         tokens[rows, cols] = tgt[:, :-1]
@@ -128,7 +141,10 @@ class Task:
         return tokens, labels, P
 
     def to_dict(self):
-        return {**asdict(self), "name": self.name, "data_max": self.data_max, "length": self.length}
+        d = {**asdict(self), "name": self.name, "data_max": self.data_max, "length": self.length}
+        if not self.gap:                                  # runs without a filler keep their keys
+            d.pop("gap")
+        return d
 
 
 def preset(kind, protocol, scale="cpu"):
