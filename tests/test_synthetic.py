@@ -205,3 +205,16 @@ def test_filler_gap_layout_and_unchanged_keys():
     assert "gap" not in preset("copy", "variable", "smoke").to_dict() and t.to_dict()["gap"] == 5
     with pytest.raises(ValueError, match="gap"):
         dataclasses.replace(t, gap=-1)
+
+
+def test_evaluate_reads_the_supervised_positions_with_a_filler_gap():
+    """``evaluate``'s accuracy is :func:`accuracy`'s (the supervised positions) with and without a gap."""
+    import dataclasses
+    from ddesys.experiments.synthetic.train import accuracy, evaluate
+    for gap in (0, 5):
+        task = dataclasses.replace(preset("copy", "variable", "smoke"), gap=gap)
+        model = M.build("s4d", task.vocab, 8, 1, task.length, 8, seed=0)
+        x, y, p = (torch.from_numpy(a) for a in task.sample(64, np.random.default_rng(0)))
+        acc = accuracy(model, x, y)                         # an untrained model: right at some positions
+        det = evaluate(model, x, y, p, task)
+        assert acc > 0 and det["acc"] == pytest.approx(acc) and sum(det["by_position"]) / len(det["by_position"]) == pytest.approx(acc)

@@ -102,7 +102,7 @@ def evaluate(model, tokens, labels, lags, task, chunk=128):
     hits = []
     for s in range(0, tokens.shape[0], chunk):
         x, y, p = tokens[s:s + chunk], labels[s:s + chunk], lags[s:s + chunk]
-        pos = (T + p)[:, None] + torch.arange(T, device=x.device)         # (b, T) supervised positions
+        pos = (T + task.gap + p)[:, None] + torch.arange(T, device=x.device)   # (b, T) supervised positions
         pred = model(x).argmax(-1)                                          # (b, L)
         hits.append((pred.gather(1, pos) == y.gather(1, pos)).cpu())       # (b, T)
     model.train(was)
