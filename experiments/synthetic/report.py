@@ -206,7 +206,9 @@ def _header(runs, meta):
     for key, t in seen.items():
         lines.append(f"- {labels[key]}: T={t['T']}, P in [{t['P_min']}, {t['P_max']}], V={t['vocab']}, "
                      f"data 1..{t['data_max']}" + (f", window {t['window']}" if t["kind"] != "copy" else "")
-                     + (f", sigma {t['sigma']}" if t["kind"] == "wsum" else "") + f", context {t['length']}")
+                     + (f", sigma {t['sigma']}" if t["kind"] == "wsum" else "")
+                     + (f", {t['gap']} filler tokens (id {t['vocab'] - 2}) before the padding" if t.get("gap") else "")
+                     + f", context {t['length']}")
     return lines
 
 
