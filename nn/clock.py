@@ -153,6 +153,9 @@ class Clocked(nn.Module):
         pauses instead (``ticks`` False), which is what the clock is for."""
         if lengths is not None:
             raise ValueError("Clocked: pass the padding as pauses in ticks (False), not lengths=")
+        if not torch.is_tensor(x) or x.dim() != 3 or x.shape[-1] != self.H:
+            raise ValueError(f"Clocked expects x of shape (B, L, {self.H}), got "
+                             f"{tuple(x.shape) if torch.is_tensor(x) else type(x).__name__}")
         if self.gate is not None:                                       # the learned clock: a scan
             from .selective import soft_forward
             c = self.gate(x)                                            # (B, L) in (0, 1)
@@ -161,9 +164,6 @@ class Clocked(nn.Module):
             return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
         if ticks is None:
             return self.inner(x, mode=mode)
-        if not torch.is_tensor(x) or x.dim() != 3 or x.shape[-1] != self.H:
-            raise ValueError(f"Clocked expects x of shape (B, L, {self.H}), got "
-                             f"{tuple(x.shape) if torch.is_tensor(x) else type(x).__name__}")
         idx = clock_index(check_ticks(ticks, x.shape[0], x.shape[1], x.device))
         xt = x.transpose(1, 2)                                          # (B, H, L)
         xc = compact(xt, idx)                                           # (B, H, Lc), left-padded
@@ -210,7 +210,7 @@ class Clocked(nn.Module):
         return ClockedCache(buf, z, z.clone())._bind(self, None, max_seqlen)
 
     def _check_cache(self, cache, B):
-        if cache.__class__.__name__ not in ("ClockedCache", "SoftClockCache") or cache.owner is not self:
+        if not isinstance(cache, _RingCache) or cache.owner is not self:
             raise ValueError("this cache was not allocated by this Clocked layer (allocate_inference_cache)")
         if cache.batch_size != B:
             raise ValueError(f"the cache holds {cache.batch_size} sequences, the input {B}")

@@ -1,0 +1,126 @@
+"""The residual block around a DS4D / S4D layer (pre- or post-norm, GLU output), optionally clocked."""
+from __future__ import annotations
+
+from torch import nn
+
+from .clock import Clocked
+from .ds4d import DS4D
+from .generate import allocate_caches, split_dtype_arg
+from .s4d import S4D
+
+__all__ = ["SequenceBlock", "norm_layer"]
+
+LAYERS = {"ds4d": DS4D, "s4d": S4D}
+NORMS = ("layer", "none")
+
+
+def norm_layer(kind, d_model):
+    if kind not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
+    return nn.LayerNorm(d_model) if kind == "layer" else nn.Identity()
+
+
+class SequenceBlock(nn.Module):
+    """Pre-norm residual block: ``x + Dropout(GLU(Linear(Dropout(act(layer(norm(x)))))))``.
+
+    Parameters
+    ----------
+    d_model : int
+        Channels ``H``.
+    layer : {"ds4d", "s4d"}
+        The SSM layer (:class:`nn.DS4D` or :class:`nn.S4D`).
+    layer_kw : dict, optional
+        Keyword arguments of the layer.
+    activation : str, default "gelu"
+        ``"gelu"`` or the name of any ``torch.nn`` activation class.
+    dropout : float, default 0.0
+        Dropout rate.
+    glu : bool, default True
+        Output linear ``H -> 2H`` followed by GLU (the paper's setting); else ``H -> H``.
+    prenorm : bool, default True
+        Normalize the layer's input; ``False``: normalize the block's output (post-norm).
+    norm : {"layer", "none"}, default "layer"
+        ``nn.LayerNorm`` or the identity (no normalization).
+    clocked : bool or "learned", default False
+        Run the layer in its own time (:class:`nn.clock.Clocked`): ``forward`` / ``prefill`` take
+        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``. ``"learned"``: the layer's own gate sets
+        its clock (:class:`nn.selective.GateClock`, a scan instead of the FFT).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``layer`` or ``norm``.
+
+    Notes
+    -----
+    Shapes: ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
+    """
+
+    def __init__(self, d_model, layer="ds4d", layer_kw=None, activation="gelu", dropout=0.0, glu=True,
+                 prenorm=True, norm="layer", clocked=False):
+        super().__init__()
+        if layer not in LAYERS:
+            raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
+        self.norm = norm_layer(norm, d_model)
+        self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
+        if clocked == "learned":
+            from .selective import GateClock
+            self.layer = Clocked(self.layer, gate=GateClock(d_model, seed=(layer_kw or {}).get("seed")))
+        elif clocked:
+            self.layer = Clocked(self.layer)
+        self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()
+        self.drop = nn.Dropout(dropout)
+        self.out = nn.Linear(d_model, 2 * d_model if glu else d_model)
+        self.glu = nn.GLU(dim=-1) if glu else nn.Identity()
+        self.prenorm = bool(prenorm)
+
+    def _post(self, z):
+        return self.drop(self.glu(self.out(self.drop(self.act(z)))))
+
+    def forward(self, x, mode="fft", lengths=None, ticks=None):
+        """``x`` ``(B, L, H)`` -> ``(B, L, H)``.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        mode : {"fft", "recurrent"}
+            The layer's path: FFT convolution (training) or the exact recurrence (verification).
+        lengths : Tensor ``(B,)``, optional
+            A right-padded batch (see :meth:`SequenceModel.forward`).
+        ticks : Tensor ``(B, L)`` bool, optional
+            A clocked layer's clock.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+        """
+        z = self.norm(x) if self.prenorm else x
+        kw = {} if lengths is None else {"lengths": lengths}
+        if ticks is not None:
+            kw = {"ticks": ticks}
+        y = x + self._post(self.layer(z, mode=mode, **kw))
+        return y if self.prenorm else self.norm(y)
+
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
+        """The layer's fresh decode cache for ``batch_size`` sequences (see :meth:`SequenceModel.allocate_inference_cache`)."""
+        max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceBlock")
+        return allocate_caches([self.layer], batch_size, max_seqlen, dtype, kwargs)[0]
+
+    def step(self, x_t, cache, tick=None):
+        """One position ``x_t`` ``(B, H)`` -> ``(B, H)``; updates ``cache`` in place (``tick`` ``(B,)``: a
+        clocked layer's clock)."""
+        z = self.norm(x_t) if self.prenorm else x_t
+        y = x_t + self._post(self.layer.step(z, cache) if tick is None else self.layer.step(z, cache, tick))
+        return y if self.prenorm else self.norm(y)
+
+    def prefill(self, x, cache, mask=None, ticks=None):
+        """Consume a prompt ``x`` ``(B, L, H)``: fills ``cache``, returns the outputs ``(B, L, H)``.
+
+        ``mask`` ``(B, L)`` bool: positions whose layer input is zeroed (a left-padded batch: the
+        padding then leaves every state at zero, see :meth:`SequenceModel.prefill`). ``ticks`` ``(B, L)``:
+        a clocked layer's clock."""
+        z = self.norm(x) if self.prenorm else x
+        if mask is not None:
+            z = z * mask[..., None].to(z.dtype)
+        y = x + self._post(self.layer.prefill(z, cache) if ticks is None else self.layer.prefill(z, cache, ticks))
+        return y if self.prenorm else self.norm(y)
