@@ -9,7 +9,9 @@ pauses at the padding token 0): every layer runs in its own time, its delays cou
 delay range from the first batch's longest tick count). LSTM: ``torch.nn.LSTM``. GPT-2 (feed-forward
 4H, learned absolute positions), Llama (RMSNorm, RoPE, SwiGLU feed-forward ~8H/3 rounded to 8) and
 Mamba (intermediate 2H, convolution 3) come from Hugging Face ``transformers`` (``pip install -e
-".[experiments]"``); without it those families raise a clear error and the others run.
+".[experiments]"``); without it those families raise a clear error and the others run. Mamba trains
+with its selective scan compiled for the CPU (:mod:`.mamba`; ``transformers``' own reference loop was
+~40 s per step of the CPU preset), the same computation, checked against ``transformers``' forward.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from torch import nn
 from ddesys import nn as dnn
 
 from . import FAMILIES, HF_FAMILIES
+from .mamba import accelerate
 N_HEADS = 4                     # attention heads of the Transformer recipes
 PAD = 0                         # the tasks' padding token (.tasks), where a clocked model's time stands still
 
@@ -96,7 +99,9 @@ def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed
         return HFCausalLM(tf.LlamaForCausalLM(cfg), attention=True)
     cfg = tf.MambaConfig(vocab_size=vocab, hidden_size=d_model, num_hidden_layers=n_layers, expand=2,
                          conv_kernel=3, **ids)
-    return HFCausalLM(tf.MambaForCausalLM(cfg))
+    lm = tf.MambaForCausalLM(cfg)
+    accelerate(lm)                         # the selective scan compiled for the CPU (.mamba)
+    return HFCausalLM(lm)
 
 
 def n_params(model):
