@@ -1,19 +1,24 @@
-"""The optimization step and the sweep loop shared by ``experiments.synthetic`` and ``experiments.general``.
+"""The optimization step, the run loop and the sweep loop shared by the experiments.
 
 :class:`Trainer` owns one run's (DDP-wrapped) model, optimizer and scheduler: a step takes the global
 batch, trains this rank on its slice under optional bf16 autocast, sums the loss over the ranks (with
 the stop flag, so every rank stops at the same step) and refuses a non-finite loss before touching the
-weights (:class:`~experiments._ckpt.Diverged`). :func:`run_sweep` runs a list of jobs: it resumes from
+weights (:class:`~experiments._ckpt.Diverged`). :func:`fit` is one run's loop around it: resume,
+batches, evaluation cadence, checkpoints, the divergence record and a clean stop; an experiment supplies
+its batches, its evaluation and its record. :func:`run_sweep` runs a list of jobs: it resumes from
 checkpoints, records diverged runs and goes on, stops cleanly on SIGINT / SIGTERM, and has rank 0 save
 the results after every run.
 """
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+import numpy as np
 
 from ._ckpt import STOP, Diverged, Interrupted, rng_state, set_rng_state
 
@@ -88,6 +93,55 @@ class Trainer:
         set_rng_state(rngs[self.ctx.rank] if self.ctx.rank < len(rngs) else rngs[0])
 
 
+def fit(tr, st, total, batch, loss_sum, evaluate, record, key, ckpt=None, progress=None, extra=None,
+        where=None):
+    """One run's training loop; returns ``record("done")``.
+
+    ``tr``: the run's :class:`Trainer`. ``st``: the run's state, JSON-ready, with at least ``step`` (0),
+    ``losses`` ([]) and ``seconds`` (0.0) beside the experiment's own fields (curve, bests); it is saved
+    in the checkpoints and restored from them. ``batch(step) -> (x, y, n)``: the global batch of
+    optimizer step ``step`` (1-based) and the count that turns its summed loss into a mean.
+    ``evaluate(step, mean_loss)``: called after every step; when it evaluates it records what it found in
+    ``st`` and returns the progress figures (a dict; the training losses since the last evaluation are
+    then cleared), else ``None``. ``record(status)``: the run's results record (``st["seconds"]`` is
+    current when it is called). ``extra``: ``(save() -> dict, load(saved))`` for checkpoint content
+    beyond the trainer and ``st``. ``where(step) -> (text, fields)``: how a divergence names its place
+    (the text replaces "at step"; the fields join the record).
+
+    A non-finite loss raises :class:`~experiments._ckpt.Diverged` whose ``record`` is the run so far
+    (``status: diverged``, ``diverged_step``); a stop request saves a checkpoint and raises
+    :class:`~experiments._ckpt.Interrupted`."""
+    saved = ckpt.load() if ckpt is not None else None
+    if saved is not None:
+        tr.load_state_dict(saved["trainer"])
+        st.update(saved["run"])
+        if extra is not None:
+            extra[1](saved)
+    t0, s0 = time.perf_counter(), st["seconds"]
+    for step in range(st["step"] + 1, total + 1):
+        x, y, n = batch(step)
+        try:
+            loss, stop = tr.step(x, y, loss_sum, n, step)
+        except Diverged as exc:
+            st["seconds"] = s0 + time.perf_counter() - t0
+            text, fields = where(step) if where is not None else ("at step", {})
+            err = Diverged(f"{key}: {str(exc).replace('at step', text)}", exc.step)
+            err.record = {**record("diverged"), "diverged_step": exc.step, **fields}
+            raise err from None
+        st["losses"].append(loss)
+        shown = evaluate(step, float(np.mean(st["losses"])))
+        if shown is not None:
+            st["losses"] = []
+            if progress is not None:
+                progress(step, **shown)
+        st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
+        if ckpt is not None and (stop or ckpt.due(step, total)):
+            ckpt.save({"trainer": tr.state_dict(), "run": st, **(extra[0]() if extra is not None else {})})
+        if stop:
+            raise Interrupted(key, step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
+    return record("done")
+
+
 @dataclass
 class Job:
     """One run of a sweep: ``fn(ckpt=, progress=, ctx=)`` returns its JSON-ready record."""
@@ -148,4 +202,4 @@ def run_sweep(jobs, store, ckpts, ctx, resume=True, quiet=False, on_saved=None, 
     return 0
 
 
-__all__ = ["Job", "Trainer", "run_sweep"]
+__all__ = ["Job", "Trainer", "fit", "run_sweep"]

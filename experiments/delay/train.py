@@ -30,7 +30,6 @@ step; it is saved in the checkpoints with the optimizer, so a resumed run contin
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -38,11 +37,10 @@ import torch
 
 from ddesys import nn as dnn
 
-from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
 from .._tap import tap_delays, tap_widths, tap_zero
-from .._train import Trainer
+from .._train import Trainer, fit
 from .data import Task, n_band
 from .models import Arch, build, n_params, tap_schedule
 
@@ -290,44 +288,28 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     tr = Trainer(model, opt, ctx, sched=tap_schedule(cfg.arch, model, cfg.steps), amp=cfg.amp)
     vx, vy = validation_set(task, cfg.val_size, dev)
     st = {"step": 0, "curve": [], "best_rel_rmse": float("inf"), "best_step": 0, "losses": [], "seconds": 0.0}
-    saved = ckpt.load() if ckpt is not None else None
-    if saved is not None:
-        tr.load_state_dict(saved["trainer"])
-        st.update(saved["run"])
-    t0, s0 = time.perf_counter(), st["seconds"]
+
+    def batch(step):
+        x, y = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
+        return x, y, cfg.batch * task.L * task.n_out
+
+    def evaluate_at(step, loss):
+        if step % cfg.eval_every and step != cfg.steps:
+            return None
+        ev = evaluate(model, vx, vy)
+        st["curve"].append({"step": step, "loss": loss, "val_rel_rmse": ev["rel_rmse"], "by_lag": ev["by_lag"]})
+        if ev["rel_rmse"] < st["best_rel_rmse"]:
+            st["best_rel_rmse"], st["best_step"] = ev["rel_rmse"], step
+        return {"loss": loss, "rel_rmse": ev["rel_rmse"]}
 
     def record(status):
         last = st["curve"][-1] if st["curve"] else {}
         return {"key": cfg.key(), "config": cfg.to_dict(), "status": status, "n_params": n_params(model),
                 "curve": st["curve"], "rel_rmse": last.get("val_rel_rmse"), "by_lag": last.get("by_lag"),
                 "best_rel_rmse": st["best_rel_rmse"] if st["curve"] else None, "best_step": st["best_step"],
-                "seconds": s0 + time.perf_counter() - t0}
+                "seconds": st["seconds"]}
 
-    n_elem = cfg.batch * task.L * task.n_out
-    for step in range(st["step"] + 1, cfg.steps + 1):
-        x, y = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
-        try:
-            loss, stop = tr.step(x, y, _loss_sum, n_elem, step)
-        except Diverged as exc:
-            err = Diverged(f"{cfg.key()}: {exc}", exc.step)
-            err.record = {**record("diverged"), "diverged_step": exc.step}
-            raise err from None
-        st["losses"].append(loss)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            ev = evaluate(model, vx, vy)
-            st["curve"].append({"step": step, "loss": float(np.mean(st["losses"])), "val_rel_rmse": ev["rel_rmse"],
-                                "by_lag": ev["by_lag"]})
-            st["losses"] = []
-            if ev["rel_rmse"] < st["best_rel_rmse"]:
-                st["best_rel_rmse"], st["best_step"] = ev["rel_rmse"], step
-            if progress is not None:
-                progress(step, loss=st["curve"][-1]["loss"], rel_rmse=ev["rel_rmse"])
-        st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
-        if ckpt is not None and (stop or ckpt.due(step, cfg.steps)):
-            ckpt.save({"trainer": tr.state_dict(), "run": st})
-        if stop:
-            raise Interrupted(cfg.key(), step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
-    out = record("done")
+    out = fit(tr, st, cfg.steps, batch, _loss_sum, evaluate_at, record, cfg.key(), ckpt, progress)
     out["diagnosis"] = diagnose(model, vx, vy, task, init_delays, init_taps)
     return out
 

@@ -12,7 +12,6 @@ batch (see :mod:`experiments._train`).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -21,10 +20,9 @@ import torch.nn.functional as F
 
 from ddesys import nn as dnn
 
-from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
-from .._train import Trainer
+from .._train import Trainer, fit
 
 
 def data_info(data):
@@ -116,52 +114,46 @@ def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     delays0 = _mean_delay(model)
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_epoch": None, "losses": [], "seconds": 0.0}
-    saved = ckpt.load() if ckpt is not None else None
-    if saved is not None:
-        tr.load_state_dict(saved["trainer"])
-        st.update(saved["run"])
-    t0, s0 = time.perf_counter(), st["seconds"]
     key = cfg.key(data)
 
     def record(status):
         out = {"key": key, "task": data.name, "config": cfg.to_dict(), "data": data_info(data), "status": status,
                "n_params": sum(p.numel() for p in model.parameters()), "curve": st["curve"],
                "best_acc": st["best_acc"], "best_epoch": st["best_epoch"],
-               "final_acc": st["curve"][-1]["test_acc"] if st["curve"] else None,
-               "seconds": s0 + time.perf_counter() - t0}
+               "final_acc": st["curve"][-1]["test_acc"] if st["curve"] else None, "seconds": st["seconds"]}
         if delays0 is not None:
             out["mean_delay"] = {"init": delays0, "final": _mean_delay(model)}
         return out
 
-    order, order_epoch = None, None
-    for step in range(st["step"] + 1, total + 1):
+    def epoch_of(step):                           # (epoch from 1, batch within it)
         epoch, b = divmod(step - 1, n_batches)
-        epoch += 1
-        if order_epoch != epoch:
-            order, order_epoch = np.random.default_rng([cfg.seed, epoch]).permutation(n), epoch
-        idx = order[b * cfg.batch:(b + 1) * cfg.batch]
-        try:
-            loss, stop = tr.step(data.train.x[idx], data.train.y[idx], _ce_sum, len(idx), step)
-        except Diverged as exc:
-            err = Diverged(f"{key}: {str(exc).replace('at step', f'in epoch {epoch}, step')}", exc.step)
-            err.record = {**record("diverged"), "diverged_step": exc.step, "diverged_epoch": epoch}
-            raise err from None
-        st["losses"].append(loss)
-        if b == n_batches - 1:
-            acc, test_loss = evaluate(model, data.test.x, data.test.y, dev)
-            st["curve"].append({"epoch": epoch, "train_loss": float(np.mean(st["losses"])), "test_loss": test_loss,
-                                "test_acc": acc})
-            st["losses"] = []
-            if acc > st["best_acc"]:
-                st["best_acc"], st["best_epoch"] = acc, epoch
-            if progress is not None:
-                progress(step, acc=acc)
-        st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
-        if ckpt is not None and (stop or ckpt.due(step, total)):
-            ckpt.save({"trainer": tr.state_dict(), "run": st})
-        if stop:
-            raise Interrupted(key, step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
-    return record("done")
+        return epoch + 1, b
+
+    perm = {}
+
+    def batch(step):
+        epoch, b = epoch_of(step)
+        if epoch not in perm:
+            perm.clear()
+            perm[epoch] = np.random.default_rng([cfg.seed, epoch]).permutation(n)
+        idx = perm[epoch][b * cfg.batch:(b + 1) * cfg.batch]
+        return data.train.x[idx], data.train.y[idx], len(idx)
+
+    def evaluate_at(step, loss):
+        epoch, b = epoch_of(step)
+        if b != n_batches - 1:
+            return None
+        acc, test_loss = evaluate(model, data.test.x, data.test.y, dev)
+        st["curve"].append({"epoch": epoch, "train_loss": loss, "test_loss": test_loss, "test_acc": acc})
+        if acc > st["best_acc"]:
+            st["best_acc"], st["best_epoch"] = acc, epoch
+        return {"acc": acc}
+
+    def where(step):
+        epoch = epoch_of(step)[0]
+        return f"in epoch {epoch}, step", {"diverged_epoch": epoch}
+
+    return fit(tr, st, total, batch, _ce_sum, evaluate_at, record, key, ckpt, progress, where=where)
 
 
 @torch.no_grad()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -26,11 +25,10 @@ import torch.nn.functional as F
 from ddesys import nn as dnn
 from ddesys.parameterization import ablation_kinds
 
-from .._ckpt import Diverged, Interrupted
 from .._dist import single
 from .._runs import config_key
 from .._tap import FRAC, W0, tap_delays, tap_widths, tap_zero, width_schedule
-from .._train import Trainer
+from .._train import Trainer, fit
 from .models import build, n_params
 from .tasks import IGNORE, Task
 
@@ -220,50 +218,36 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
-    best_state = None
-    saved = ckpt.load() if ckpt is not None else None
-    if saved is not None:
-        tr.load_state_dict(saved["trainer"])
-        st.update(saved["run"])
-        best_state = saved["best_state"]
-    t0, s0 = time.perf_counter(), st["seconds"]
+    keep = {"best_state": None}
+
+    def batch(step):
+        x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
+        return x, y, int((y != IGNORE).sum())
+
+    def evaluate_at(step, loss):
+        if step % cfg.eval_every and step != cfg.steps:
+            return None
+        det = evaluate(model, vt, vl, vp, task)
+        st["curve"].append({"step": step, "loss": loss, "val_acc": det["acc"]})
+        if det["acc"] > st["best_acc"]:
+            st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
+            if init_state:
+                keep["best_state"] = copy.deepcopy(model.state_dict())   # with the tap's window width
+        return {"loss": loss, "acc": st["curve"][-1]["val_acc"]}
 
     def record(status):
         return {"key": cfg.key(), "config": cfg.to_dict(), "status": status, "n_params": n_params(model),
                 "curve": st["curve"], "best_acc": st["best_acc"], "best_step": st["best_step"],
-                "seconds": s0 + time.perf_counter() - t0, **st["best_detail"]}
+                "seconds": st["seconds"], **st["best_detail"]}
 
-    for step in range(st["step"] + 1, cfg.steps + 1):
-        x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
-        try:
-            loss, stop = tr.step(x, y, _loss_sum, int((y != IGNORE).sum()), step)
-        except Diverged as exc:
-            err = Diverged(f"{cfg.key()}: {exc}", exc.step)
-            err.record = {**record("diverged"), "diverged_step": exc.step}
-            raise err from None
-        st["losses"].append(loss)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            det = evaluate(model, vt, vl, vp, task)
-            st["curve"].append({"step": step, "loss": float(np.mean(st["losses"])), "val_acc": det["acc"]})
-            st["losses"] = []
-            if det["acc"] > st["best_acc"]:
-                st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
-                if init_state:
-                    best_state = copy.deepcopy(model.state_dict())   # with the tap's window width
-            if progress is not None:
-                progress(step, loss=st["curve"][-1]["loss"], acc=st["curve"][-1]["val_acc"])
-        st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
-        if ckpt is not None and (stop or ckpt.due(step, cfg.steps)):
-            ckpt.save({"trainer": tr.state_dict(), "run": st, "best_state": best_state})
-        if stop:
-            raise Interrupted(cfg.key(), step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
-    out = record("done")
+    out = fit(tr, st, cfg.steps, batch, _loss_sum, evaluate_at, record, cfg.key(), ckpt, progress,
+              extra=(lambda: dict(keep), lambda saved: keep.update(best_state=saved["best_state"])))
     if clock_stats(model, vt[:8]):
         out["clock"] = clock_stats(model, vt)                      # the learned clocks at the end
     if init_taps:
         out["tap_schedule"] = {"w0": W0, "frac": FRAC, "final_width": tap_widths(model)}
     if init_state:
-        model.load_state_dict(best_state)                          # the tap's width comes back with it
+        model.load_state_dict(keep["best_state"])                  # the tap's width comes back with it
         out["mechanism"] = mechanism(model, init_state, vt, vl, init_taps)
     return out
 
