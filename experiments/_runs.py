@@ -69,6 +69,17 @@ def positive_float(text):
 learning_rate = positive_float
 
 
+def unit_fraction(text):
+    """argparse type: a float in [0, 1) (dropout rates, branch allocations)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text}")
+    return v
+
+
 def device_name(text):
     """argparse type: ``cpu``, ``cuda`` or ``cuda:N`` (``mps`` too), checked without importing torch."""
     if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", text):
@@ -292,4 +303,5 @@ def open_results(out, experiment, rekey, args, meta, schema, files=()):
 
 __all__ = ["OutError", "ResultsError", "RunSchema", "Store", "add_run_arguments", "atomic_write", "canonical",
            "config_key", "done_runs", "device_name", "is_main_process", "learning_rate", "move_aside", "nonneg_int",
-           "open_results", "positive_int", "prepare_out", "program_of", "read_results"]
+           "open_results", "positive_float", "positive_int", "prepare_out", "program_of", "read_results",
+           "unit_fraction"]

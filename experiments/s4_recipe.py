@@ -26,13 +26,14 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import torch
 from torch import nn
 
 from ddesys.nn import s4compat
+
+from ._runs import positive_int, unit_fraction
 
 DELAY_PARAMS = ("r", "theta", "nu_tau")
 
@@ -192,20 +193,6 @@ def summarize(results, arms):
     return "\n".join(lines) + "\n"
 
 
-def _positive_int(v):
-    n = int(v)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {v}")
-    return n
-
-
-def _probability(v):
-    p = float(v)
-    if not 0.0 <= p < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {v}")
-    return p
-
-
 SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # runs merge only
 RECIPE_DEFAULTS = {"postnorm": False, "dropout": 0.1}       # keys that results files written before them lack
 
@@ -232,18 +219,18 @@ def _load(path, config):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder; a rerun into it adds the missing (arm, seed) runs")
-    ap.add_argument("--seeds", type=_positive_int, default=5)
+    ap.add_argument("--seeds", type=positive_int, default=5)
     ap.add_argument("--seed0", type=int, default=0)
     ap.add_argument("--arms", nargs="+", default=["s4d", "ds4d", "ds4d-p0"], choices=sorted(ARMS))
-    ap.add_argument("--epochs", type=_positive_int, default=10)
-    ap.add_argument("--batch", type=_positive_int, default=64)
-    ap.add_argument("--d-model", type=_positive_int, default=64)
-    ap.add_argument("--n-layers", type=_positive_int, default=4)
+    ap.add_argument("--epochs", type=positive_int, default=10)
+    ap.add_argument("--batch", type=positive_int, default=64)
+    ap.add_argument("--d-model", type=positive_int, default=64)
+    ap.add_argument("--n-layers", type=positive_int, default=4)
     ap.add_argument("--postnorm", action="store_true",
                     help="LayerNorm after the residual: example.py's default (this recipe's default is its --prenorm)")
-    ap.add_argument("--dropout", type=_probability, default=0.1, help="example.py's --dropout, in [0, 1)")
-    ap.add_argument("--threads", type=_positive_int, default=None, help="torch.set_num_threads")
-    ap.add_argument("--n-train", type=_positive_int, default=None, help="first n training samples only (smoke runs)")
+    ap.add_argument("--dropout", type=unit_fraction, default=0.1, help="example.py's --dropout, in [0, 1)")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--n-train", type=positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)
     from ddesys.verification.outdir import OutError, atomic_write, prepare_out
     try:

@@ -24,12 +24,12 @@ into the same folder merge: other configurations are kept, the same configuratio
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, RunSchema, add_run_arguments, atomic_write, device_name,
-                     is_main_process, learning_rate, nonneg_int, open_results, positive_float, positive_int)
+from .._driver import Experiment, drive
+from .._runs import (RunSchema, add_run_arguments, device_name, learning_rate, nonneg_int, positive_float, positive_int,
+                     unit_fraction)
 from . import DEFAULT_FAMILIES, FAMILIES
 
 SCALES = {   # sequence, lags, band (Hz), S4D width, layers, N, steps, batch, eval_every, val_size, seeds
@@ -40,16 +40,6 @@ SCALES = {   # sequence, lags, band (Hz), S4D width, layers, N, steps, batch, ev
     "paper": dict(L=4096, lags=(1024,), freq=100.0, width=128, n_layers=4, d_state=64, steps=5000, batch=32,
                   eval_every=250, val_size=256, seeds=(0, 1, 2)),
 }
-
-
-def _prob(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in [0, 1), got {text}")
-    return v
 
 
 def _width0(text):
@@ -84,7 +74,7 @@ def _parse(argv):
                     "the scale's)")
     ap.add_argument("--dt", type=positive_float, default=1e-3, help="sample step of the signal in seconds")
     ap.add_argument("--init", choices=("lin", "inv"), default="lin", help="S4D-Lin or S4D-Inv poles")
-    ap.add_argument("--p0", nargs="+", type=_prob, default=[0.1], help="DS4D's initial branch allocation(s)")
+    ap.add_argument("--p0", nargs="+", type=unit_fraction, default=[0.1], help="DS4D's initial branch allocation(s)")
     ap.add_argument("--delay-init", nargs="+", choices=("grid", "lag", "constant"), default=["grid"],
                     help="DS4D's initial delays: grid over [1, L-1], every channel at the first lag, or every "
                     "channel at --tau0")
@@ -159,71 +149,45 @@ SCHEMA = RunSchema(done=("n_params", "rel_rmse", "best_rel_rmse", "diagnosis"), 
                    curve=("step", "val_rel_rmse"))                                 # tables.py read
 
 
-def _save_report(out, store):
+def _plan(args, ctx):
+    """Every run of the sweep (widths matched to S4D's parameter count), and the task's phrase."""
+    from .._train import Job
+    from .models import Arch, build, match_width, n_params
+    from .train import RunConfig, train_run
+    s = _settings(args)
+    task = args.task
+    archs = _archs(args, s)
+    ref = Arch("s4d", **{k: v for k, v in archs[0].to_dict().items() if k in (
+        "n_layers", "d_state", "init", "dt_lr", "glu", "prenorm", "norm")})
+    budget = n_params(build(ref, s["width"], task))
+    configs = []
+    for arch in archs:
+        w = s["width"] if arch.family == "s4d" else match_width(arch, budget, task)
+        for seed in s["seeds"]:
+            configs.append(RunConfig(task, arch, w, lr=args.lr, seed=seed, steps=s["steps"], batch=s["batch"],
+                                     eval_every=s["eval_every"], val_size=s["val_size"], amp=args.amp))
+    jobs = [Job(c.key(), f"{c.arch.label()} H{c.width} s{c.seed}", c.steps,
+                lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
+            for c in configs]
+    return jobs, f"task {task.name} ({task.bins} Fourier bins)"
+
+
+def _figures(runs, out):
     from . import report
-    runs = store.all()
-    atomic_write(out / "report.md", report.markdown(runs, store.meta))
-    if report.done(runs):
-        report.plot_curves(runs, out / "curves.png")
-        report.plot_delays(runs, out / "delays.png")
-        report.plot_response(runs, out / "response.png")
+    report.plot_curves(runs, out / "curves.png")
+    report.plot_delays(runs, out / "delays.png")
+    report.plot_response(runs, out / "response.png")
+
+
+def _experiment():
+    from . import report
+    return Experiment("delay", SCHEMA, _rekey, ("report.md", "curves.png", "delays.png", "response.png"), _plan,
+                      report.markdown, _figures, report.done)
 
 
 def main(argv=None):
     args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
-    s = _settings(args)
-    out = args.out or Path("delay_out") / args.scale
-    store = None
-    if is_main_process():
-        meta = {"scale": args.scale, "command": "python -m ddesys.experiments.delay " + " ".join(
-            sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
-        store = open_results(out, "delay", _rekey, args, meta, SCHEMA,
-                             files=("report.md", "curves.png", "delays.png", "response.png"))
-    import torch                                         # the heavy part starts here
-
-    from .._ckpt import Checkpoints
-    from .._dist import setup
-    from .._train import Job, run_sweep
-    from .models import Arch, build, match_width, n_params
-    from .train import RunConfig, train_run
-    ctx = setup(args.device)
-    try:
-        task = args.task
-        archs = _archs(args, s)
-        ref = Arch("s4d", **{k: v for k, v in archs[0].to_dict().items() if k in (
-            "n_layers", "d_state", "init", "dt_lr", "glu", "prenorm", "norm")})
-        budget = n_params(build(ref, s["width"], task))
-        configs = []
-        for arch in archs:
-            w = s["width"] if arch.family == "s4d" else match_width(arch, budget, task)
-            for seed in s["seeds"]:
-                configs.append(RunConfig(task, arch, w, lr=args.lr, seed=seed, steps=s["steps"], batch=s["batch"],
-                                         eval_every=s["eval_every"], val_size=s["val_size"], amp=args.amp))
-        done = set(ctx.broadcast(store.keys() if ctx.main else None))
-        todo = [c for c in configs if c.key() not in done]
-        if ctx.main:
-            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe())
-            print(f"{len(configs)} runs ({len(configs) - len(todo)} already in {store.path}; "
-                  f"{len(store.runs)} there in all); task {task.name} ({task.bins} Fourier bins); device {ctx.device}"
-                  + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
-        jobs = [Job(c.key(), f"{c.arch.label()} H{c.width} s{c.seed}", c.steps,
-                    lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
-                for c in todo]
-        ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
-        try:
-            code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                             on_saved=lambda: _save_report(out, store))
-        except (OutError, ResultsError) as exc:
-            raise SystemExit(f"error: {exc}") from None
-        if ctx.main and code == 0:
-            if not todo and store.runs and not (out / "report.md").exists():
-                _save_report(out, store)
-            from . import report
-            print()
-            print(report.markdown(store.all(), store.meta) if store.runs else "no runs")
-        return code
-    finally:
-        ctx.close()
+    return drive(_experiment(), args, argv, args.out or Path("delay_out") / args.scale)
 
 
 if __name__ == "__main__":

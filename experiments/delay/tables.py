@@ -12,6 +12,7 @@ import numpy as np
 
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
+from .._tables import mean_std as _ms
 
 from .models import Arch
 
@@ -44,13 +45,6 @@ def groups(runs):
             label += " [" + ", ".join(f"{k}={c.get(k)}" for k in diff) + "]"
         g[(key[0], label)].append(r)
     return g
-
-
-def _ms(values, fmt="{:.3f}"):
-    v = np.array([x for x in values if x is not None], dtype=float)
-    if not len(v):
-        return "-"
-    return f"{fmt.format(v.mean())} +- {fmt.format(v.std())}"
 
 
 def _s4d_reference(g, task, run):

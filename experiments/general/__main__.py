@@ -26,15 +26,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
-import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from .._runs import (OutError, ResultsError, RunSchema, add_run_arguments, atomic_write, device_name,
-                     is_main_process, learning_rate, nonneg_int, open_results, positive_int)
+from .._driver import Experiment, drive
+from .._runs import RunSchema, add_run_arguments, device_name, learning_rate, nonneg_int, positive_int, unit_fraction
+from . import report
 from .data import sdigits, smnist
 from .listops import listops
 from .tasks import TASKS as TABLE2
@@ -74,83 +71,6 @@ def matched_width(cfg, data):
                key=lambda w: abs(n(dataclasses.replace(cfg, family="ds4d", width=w)) - budget))
 
 
-def _groups(runs):
-    """``{(task, model label): [finished runs over seeds]}``; the label shows H / lr / epochs / data
-    size only where one task and family has several settings."""
-    def canon(r):
-        return json.dumps({"c": {k: v for k, v in r["config"].items() if k != "seed"}, "d": r.get("data")},
-                          sort_keys=True)
-    settings = {}
-    for r in runs:
-        if r.get("status", "done") == "done":
-            settings.setdefault((r["task"], r["config"]["family"]), {}).setdefault(canon(r), r)
-    groups = {}
-    for r in runs:
-        if r.get("status", "done") != "done":
-            continue
-        c, fam = r["config"], r["config"]["family"]
-        label = fam
-        if len(settings[(r["task"], fam)]) > 1:
-            n_train = (r.get("data") or {}).get("n_train", "?")
-            label += f" (H={c['width']}, lr={c['lr']:g}, epochs={c['epochs']}, n_train={n_train})"
-        groups.setdefault((r["task"], label), []).append(r)
-    return groups
-
-
-def _report(store, out):
-    """:func:`report` once a run has finished (a figure needs one)."""
-    if _groups(store.all()):
-        return report(store.all(), store.meta, out)
-    return None
-
-
-def report(runs, meta, out):
-    """``report.md`` (best / final test accuracy, mean +- std over seeds) and ``curves.png``."""
-    from ddesys.plot import pyplot
-    groups = {}
-    groups.update(_groups(runs))
-    commands = meta.get("commands") or [meta.get("command", "")]
-    lines = [f"# General sequence benchmarks ({meta.get('scale', '?')} scale)", "",
-             "Commands: " + "; ".join(f"`{c}`" for c in commands) + "  ",
-             f"Date: {meta.get('date', '')}; device {meta.get('device', '')}; torch {meta.get('torch', '')}.", "",
-             "| task | model | H | params | bidirectional | best test acc | final test acc | seeds | s/run |",
-             "|---|---|---:|---:|---|---|---|---:|---:|"]
-    for (task, fam), rs in groups.items():
-        b, f = np.array([r["best_acc"] for r in rs]), np.array([r["final_acc"] for r in rs])
-        c = rs[0]["config"]
-        lines.append(f"| {task} | {fam} | {c['width']} | {rs[0]['n_params']:,} | {c.get('bidirectional', False)} | "
-                     f"{b.mean():.4f} +- {b.std():.4f} | {f.mean():.4f} +- {f.std():.4f} | {len(rs)} | "
-                     f"{np.mean([r['seconds'] for r in rs]):.0f} |")
-    bad = [r for r in runs if r.get("status", "done") != "done"]
-    if bad:
-        lines += ["", "Diverged runs (non-finite loss; not in the table): " + "; ".join(
-            f"{r['task']} {r['config']['family']} H={r['config']['width']} lr={r['config']['lr']:g} "
-            f"seed {r['config']['seed']} at epoch {r.get('diverged_epoch', '?')}" for r in bad) + "."]
-    lines += ["", "![test accuracy per epoch](curves.png)", ""]
-    atomic_write(out / "report.md", "\n".join(lines))
-    plt = pyplot()
-    tasks = list(dict.fromkeys(t for t, _ in groups))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.3), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
-        for (t, fam), rs in groups.items():
-            if t == task:
-                n = min(len(r["curve"]) for r in rs)
-                acc = np.array([[c["test_acc"] for c in r["curve"][:n]] for r in rs])
-                line, = ax.plot(np.arange(1, n + 1), acc.mean(0), "o-", ms=3, label=fam)
-                if len(rs) > 1:
-                    ax.fill_between(np.arange(1, n + 1), acc.mean(0) - acc.std(0), acc.mean(0) + acc.std(0),
-                                    color=line.get_color(), alpha=0.15)
-        ax.set_title(task)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("test accuracy")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=120)
-    plt.close(fig)
-    return "\n".join(lines)
-
-
 def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES) + ("preset",), default="cpu",
@@ -164,16 +84,13 @@ def _parse(argv):
         ap.add_argument(f"--{name}", type=positive_int)
     ap.add_argument("--batch", type=positive_int, help="global batch (split across torchrun processes)")
     ap.add_argument("--lr", type=learning_rate, help="base learning rate (default: the scale's)")
-    ap.add_argument("--dropout", type=float, help="dropout rate in [0, 1) (default 0.1)")
+    ap.add_argument("--dropout", type=unit_fraction, help="dropout rate in [0, 1) (default 0.1)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./general_out/<scale>")
     ap.add_argument("--quiet", action="store_true")
     add_run_arguments(ap)
-    args = ap.parse_args(argv)
-    if args.dropout is not None and not 0 <= args.dropout < 1:
-        ap.error(f"--dropout must lie in [0, 1), got {args.dropout}")
-    return args
+    return ap.parse_args(argv)
 
 
 def _rekey(run):
@@ -185,65 +102,50 @@ SCHEMA = RunSchema(fields=("task", "config", "curve"), done=("best_acc", "final_
                    curve=("test_acc",))                                            # what report() reads
 
 
-def main(argv=None):
-    args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
+def _plan(args, ctx):
+    """Every run of the sweep (DS4D's width matched to S4D's parameter count, per task)."""
+    from .._train import Job
+    from .train import RunConfig, train_run
+    s, overrides = _settings(args)
+    jobs = []
+    for task in args.tasks:
+        data = load(task, args.scale, args.data_dir)
+        bidir = TABLE2[task].preset.bidirectional if task in TABLE2 else task == "listops"   # the paper
+        if args.scale == "preset" and task in TABLE2:
+            base = RunConfig(**{**run_config(TABLE2[task].preset), **overrides}, amp=args.amp)
+        else:
+            base = RunConfig(width=s["width"], n_layers=s["n_layers"], d_state=s["d_state"], epochs=s["epochs"],
+                             batch=s["batch"], lr=s["lr"], bidirectional=bidir, amp=args.amp,
+                             dropout=s.get("dropout", RunConfig.dropout))
+        for fam in args.models:
+            cfg = dataclasses.replace(base, family=fam)
+            if fam == "ds4d" and "s4d" in args.models:
+                cfg = dataclasses.replace(cfg, width=matched_width(cfg, data))
+            for seed in args.seeds:
+                c = dataclasses.replace(cfg, seed=seed)
+                total = c.epochs * -(-len(data.train.y) // c.batch)
+                jobs.append(Job(c.key(data), f"{task} {fam} H={c.width} seed {seed}", total,
+                                lambda ckpt, progress, ctx, c=c, data=data: train_run(
+                                    c, data, ckpt=ckpt, ctx=ctx, progress=progress)))
+    return jobs, ""
+
+
+def _settings(args):
     s = dict(SCALES["paper" if args.scale == "preset" else args.scale])
     overrides = {k: getattr(args, k) for k in ("width", "epochs", "batch", "n_layers", "d_state", "lr", "dropout")
                  if getattr(args, k) is not None}
     s.update(overrides)
-    out = args.out or Path("general_out") / args.scale
-    store = None
-    if is_main_process():                                # rank 0 alone owns the files (torchrun)
-        meta = {"scale": args.scale, "command": "python -m ddesys.experiments.general " + " ".join(
-            sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
-        store = open_results(out, "general", _rekey, args, meta, SCHEMA, files=("report.md", "curves.png"))
-    import torch                                         # the heavy part starts here
+    return s, overrides
 
-    from .._ckpt import Checkpoints
-    from .._dist import setup
-    from .._train import Job, run_sweep
-    from .train import RunConfig, train_run
-    ctx = setup(args.device)
-    try:
-        done = set(ctx.broadcast(store.keys() if ctx.main else None))
-        if ctx.main:
-            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe())
-        jobs, n_all = [], 0
-        for task in args.tasks:
-            data = load(task, args.scale, args.data_dir)
-            bidir = TABLE2[task].preset.bidirectional if task in TABLE2 else task == "listops"   # the paper
-            if args.scale == "preset" and task in TABLE2:
-                base = RunConfig(**{**run_config(TABLE2[task].preset), **overrides}, amp=args.amp)
-            else:
-                base = RunConfig(width=s["width"], n_layers=s["n_layers"], d_state=s["d_state"], epochs=s["epochs"],
-                                 batch=s["batch"], lr=s["lr"], bidirectional=bidir, amp=args.amp,
-                                 dropout=s.get("dropout", RunConfig.dropout))
-            for fam in args.models:
-                cfg = dataclasses.replace(base, family=fam)
-                if fam == "ds4d" and "s4d" in args.models:
-                    cfg = dataclasses.replace(cfg, width=matched_width(cfg, data))
-                for seed in args.seeds:
-                    c = dataclasses.replace(cfg, seed=seed)
-                    n_all += 1
-                    if c.key(data) not in done:
-                        total = c.epochs * -(-len(data.train.y) // c.batch)
-                        jobs.append(Job(c.key(data), f"{task} {fam} H={c.width} seed {seed}", total,
-                                        lambda ckpt, progress, ctx, c=c, data=data: train_run(
-                                            c, data, ckpt=ckpt, ctx=ctx, progress=progress)))
-        if ctx.main:
-            print(f"{n_all} runs ({n_all - len(jobs)} already in {store.path}; {len(store.runs)} there in all); "
-                  f"device {ctx.device}" + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
-        ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
-        try:
-            code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                             on_saved=lambda: _report(store, out))
-        except (OutError, ResultsError) as exc:
-            raise SystemExit(f"error: {exc}") from None
-        if ctx.main and code == 0 and jobs:
-            print(_report(store, out) or "no finished runs")
-        return code
-    finally:
-        ctx.close()
+
+def _experiment():
+    return Experiment("general", SCHEMA, _rekey, ("report.md", "curves.png"), _plan, report.markdown,
+                      lambda runs, out: report.plot_curves(runs, out / "curves.png"), report.done)
+
+
+def main(argv=None):
+    args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
+    return drive(_experiment(), args, argv, args.out or Path("general_out") / args.scale)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import importlib.util
 import sys
 from pathlib import Path
 
-from .._runs import (OutError, ResultsError, RunSchema, add_run_arguments, atomic_write, device_name,
-                     is_main_process, learning_rate, nonneg_int, open_results, positive_int)
+from .._driver import Experiment, drive
+from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process, learning_rate, nonneg_int,
+                     positive_int)
 from . import FAMILIES, HF_FAMILIES
 from .tasks import KINDS, preset
 
@@ -125,69 +125,39 @@ def _rekey(run):
 SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"))   # what report.py reads
 
 
-def _save_report(out, store):
+def _plan(args, ctx):
+    """Every run of the sweep (width matched to S4D's parameter count per task), and the models' phrase."""
+    from .._train import Job
+    from .models import build, match_width, n_params
+    from .train import RunConfig, train_run
+    s = _settings(args)
+    models = _available(s["models"])
+    configs = []
+    for task in args.task_list:
+        n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])
+        budget = n_params(build("s4d", task.vocab, s["width"], n_layers, task.length, N))
+        for fam in models:
+            w = s["width"] if fam == "s4d" else match_width(fam, budget, task.vocab, n_layers, task.length, N)
+            for lr in s["lrs"]:
+                for seed in s["seeds"]:
+                    configs.append(RunConfig(task, fam, w, n_layers, N, lr, seed=seed, steps=s["steps"],
+                                             batch=s["batch"], eval_every=s["eval_every"],
+                                             val_size=s["val_size"], amp=args.amp))
+    jobs = [Job(c.key(), f"{c.task.name} {c.family} lr={c.lr:g} s{c.seed}", c.steps,
+                lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
+            for c in configs]
+    return jobs, f"models {', '.join(models)}"
+
+
+def _experiment():
     from . import report
-    runs = store.all()
-    atomic_write(out / "report.md", report.markdown(runs, store.meta))
-    if report.done(runs):
-        report.plot_curves(runs, out / "curves.png")
+    return Experiment("synthetic", SCHEMA, _rekey, ("report.md", "curves.png"), _plan, report.markdown,
+                      lambda runs, out: report.plot_curves(runs, out / "curves.png"), report.done)
 
 
 def main(argv=None):
     args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
-    s = _settings(args)
-    out = args.out or Path("synthetic_out") / args.scale
-    store = None
-    if is_main_process():                                # rank 0 alone owns the files (torchrun)
-        meta = {"scale": args.scale, "command": "python -m ddesys.experiments.synthetic " + " ".join(
-            sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat()}
-        store = open_results(out, "synthetic", _rekey, args, meta, SCHEMA, files=("report.md", "curves.png"))
-    import torch                                         # the heavy part starts here
-
-    from .._ckpt import Checkpoints
-    from .._dist import setup
-    from .._train import Job, run_sweep
-    from .models import build, match_width, n_params
-    from .train import RunConfig, train_run
-    ctx = setup(args.device)
-    try:
-        models = _available(s["models"])
-        configs = []
-        for task in args.task_list:
-            n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])
-            budget = n_params(build("s4d", task.vocab, s["width"], n_layers, task.length, N))
-            for fam in models:
-                w = s["width"] if fam == "s4d" else match_width(fam, budget, task.vocab, n_layers, task.length, N)
-                for lr in s["lrs"]:
-                    for seed in s["seeds"]:
-                        configs.append(RunConfig(task, fam, w, n_layers, N, lr, seed=seed, steps=s["steps"],
-                                                 batch=s["batch"], eval_every=s["eval_every"],
-                                                 val_size=s["val_size"], amp=args.amp))
-        done = set(ctx.broadcast(store.keys() if ctx.main else None))
-        todo = [c for c in configs if c.key() not in done]
-        if ctx.main:
-            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe())
-            print(f"{len(configs)} runs ({len(configs) - len(todo)} already in {store.path}; "
-                  f"{len(store.runs)} there in all); models {', '.join(models)}; device {ctx.device}"
-                  + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))
-        jobs = [Job(c.key(), f"{c.task.name} {c.family} lr={c.lr:g} s{c.seed}", c.steps,
-                    lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
-                for c in todo]
-        ckpts = Checkpoints(out / "checkpoints", args.checkpoint_every, ctx, keep=args.keep_checkpoints)
-        try:
-            code = run_sweep(jobs, store, ckpts, ctx, resume=not args.no_resume, quiet=args.quiet,
-                             on_saved=lambda: _save_report(out, store))
-        except (OutError, ResultsError) as exc:
-            raise SystemExit(f"error: {exc}") from None
-        if ctx.main and code == 0:
-            if not todo and store.runs and not (out / "report.md").exists():
-                _save_report(out, store)
-            from . import report
-            print()
-            print(report.markdown(store.all(), store.meta) if store.runs else "no runs")
-        return code
-    finally:
-        ctx.close()
+    return drive(_experiment(), args, argv, args.out or Path("synthetic_out") / args.scale)
 
 
 if __name__ == "__main__":

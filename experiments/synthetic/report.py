@@ -13,6 +13,7 @@ import numpy as np
 
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
+from .._tables import mean_std as _ms
 
 BUDGETS = (0.25, 0.5, 1.0)          # step budgets, as fractions of a run's steps
 THRESHOLDS = (0.90, 0.95)           # accuracies whose first crossing measures sample efficiency
@@ -67,13 +68,6 @@ def best_lr_runs(runs):
         lr = max(by_lr, key=lambda v: np.mean([r["best_acc"] for r in by_lr[v]]))
         out[key] = (lr, by_lr[lr])
     return out
-
-
-def _ms(values, fmt="{:.3f}"):
-    v = np.array([x for x in values if x is not None], dtype=float)
-    if not len(v):
-        return "-"
-    return f"{fmt.format(v.mean())} +- {fmt.format(v.std())}"
 
 
 def accuracy_table(runs):
