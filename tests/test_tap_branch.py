@@ -18,7 +18,7 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys import DelayTap, DiscreteDelaySystem, SumSystem
-from ddesys.experiments._tap import tap_zero
+from ddesys.experiments._probes import tap_zero
 from ddesys.nn.tap import TapBranch, TapWidthSchedule, max_tap_width
 
 from nn_helpers import layer_oracle, spec_discrete

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from ddesys import nn as dnn
 
-from .._tap import width_schedule
+from .._probes import width_schedule
 from . import FAMILIES
 
 DELAY_INITS = ("grid", "lag", "constant")

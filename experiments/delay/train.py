@@ -29,7 +29,6 @@ step; it is saved in the checkpoints with the optimizer, so a resumed run contin
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -39,7 +38,7 @@ from ddesys import nn as dnn
 
 from .._dist import single
 from .._runs import config_key
-from .._tap import tap_delays, tap_widths, tap_zero
+from .._probes import ablate, ds4d_layers, tap_delays, tap_widths, tap_zero
 from .._train import Trainer, fit
 from .data import Task, n_band
 from .models import Arch, build, n_params, tap_schedule
@@ -153,28 +152,10 @@ def response(model, x, lags, freq=None, dt=None):
     return out
 
 
-def ds4d_layers(model):
-    return [m for m in model.modules() if isinstance(m, dnn.DS4D)]
-
-
 @torch.no_grad()
 def delays(model):
     """Per DS4D layer: channel delays ``(H,)`` in steps (float64, CPU)."""
     return [layer.discrete(torch.float64).delay.cpu() for layer in ds4d_layers(model)]
-
-
-@contextlib.contextmanager
-def ablate(model, kind):
-    """Every DS4D layer with ``ablation = kind`` (``tau_min`` or ``mu_zero``) inside the block."""
-    layers = ds4d_layers(model)
-    saved = [layer.ablation for layer in layers]
-    for layer in layers:
-        layer.ablation = kind
-    try:
-        yield model
-    finally:
-        for layer, prev in zip(layers, saved):
-            layer.ablation = prev
 
 
 def delay_summary(s_layers, lags):

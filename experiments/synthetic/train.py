@@ -8,13 +8,12 @@ drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so chec
 and every torchrun rank draws the same global batch (see :mod:`experiments._train`).
 
 ``ds4d-tap`` (DS4D with the delayed input tap) steps :class:`nn.TapWidthSchedule` after every optimizer
-step (half-width :data:`experiments._tap.W0` down to 1 at :data:`experiments._tap.FRAC` of the steps;
+step (half-width :data:`experiments._probes.W0` down to 1 at :data:`experiments._probes.FRAC` of the steps;
 saved in the checkpoints); its mechanism probe runs at the best checkpoint's weights and tap width and
 adds the tap delays and the accuracy without the tap.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import asdict, dataclass
 
@@ -23,11 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import nn as dnn
-from ddesys.parameterization import ablation_kinds
 
 from .._dist import single
 from .._runs import config_key
-from .._tap import FRAC, W0, tap_delays, tap_widths, tap_zero, width_schedule
+from .._probes import FRAC, W0, ablate, ds4d_layers, tap_delays, tap_widths, tap_zero, width_schedule
 from .._train import Trainer, fit
 from .models import build, n_params
 from .tasks import IGNORE, Task
@@ -117,10 +115,6 @@ def evaluate(model, tokens, labels, lags, task, chunk=128):
     return out
 
 
-def ds4d_layers(model):
-    return [m for m in model.modules() if isinstance(m, dnn.DS4D)]
-
-
 @torch.no_grad()
 def delay_state(model):
     """Per DS4D layer: channel delays ``s`` ``(H,)`` (steps) and delayed-branch coefficients ``mu``
@@ -132,28 +126,10 @@ def delay_state(model):
     return out
 
 
-@contextlib.contextmanager
-def ablate(model, kind):
-    """Temporarily ablate every DS4D layer of ``model`` through the layers' ``ablation`` option:
-    ``"tau_min"`` collapses each delay to one step (``k = 1``, ``alpha = 0``), ``"mu_zero"`` removes the
-    delayed branch (``mu = 0``, ``lam`` kept). Nested uses restore the outer setting."""
-    if kind not in ("tau_min", "mu_zero"):
-        raise ValueError(f"kind must be 'tau_min' or 'mu_zero', got {kind!r}")
-    layers = ds4d_layers(model)
-    saved = [layer.ablation for layer in layers]
-    for layer, prev in zip(layers, saved):
-        layer.ablation = ablation_kinds(prev) + (kind,)             # nested: both apply
-    try:
-        yield model
-    finally:
-        for layer, prev in zip(layers, saved):
-            layer.ablation = prev
-
-
 def mechanism(model, init_state, tokens, labels, init_taps=()):
     """The paper's Table 1 for one DS4D checkpoint: mean channel delay, mean ``|delta tau|`` and
     ``|delta mu|`` from initialization, and validation accuracy under each ablation. With ``init_taps``
-    (:func:`experiments._tap.tap_delays` at initialization; ``ds4d-tap``): also the mean tap delay, its
+    (:func:`experiments._probes.tap_delays` at initialization; ``ds4d-tap``): also the mean tap delay, its
     mean change ``|delta s_tap|``, the tap's window half-width (mean over layers) and the accuracy with
     every tap gain set to zero (``acc_tap_zero``)."""
     now = delay_state(model)

@@ -1,6 +1,6 @@
-"""The delayed input tap of :class:`nn.DS4D` (``tap=True``) as the experiments read it: the layers that
-have one, their tap delays, the tap's window half-width, and the tap removed for an ablation (the
-layers' ``"tap_zero"`` ablation option).
+"""What the experiments' mechanism probes read of a model: its :class:`nn.DS4D` layers, their ablations
+(:func:`ablate`, which nests), and the delayed input tap (``tap=True``): the layers that have one, their
+tap delays, the tap's window half-width, and the tap removed (the layers' ``"tap_zero"`` ablation).
 
 Shared by :mod:`experiments.delay` and :mod:`experiments.synthetic` (family ``ds4d-tap``), which train
 the tap with :class:`nn.TapWidthSchedule` (:func:`width_schedule`): the window's half-width falls
@@ -53,20 +53,36 @@ def width_schedule(model, steps, w0=W0, frac=FRAC):
     return dnn.TapWidthSchedule(model, w0=w0, steps=steps, frac=frac)
 
 
+def ds4d_layers(model):
+    """The :class:`nn.DS4D` layers of ``model``, in module order."""
+    return [m for m in model.modules() if isinstance(m, dnn.DS4D)]
+
+
 @contextlib.contextmanager
-def tap_zero(model):
-    """Every tap layer of ``model`` with the ``"tap_zero"`` ablation inside the block (the tap's contribution
-    removed from forward, recurrent path and decoding; the parameters untouched), the layers' own
-    ablations restored after it."""
-    layers = tap_layers(model)
+def ablate(model, kind, layers=None):
+    """Every DS4D layer of ``model`` (or of ``layers``) with the ablation ``kind`` added to its own inside
+    the block: ``"tau_min"`` collapses each delay to one step (``k = 1``, ``alpha = 0``), ``"mu_zero"``
+    removes the delayed branch (``mu = 0``, ``lam`` kept), ``"tap_zero"`` the input tap. Nested uses
+    apply both and restore the outer setting on leaving."""
+    if kind not in ("tau_min", "mu_zero", "tap_zero"):
+        raise ValueError(f"kind must be 'tau_min', 'mu_zero' or 'tap_zero', got {kind!r}")
+    layers = ds4d_layers(model) if layers is None else layers
     saved = [layer.ablation for layer in layers]
     try:
-        for layer in layers:
-            layer.ablation = tuple(dict.fromkeys(ablation_kinds(layer.ablation) + ("tap_zero",)))
+        for layer, prev in zip(layers, saved):
+            layer.ablation = tuple(dict.fromkeys(ablation_kinds(prev) + (kind,)))
         yield model
     finally:
         for layer, prev in zip(layers, saved):
             layer.ablation = prev
 
 
-__all__ = ["FRAC", "W0", "tap_delays", "tap_layers", "tap_widths", "tap_zero", "width_schedule"]
+def tap_zero(model):
+    """Every tap layer of ``model`` with the ``"tap_zero"`` ablation inside the block (the tap's contribution
+    removed from forward, recurrent path and decoding; the parameters untouched), the layers' own
+    ablations restored after it."""
+    return ablate(model, "tap_zero", tap_layers(model))
+
+
+__all__ = ["FRAC", "W0", "ablate", "ds4d_layers", "tap_delays", "tap_layers", "tap_widths", "tap_zero",
+           "width_schedule"]
