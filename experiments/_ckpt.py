@@ -14,6 +14,7 @@ checkpoint and stops (:class:`Interrupted`); a second SIGINT stops at once. For 
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import random
@@ -26,6 +27,11 @@ import numpy as np
 import torch
 
 from ._runs import OutError, atomic_write, move_aside
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no claims (two sweeps may train the same run)
+    fcntl = None
 
 SIGNAL_AT_ENV = "DDESYS_TEST_SIGNAL_AT_STEP"
 FORMAT = 1
@@ -184,6 +190,31 @@ class Checkpoints:
     def remove(self, key):
         if self.ctx.main:
             self.path(key).unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def claim(self, key):
+        """Hold the claim on ``key``'s run for the ``with`` block: yields True when this sweep holds it,
+        False when another process does (it is training that run now). Rank 0 takes an exclusive,
+        non-blocking ``flock`` on ``folder/.<checkpoint name>.claim``; every rank gets the verdict. The
+        claim goes with the process (a killed sweep never leaves it held); its file is removed on
+        leaving."""
+        fd, mine = None, True
+        if self.ctx.main and fcntl is not None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = self.folder / f".{_filename(key)}.claim"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                fd, mine = None, False
+        mine = bool(self.ctx.broadcast(mine))
+        try:
+            yield mine
+        finally:
+            if fd is not None:
+                path.unlink(missing_ok=True)        # a later claimant re-checks the results (run_sweep)
+                os.close(fd)
 
     def due(self, step, last):
         """Whether a periodic (or, with ``keep``, final) checkpoint falls after ``step`` of ``last``."""

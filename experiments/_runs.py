@@ -258,6 +258,12 @@ class Store:
     def keys(self):
         return [k for k in self.runs if self.done(k)]
 
+    def recorded(self, key):
+        """Whether the file holds a run of ``key`` now (read again under the folder's lock: another
+        process may have recorded it since this store opened)."""
+        with locked(self.path.parent):
+            return key in self._read()[1]
+
     def get(self, key):
         return self.runs[key]
 

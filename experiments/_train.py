@@ -151,6 +151,42 @@ class Job:
     fn: Callable
 
 
+def _run_job(job, store, ckpts, ctx, resume, show, say, on_saved):
+    """One job of :func:`run_sweep` (its claim held): 0, or ``128 + signal`` when it was stopped."""
+    from tqdm.auto import tqdm
+    if not resume:
+        ckpts.remove(job.key)
+    elif ctx.main and ckpts.path(job.key).exists():
+        say(f"resuming {job.label} from {ckpts.path(job.key)}")
+    bar = tqdm(total=job.total, desc=job.label, leave=False, disable=not show)
+
+    def progress(step, bar=bar, **post):
+        bar.update(step - bar.n)
+        bar.set_postfix({k: f"{v:.3f}" for k, v in post.items()})
+    try:
+        run = job.fn(ckpt=ckpts.handle(job.key), progress=progress, ctx=ctx)
+    except Diverged as exc:
+        if exc.record is None:
+            raise
+        run = exc.record
+        kept = ckpts.path(job.key)
+        kept = f"last good checkpoint kept: {kept}" if kept.exists() else "no checkpoint written yet"
+        say(f"\n{exc}: recorded as diverged ({kept}); going on with the next run")
+    except Interrupted as exc:
+        say(f"\n{exc}. Rerun the same command to resume.")
+        return 128 + int(exc.signum)
+    finally:
+        bar.close()
+    run.update(ctx.describe())
+    if ctx.main:
+        store.put(run)
+        if on_saved is not None:
+            on_saved()
+    if run.get("status", "done") == "done" and not ckpts.keep:
+        ckpts.remove(job.key)
+    return 0
+
+
 def run_sweep(jobs, store, ckpts, ctx, resume=True, quiet=False, on_saved=None, log=print):
     """Run ``jobs`` in order; rank 0 records each in ``store`` (then calls ``on_saved()``). A diverged run
     is recorded (``status: diverged``, its last good checkpoint kept) and the sweep goes on. SIGINT /
@@ -167,36 +203,16 @@ def run_sweep(jobs, store, ckpts, ctx, resume=True, quiet=False, on_saved=None, 
             if ctx.all_reduce_(flag).item() > 0:         # a signal between runs: stop before the next one
                 say(f"\nstopped before {job.label}. Rerun the same command to go on.")
                 return 128 + int(STOP.signum or 2)
-            if not resume:
-                ckpts.remove(job.key)
-            elif ctx.main and ckpts.path(job.key).exists():
-                say(f"resuming {job.label} from {ckpts.path(job.key)}")
-            bar = tqdm(total=job.total, desc=job.label, leave=False, disable=not show)
-
-            def progress(step, bar=bar, **post):
-                bar.update(step - bar.n)
-                bar.set_postfix({k: f"{v:.3f}" for k, v in post.items()})
-            try:
-                run = job.fn(ckpt=ckpts.handle(job.key), progress=progress, ctx=ctx)
-            except Diverged as exc:
-                if exc.record is None:
-                    raise
-                run = exc.record
-                kept = ckpts.path(job.key)
-                kept = f"last good checkpoint kept: {kept}" if kept.exists() else "no checkpoint written yet"
-                say(f"\n{exc}: recorded as diverged ({kept}); going on with the next run")
-            except Interrupted as exc:
-                say(f"\n{exc}. Rerun the same command to resume.")
-                return 128 + int(exc.signum)
-            finally:
-                bar.close()
-            run.update(ctx.describe())
-            if ctx.main:
-                store.put(run)
-                if on_saved is not None:
-                    on_saved()
-            if run.get("status", "done") == "done" and not ckpts.keep:
-                ckpts.remove(job.key)
+            with ckpts.claim(job.key) as mine:
+                if not mine:
+                    say(f"skipping {job.label}: another process is training it now (its result goes to {store.path} "
+                        "when it finishes)")
+                elif resume and ctx.broadcast(store.recorded(job.key) if ctx.main else None):
+                    say(f"skipping {job.label}: another process recorded it while this sweep ran")
+                else:
+                    code = _run_job(job, store, ckpts, ctx, resume, show, say, on_saved)
+                    if code:
+                        return code
             outer.update(1)
     outer.close()
     return 0

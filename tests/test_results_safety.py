@@ -128,6 +128,47 @@ def test_a_sweep_that_finishes_during_another_keeps_its_run(tmp_path, monkeypatc
     assert "| copy-fixed | lstm |" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.integration
+def test_two_sweeps_of_the_same_run_train_it_once(tmp_path, monkeypatch, capsys):
+    """Sweep A claims its run and starts training; sweep B (another process) is asked for the same run
+    meanwhile: B skips it (A holds the claim), exits 0 and records nothing; A records the run."""
+    from ddesys.experiments.synthetic import train
+    real, other = train.train_run, []
+
+    def train_run(*a, **k):
+        if not other:
+            other.append(subprocess.run([sys.executable, "-m", "ddesys.experiments.synthetic", *SYN, "--seeds", "0",
+                                         "--out", str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True,
+                                        timeout=300))
+            assert other[0].returncode == 0, other[0].stderr
+            assert "another process is training it now" in other[0].stdout
+            assert not (tmp_path / "results.json").exists()                 # B recorded nothing
+        return real(*a, **k)
+    monkeypatch.setattr(train, "train_run", train_run)
+    assert synthetic_main(SYN + ["--seeds", "0", "--out", str(tmp_path)]) == 0
+    assert [r["config"]["seed"] for r in _runs_of(tmp_path)] == [0]
+    assert not list((tmp_path / "checkpoints").glob(".*.claim"))             # claims leave nothing behind
+
+
+def test_a_run_another_process_recorded_meanwhile_is_not_trained_again(tmp_path):
+    """The sweep opened the folder before another process recorded the run: the claim's re-check of the
+    file skips it instead of training it twice."""
+    from ddesys.experiments._ckpt import Checkpoints
+    from ddesys.experiments._dist import single
+    from ddesys.experiments._train import Job, run_sweep
+    mine = _runs.Store(tmp_path, "synthetic", _key, {"command": "A"})
+    _runs.Store(tmp_path, "synthetic", _key, {"command": "B"}).put({**_run("r"), "key": "r"})
+
+    def never(**_):
+        raise AssertionError("trained a run that was already recorded")
+    said = []
+    ctx = single("cpu")
+    code = run_sweep([Job("r", "run r", 1, never)], mine, Checkpoints(tmp_path / "checkpoints", 10, ctx), ctx,
+                     quiet=True, log=said.append)
+    assert code == 0 and any("recorded it while this sweep ran" in m for m in said)
+    assert [r["key"] for r in _runs_of(tmp_path)] == ["r"]
+
+
 def test_a_file_replaced_during_the_sweep_is_not_overwritten(tmp_path):
     store = _runs.Store(tmp_path, "synthetic", _key, {})
     foreign = json.dumps({"program": "ddesys.verification", "mode": "quick", "checks": []})
