@@ -30,6 +30,9 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys.experiments._runs import OutError, atomic_write, prepare_out
+from ddesys.verification.outdir import check_owner
+
+PROGRAM = "ddesys.experiments.efficiency"      # the owner named in efficiency.json
 from ddesys.verification.timing import decoder, interleaved, trainer
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
@@ -168,11 +171,12 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     try:
-        prepare_out(args.out)                        # before any work: an unusable folder fails at once
+        prepare_out(args.out, files=("efficiency.json", "efficiency.png"))   # before any work
+        check_owner(args.out, PROGRAM, results="efficiency.json")          # another program's file: refused
     except OutError as exc:
         raise SystemExit(f"error: {exc}") from None
     t0 = time.perf_counter()
-    res = run(args.scale, args.device, progress=not args.quiet)
+    res = {"program": PROGRAM, **run(args.scale, args.device, progress=not args.quiet)}
     res["seconds"] = time.perf_counter() - t0
     atomic_write(args.out / "efficiency.json", json.dumps(res, indent=1))
     wrote = [args.out / "efficiency.json"]

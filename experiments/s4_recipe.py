@@ -193,6 +193,7 @@ def summarize(results, arms):
     return "\n".join(lines) + "\n"
 
 
+PROGRAM = "ddesys.experiments.s4_recipe"                     # the owner named in its results files
 SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # runs merge only
 RECIPE_DEFAULTS = {"postnorm": False, "dropout": 0.1}       # keys that results files written before them lack
 
@@ -232,9 +233,10 @@ def main(argv=None):
     ap.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)
-    from ddesys.verification.outdir import OutError, atomic_write, prepare_out
+    from ddesys.verification.outdir import OutError, atomic_write, check_owner, prepare_out
     try:
         prepare_out(args.out)                        # before any work: an unusable folder fails at once
+        check_owner(args.out, PROGRAM)               # another program's results.json is refused untouched
     except OutError as exc:
         raise SystemExit(f"error: {exc}") from None
     path = os.path.join(args.out, "results.json")
@@ -253,7 +255,7 @@ def main(argv=None):
             results.append(r)
             print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
                   f"{r['ms_per_step']:.0f} ms/step", flush=True)
-            atomic_write(path, json.dumps({"program": "ddesys.experiments.s4_recipe", "config": vars(args),
+            atomic_write(path, json.dumps({"program": PROGRAM, "config": vars(args),
                                            "results": results}, indent=1))   # after every run: interrupt-safe
     arms = list(dict.fromkeys([r["arm"] for r in results]))
     table = summarize(results, arms)

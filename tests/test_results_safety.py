@@ -244,6 +244,23 @@ def test_an_experiment_refuses_another_programs_folder(tmp_path, no_training, na
     assert _snapshot(tmp_path) == before
 
 
+def test_s4_recipe_and_efficiency_refuse_another_programs_folder(tmp_path, monkeypatch):
+    """The two stand-alone CLIs check their folder's owner before any work (finding 2's leftover)."""
+    from ddesys.experiments import efficiency, s4_recipe
+    monkeypatch.setattr(s4_recipe, "load_data", lambda *a, **k: pytest.fail("s4_recipe started work"))
+    monkeypatch.setattr(efficiency, "run", lambda *a, **k: pytest.fail("efficiency started work"))
+    before = _copy_committed("synthetic", tmp_path / "syn")
+    with pytest.raises(SystemExit, match="written by ddesys.experiments.synthetic"):
+        s4_recipe.main(["--out", str(tmp_path / "syn")])
+    assert _snapshot(tmp_path / "syn") == before
+    (tmp_path / "eff").mkdir()
+    (tmp_path / "eff" / "efficiency.json").write_text('{"program": "ddesys.verification", "checks": []}')
+    with pytest.raises(SystemExit, match="written by ddesys.verification"):
+        efficiency.main(["--out", str(tmp_path / "eff"), "--quiet"])
+    old = json.loads((ROOT / "docs/experiments/efficiency-cpu/efficiency.json").read_text())   # before 'program'
+    assert outdir.written_by(old) == "ddesys.experiments.efficiency"
+
+
 # ------------------------------------------------------------------------------------------ paths
 @pytest.mark.parametrize("name", list(CLIS))
 def test_a_file_in_place_of_the_checkpoints_folder_fails_before_training(tmp_path, no_training, name):

@@ -73,7 +73,8 @@ def _probe_write(folder, message):
 def written_by(data):
     """The program that wrote a parsed results file, or ``None`` when it cannot be told: its
     ``program`` field; for files from before that field, ``ddesys.experiments.<meta.experiment>``
-    (experiment CLIs) or ``ddesys.verification`` (a ``checks`` list beside ``mode``)."""
+    (experiment CLIs), ``ddesys.verification`` (a ``checks`` list beside ``mode``) or
+    ``ddesys.experiments.efficiency`` (``rows`` beside ``settings``)."""
     if not isinstance(data, dict):
         return None
     if isinstance(data.get("program"), str):
@@ -83,6 +84,8 @@ def written_by(data):
         return f"ddesys.experiments.{meta['experiment']}"
     if isinstance(data.get("checks"), list) and "mode" in data:
         return "ddesys.verification"
+    if isinstance(data.get("rows"), list) and isinstance(data.get("settings"), dict):
+        return "ddesys.experiments.efficiency"          # efficiency.json from before its program field
     return None
 
 
