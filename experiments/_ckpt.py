@@ -195,13 +195,12 @@ class Checkpoints:
     def claim(self, key):
         """Hold the claim on ``key``'s run for the ``with`` block: yields True when this sweep holds it,
         False when another process does (it is training that run now). Rank 0 takes an exclusive,
-        non-blocking ``flock`` on ``folder/.<checkpoint name>.claim``; every rank gets the verdict. The
-        claim goes with the process (a killed sweep never leaves it held); its file is removed on
-        leaving."""
+        non-blocking ``flock`` on ``.<checkpoint name>.claim`` beside the checkpoints folder (in the
+        sweep's output folder, which exists); every rank gets the verdict. The claim goes with the
+        process (a killed sweep never leaves it held); its file is removed on leaving."""
         fd, mine = None, True
         if self.ctx.main and fcntl is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / f".{_filename(key)}.claim"
+            path = self.folder.parent / f".{_filename(key)}.claim"
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -136,7 +136,9 @@ def program_of(experiment):
 class RunSchema:
     """The fields a stored run must have: ``fields`` in every run, ``done`` in finished ones as well,
     ``curve`` in every point of a run's ``curve`` list (the fields its report reads without a default).
-    :meth:`check` raises :class:`ResultsError` naming the file, the run and the field."""
+    An entry that is a tuple of names needs one of them (e.g. ``("best_acc", "best_rmse")``: a
+    classification or a regression run). :meth:`check` raises :class:`ResultsError` naming the file, the
+    run and the field."""
     fields: tuple = ("config", "curve")
     done: tuple = ()
     curve: tuple = ()
@@ -147,17 +149,29 @@ class RunSchema:
         if status not in ("done", "diverged"):
             raise ResultsError(f"{name}: status {status!r} is neither 'done' nor 'diverged'")
         for field in self.fields + (self.done if status == "done" else ()):
-            if field not in run:
-                raise ResultsError(f"{name} has no field {field!r}")
+            if not _has(run, field):
+                raise ResultsError(f"{name} has no field {_name(field)}")
         if not isinstance(run["config"], dict):
             raise ResultsError(f"{name}: 'config' is a {type(run['config']).__name__}, not a dict")
         curve = run.get("curve", [])
         if not isinstance(curve, list):
             raise ResultsError(f"{name}: 'curve' is a {type(curve).__name__}, not a list")
         for j, point in enumerate(curve):
-            missing = [f for f in self.curve if not isinstance(point, dict) or f not in point]
+            missing = [f for f in self.curve if not isinstance(point, dict) or not _has(point, f)]
             if missing:
-                raise ResultsError(f"{name}: curve point {j} has no field {missing[0]!r}")
+                raise ResultsError(f"{name}: curve point {j} has no field {_name(missing[0])}")
+
+    def names(self, part):
+        """Every field name ``part`` (``"fields"``, ``"done"`` or ``"curve"``) mentions, alternatives included."""
+        return {n for f in getattr(self, part) for n in ((f,) if isinstance(f, str) else f)}
+
+
+def _has(record, field):
+    return any(f in record for f in ((field,) if isinstance(field, str) else field))
+
+
+def _name(field):
+    return repr(field) if isinstance(field, str) else " or ".join(map(repr, field))
 
 
 def read_results(path, experiment):

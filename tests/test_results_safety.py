@@ -147,7 +147,7 @@ def test_two_sweeps_of_the_same_run_train_it_once(tmp_path, monkeypatch, capsys)
     monkeypatch.setattr(train, "train_run", train_run)
     assert synthetic_main(SYN + ["--seeds", "0", "--out", str(tmp_path)]) == 0
     assert [r["config"]["seed"] for r in _runs_of(tmp_path)] == [0]
-    assert not list((tmp_path / "checkpoints").glob(".*.claim"))             # claims leave nothing behind
+    assert not list(tmp_path.glob(".*.claim")) and not (tmp_path / "checkpoints").exists()   # nothing left
 
 
 def test_a_run_another_process_recorded_meanwhile_is_not_trained_again(tmp_path):
@@ -392,7 +392,7 @@ def test_the_schema_lists_every_field_the_report_needs(tmp_path, monkeypatch, na
         firsts.setdefault(r["config"].get("family") or r["config"]["arch"]["family"], i)
     _reports(name, copy.deepcopy(runs), data["meta"], tmp_path)                 # the intact runs report
     assert not list(tmp_path.glob("*.png"))                                     # (nothing drawn)
-    needed = set(schema.fields + schema.done)
+    needed = schema.names("fields") | schema.names("done")
     for i in firsts.values():
         run = runs[i]
         for field in [f for f in run if f not in needed]:                      # each unchecked field
@@ -402,14 +402,14 @@ def test_the_schema_lists_every_field_the_report_needs(tmp_path, monkeypatch, na
                 _reports(name, cut, data["meta"], tmp_path)
             except (KeyError, TypeError, IndexError):
                 assert field in needed, f"{name}: the report needs {field!r}, the schema does not check it"
-        for field in [f for f in run["curve"][0] if f not in schema.curve]:
+        for field in [f for f in run["curve"][0] if f not in schema.names("curve")]:
             cut = copy.deepcopy(runs)
             for p in cut[i]["curve"]:
                 del p[field]
             try:
                 _reports(name, cut, data["meta"], tmp_path)
             except (KeyError, TypeError, IndexError):
-                assert field in schema.curve, f"{name}: the report needs curve {field!r}, unchecked"
+                assert field in schema.names("curve"), f"{name}: the report needs curve {field!r}, unchecked"
 
 
 def _committed_results():

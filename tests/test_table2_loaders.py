@@ -148,7 +148,7 @@ def test_bidmc_arrays_are_regression_targets(tmp_path):
     assert d.target == "regression" and d.n_classes == 0 and d.name == "bidmc-hr"
     assert d.train.x.shape == (2, 4000, 2) and d.train.x.dtype == np.float32 and d.val.y.shape == (2,)
     assert np.allclose(d.test.x, arrays["test"][0], atol=1e-6) and np.allclose(d.val.y, arrays["valid"][1][:, 0])
-    assert TASKS["bidmc-hr"].trains is False
+    assert TASKS["bidmc-hr"].trains
     (root / "validy.npy").unlink()
     with pytest.raises(FileNotFoundError, match="HR/validy.npy not found"):
         L.bidmc(tmp_path, "HR")
@@ -321,7 +321,7 @@ def test_cli_loads_a_table2_task_and_names_a_missing_folder(tmp_path):
     from ddesys.experiments.general import __main__ as M
     with pytest.raises(SystemExit, match="scifar: .*data_batch_1 not found"):
         M.load("scifar", "cpu", tmp_path / "none")
-    assert "bidmc-rr" not in M.TASKS and "sc35-ar" in M.TASKS
+    assert {"bidmc-rr", "lra-retrieval", "sc35-ar"} <= set(M.TASKS)
 
 
 def test_a_tiny_scifar_trains_through_the_run_loop(tmp_path):
@@ -332,3 +332,70 @@ def test_a_tiny_scifar_trains_through_the_run_loop(tmp_path):
     r = train_run(RunConfig(width=8, n_layers=1, d_state=4, epochs=1, batch=4, bidirectional=True), data)
     assert r["status"] == "done" and r["task"] == "scifar" and 0 <= r["final_acc"] <= 1
     assert r["mean_delay"]["init"] == pytest.approx(32.0, rel=0.05)         # delays start at one row
+
+
+# --------------------------------------------------------------------------- regression and document pairs
+def _bidmc(folder, n=(6, 3, 3), L=40, seed=0):
+    rng = np.random.default_rng(seed)
+    root = folder / "bidmc" / "RR"
+    root.mkdir(parents=True)
+    for split, k in zip(("train", "valid", "test"), n):
+        np.save(root / f"{split}x.npy", rng.standard_normal((k, L, 2)).astype(np.float32))
+        np.save(root / f"{split}y.npy", rng.uniform(10, 20, (k, 1)).astype(np.float32))
+
+
+def test_a_tiny_bidmc_regression_trains_and_reports_rmse(tmp_path):
+    """BIDMC runs through the loop with one output and squared error: the recorded test RMSE is the RMSE of
+    the model's outputs computed here, and ``test_at_best_val`` is the test RMSE at the curve's best
+    validation epoch."""
+    import torch
+
+    from ddesys.experiments.general import report
+    from ddesys.experiments.general.train import RunConfig, build, evaluate, train_run
+    _bidmc(tmp_path)
+    data = TASKS["bidmc-rr"].load(tmp_path)
+    cfg = RunConfig(width=8, n_layers=1, d_state=4, epochs=3, batch=4, bidirectional=True)
+    r = train_run(cfg, data)
+    assert r["status"] == "done" and r["metric"] == "rmse" and "best_acc" not in r
+    curve = r["curve"]
+    assert [c["epoch"] for c in curve] == [1, 2, 3] and all("test_rmse" in c and "val_rmse" in c for c in curve)
+    assert r["best_rmse"] == min(c["test_rmse"] for c in curve) and r["final_rmse"] == curve[-1]["test_rmse"]
+    best_val = min(curve, key=lambda c: c["val_rmse"])
+    assert r["best_val_epoch"] == best_val["epoch"] and r["test_at_best_val"] == best_val["test_rmse"]
+    torch.manual_seed(0)
+    model = build(cfg, data).eval()                                         # eval: no dropout
+    with torch.no_grad():
+        out = model(torch.from_numpy(data.test.x)).double().numpy()        # (n, 1)
+    rmse = float(np.sqrt(np.mean((out[:, 0] - data.test.y.astype(np.float64)) ** 2)))
+    assert evaluate(model, data.test.x, data.test.y, "cpu", target="regression")[0] == pytest.approx(rmse, rel=1e-5)
+    text = report.markdown([r], {"scale": "smoke"})
+    assert "Regression (lower is better)" in text and "test RMSE at best val" in text and "| bidmc-rr |" in text
+
+
+def test_document_pairs_share_one_encoder_and_train(tmp_path):
+    """LRA Retrieval: each document goes through the same encoder; the head sees [u, v, u*v, u-v] of the
+    pair (computed here from the encoder's own outputs); the loop trains it and keeps accuracy."""
+    import torch
+
+    from ddesys.experiments.general.train import PairClassifier, RunConfig, build, train_run
+    d = tmp_path / "tsv_data"
+    d.mkdir()
+    rows = {"train": [f"{i % 2}\ta{i}\tb{i}\t{'xy' * (i + 1)}\t{'z' * (i + 2)}" for i in range(6)],
+            "eval": ["0\ta\tb\tm\tn", "1\tc\td\tmm\tnn"], "test": ["1\ta\tb\tu\tv", "0\tc\td\tuu\tvv"]}
+    for split, lines in rows.items():
+        (d / f"new_aan_pairs.{split}.tsv").write_text("\n".join(lines) + "\n")
+    data = lra.retrieval(tmp_path, max_length=32)
+    cfg = RunConfig(width=8, n_layers=1, d_state=4, epochs=2, batch=4, bidirectional=True)
+    torch.manual_seed(0)
+    model = build(cfg, data).eval()
+    assert isinstance(model, PairClassifier)
+    x = torch.from_numpy(data.train.x[:3])                                   # (3, 2, 32)
+    with torch.no_grad():
+        u, v = model.encoder(x[:, 0]), model.encoder(x[:, 1])                # (3, 8) each, one document at a time
+        ref = model.head(torch.cat([u, v, u * v, u - v], -1))
+        np.testing.assert_allclose(model(x).numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+        swapped = model(x.flip(1))                                           # the head is not symmetric ...
+        assert not torch.allclose(swapped, ref)                              # ... so order is kept
+    r = train_run(cfg, data)
+    assert r["status"] == "done" and 0 <= r["final_acc"] <= 1 and r["data"]["n_val"] == 2
+    assert r["test_at_best_val"] is not None and "val_acc" in r["curve"][0]

@@ -7,8 +7,8 @@
     python -m ddesys.experiments.general --tasks scifar --scale preset --data-dir ~/data   # a Table 2 row
 
 Table 2's other data sets (``scifar``, ``sc35-ar``, ``sc35``, ``sc10``, ``lra-listops``, ``lra-text``,
-``lra-image``, ``lra-pathfinder``, ``lra-pathx``; loaders for ``bidmc-*`` and ``lra-retrieval`` exist but
-this loop has no regression or two-document head) are read from ``--data-dir`` in their users' layouts
+``lra-image``, ``lra-pathfinder``, ``lra-pathx``, the ``bidmc-rr`` / ``-hr`` / ``-spo2`` regressions (RMSE)
+and ``lra-retrieval``'s document pairs) are read from ``--data-dir`` in their users' layouts
 (:mod:`ddesys.experiments.general.tasks` lists them); ``--scale preset`` takes each task's recipe there
 (the paper's appendix, else the S4 repository's S4D configuration); flags such as ``--width`` override it.
 
@@ -98,8 +98,9 @@ def _rekey(run):
     return run_key(run["task"], run["config"], run.get("data"))
 
 
-SCHEMA = RunSchema(fields=("task", "config", "curve"), done=("best_acc", "final_acc", "n_params", "seconds"),
-                   curve=("test_acc",))                                            # what report() reads
+SCHEMA = RunSchema(fields=("task", "config", "curve"), done=(("best_acc", "best_rmse"), ("final_acc", "final_rmse"),
+                                                            "n_params", "seconds"),
+                   curve=(("test_acc", "test_rmse"),))                             # what the report reads
 
 
 def _plan(args, ctx):

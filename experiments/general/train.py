@@ -1,9 +1,16 @@
-"""One classification run (DS4D or S4D backbone) on a :class:`~experiments.general.data.Dataset`.
+"""One run (DS4D or S4D backbone) on a :class:`~experiments.general.data.Dataset`: classification,
+regression (``target "regression"``: BIDMC) or document-pair classification (``kind "token_pairs"``: LRA
+Retrieval).
 
 Model: :class:`nn.SequenceModel` (encoder, ``n_layers`` pre-norm GLU blocks, mean pooling, linear
-classifier). DS4D settings follow the paper's appendix C.4: on pixel tasks every channel starts at a
-delay of one image row (``delay_init="constant"``, ``tau0 = row``: 28 for sMNIST, 8 for sdigits) with
-``theta0 = 0`` and ``p0 = 0.015``; token tasks use the default grid of delays. AdamW with weight decay
+decoder): class logits and cross-entropy, or one output and squared error (RMSE reported); document
+pairs go through one encoder each and :class:`PairClassifier`'s head. Where the data set has a
+validation split, every epoch is also scored on it and the record keeps the test score at the best
+validation epoch (``test_at_best_val``): the selection the test split cannot make honestly.
+
+DS4D settings follow the paper's appendix C.4: on pixel tasks every channel starts at a delay of one
+image row (``delay_init="constant"``, ``tau0 = row``: 28 for sMNIST, 8 for sdigits) with ``theta0 = 0``
+and ``p0 = 0.015``; token tasks use the default grid of delays. AdamW with weight decay
 on the ordinary parameters only, ``dt`` and delay at ``dt_lr``, cosine learning-rate decay. The
 training order of epoch ``e`` is a permutation drawn from a generator seeded by ``(seed, e)``: the
 step count fixes the data, so checkpoints resume exactly and every torchrun rank sees the same global
@@ -17,6 +24,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ddesys import nn as dnn
 
@@ -26,8 +34,12 @@ from .._train import Trainer, fit
 
 
 def data_info(data):
-    """What identifies a data set in a run's key besides its task name (sizes and length)."""
-    return {"n_train": int(len(data.train.y)), "n_test": int(len(data.test.y)), "length": int(data.length)}
+    """What identifies a data set in a run's key besides its task name (sizes and length; the validation
+    split's size where there is one)."""
+    out = {"n_train": int(len(data.train.y)), "n_test": int(len(data.test.y)), "length": int(data.length)}
+    if data.val is not None:
+        out["n_val"] = int(len(data.val.y))
+    return out
 
 
 def run_key(task, config, data):
@@ -64,36 +76,72 @@ class RunConfig:
         return run_key(data.name, self.to_dict(), data_info(data))
 
 
+class PairClassifier(nn.Module):
+    """Two documents -> one label (LRA Retrieval's two-tower head, as in LRA and S4): one ``encoder`` for
+    both (``(2B, L) -> (2B, H)``, mean-pooled), the pair's features ``[u, v, u * v, u - v]`` -> linear ->
+    GELU -> linear -> ``n_classes``. Input ``(B, 2, L)`` token ids -> ``(B, n_classes)``."""
+
+    def __init__(self, encoder, width, n_classes):
+        super().__init__()
+        self.encoder = encoder
+        self.head = nn.Sequential(nn.Linear(4 * width, width), nn.GELU(), nn.Linear(width, n_classes))
+
+    def forward(self, x):
+        B = x.shape[0]
+        z = self.encoder(x.reshape(2 * B, *x.shape[2:]))             # (2B, H): rows b0d0, b0d1, b1d0, ...
+        u, v = z[0::2], z[1::2]                                      # (B, H) each
+        return self.head(torch.cat([u, v, u * v, u - v], -1))       # (B, n_classes)
+
+
 def build(cfg, data):
-    """The classifier for ``data``."""
+    """The model for ``data``: a classifier (``(B, n_classes)`` logits), a regressor (``target
+    "regression"``: ``(B, 1)``) or, for document pairs (``kind "token_pairs"``), a :class:`PairClassifier`."""
     kw = {"d_state": cfg.d_state, "dt_lr": cfg.dt_lr, "seed": cfg.seed, "bidirectional": cfg.bidirectional}
     if cfg.family == "ds4d":
-        kw["l_max"] = data.length
+        kw["l_max"] = data.length if data.kind != "token_pairs" else data.train.x.shape[-1]
         if data.kind == "pixels" and 1 < data.row < data.length - 1:
             kw.update(delay_init="constant", tau0=float(data.row), theta0=0.0, p0=0.015)
-    tokens = data.kind == "tokens"
-    return dnn.SequenceModel(data.vocab if tokens else data.train.x.shape[-1], data.n_classes, d_model=cfg.width,
-                             n_layers=cfg.n_layers, layer=cfg.family, layer_kw=kw, dropout=cfg.dropout,
-                             pool="mean", embedding=tokens)
+    tokens = data.kind in ("tokens", "token_pairs")
+    pairs = data.kind == "token_pairs"
+    d_out = cfg.width if pairs else 1 if data.target == "regression" else data.n_classes
+    model = dnn.SequenceModel(data.vocab if tokens else data.train.x.shape[-1], d_out, d_model=cfg.width,
+                              n_layers=cfg.n_layers, layer=cfg.family, layer_kw=kw, dropout=cfg.dropout,
+                              pool="mean", embedding=tokens)
+    return PairClassifier(model, cfg.width, data.n_classes) if pairs else model
+
+
+def metric(data):
+    """``"acc"`` (classification, higher is better) or ``"rmse"`` (regression, lower is better)."""
+    return "rmse" if data.target == "regression" else "acc"
 
 
 @torch.no_grad()
-def evaluate(model, x, y, device, batch=256):
-    """Accuracy and mean cross-entropy of ``model`` on the arrays ``x``, ``y``."""
+def evaluate(model, x, y, device, batch=256, target="class"):
+    """``(accuracy, mean cross-entropy)`` of ``model`` on the arrays ``x``, ``y``; for ``target
+    "regression"``: ``(RMSE, mean squared error)``."""
     model.eval()
     hit, loss = 0, 0.0
     for s in range(0, len(y), batch):
         xb = torch.from_numpy(x[s:s + batch]).to(device)
         yb = torch.from_numpy(y[s:s + batch]).to(device)
-        logits = model(xb)                                          # (b, classes)
-        hit += int((logits.argmax(-1) == yb).sum())
-        loss += float(F.cross_entropy(logits, yb, reduction="sum"))
+        out = model(xb).float()                                     # (b, classes) or (b, 1)
+        if target == "regression":
+            loss += float(_se_sum(out, yb))
+        else:
+            hit += int((out.argmax(-1) == yb).sum())
+            loss += float(F.cross_entropy(out, yb, reduction="sum"))
     model.train()
+    if target == "regression":
+        return math.sqrt(loss / len(y)), loss / len(y)
     return hit / len(y), loss / len(y)
 
 
 def _ce_sum(logits, labels):
     return F.cross_entropy(logits, labels, reduction="sum")
+
+
+def _se_sum(out, targets):
+    return ((out[:, 0] - targets) ** 2).sum()
 
 
 def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
@@ -113,14 +161,25 @@ def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=total)
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     delays0 = _mean_delay(model)
-    st = {"step": 0, "curve": [], "best_acc": -1.0, "best_epoch": None, "losses": [], "seconds": 0.0}
+    m, sign = metric(data), (-1.0 if data.target == "regression" else 1.0)      # sign * score: higher is better
+    st = {"step": 0, "curve": [], f"best_{m}": -1.0 if m == "acc" else None, "best_epoch": None, "losses": [],
+          "seconds": 0.0}
+    if data.val is not None:
+        st.update(best_val=None, best_val_epoch=None, test_at_best_val=None)
+
+    def better(score, best):
+        return best is None or sign * score > sign * best
     key = cfg.key(data)
 
     def record(status):
         out = {"key": key, "task": data.name, "config": cfg.to_dict(), "data": data_info(data), "status": status,
                "n_params": sum(p.numel() for p in model.parameters()), "curve": st["curve"],
-               "best_acc": st["best_acc"], "best_epoch": st["best_epoch"],
-               "final_acc": st["curve"][-1]["test_acc"] if st["curve"] else None, "seconds": st["seconds"]}
+               f"best_{m}": st[f"best_{m}"], "best_epoch": st["best_epoch"],
+               f"final_{m}": st["curve"][-1][f"test_{m}"] if st["curve"] else None, "seconds": st["seconds"]}
+        if m != "acc":
+            out["metric"] = m
+        if data.val is not None:
+            out.update(best_val_epoch=st["best_val_epoch"], test_at_best_val=st["test_at_best_val"])
         if delays0 is not None:
             out["mean_delay"] = {"init": delays0, "final": _mean_delay(model)}
         return out
@@ -143,17 +202,23 @@ def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
         epoch, b = epoch_of(step)
         if b != n_batches - 1:
             return None
-        acc, test_loss = evaluate(model, data.test.x, data.test.y, dev)
-        st["curve"].append({"epoch": epoch, "train_loss": loss, "test_loss": test_loss, "test_acc": acc})
-        if acc > st["best_acc"]:
-            st["best_acc"], st["best_epoch"] = acc, epoch
-        return {"acc": acc}
+        score, test_loss = evaluate(model, data.test.x, data.test.y, dev, target=data.target)
+        point = {"epoch": epoch, "train_loss": loss, "test_loss": test_loss, f"test_{m}": score}
+        if data.val is not None:                 # model selection on the validation split
+            point[f"val_{m}"] = evaluate(model, data.val.x, data.val.y, dev, target=data.target)[0]
+            if better(point[f"val_{m}"], st["best_val"]):
+                st.update(best_val=point[f"val_{m}"], best_val_epoch=epoch, test_at_best_val=score)
+        st["curve"].append(point)
+        if better(score, st[f"best_{m}"]):
+            st[f"best_{m}"], st["best_epoch"] = score, epoch
+        return {m: score}
 
     def where(step):
         epoch = epoch_of(step)[0]
         return f"in epoch {epoch}, step", {"diverged_epoch": epoch}
 
-    return fit(tr, st, total, batch, _ce_sum, evaluate_at, record, key, ckpt, progress, where=where)
+    loss_sum = _se_sum if data.target == "regression" else _ce_sum
+    return fit(tr, st, total, batch, loss_sum, evaluate_at, record, key, ckpt, progress, where=where)
 
 
 @torch.no_grad()
