@@ -3,7 +3,8 @@
 Light on purpose (standard library only): the CLIs call it before importing torch, so an unusable
 ``--out``, a bad argument or a damaged ``results.json`` stops them in about a second, before any work.
 
-A results file is ``{"program": "ddesys.experiments.<name>", "meta": ..., "runs": [run, ...]}``; every
+A results file is ``{"program": "ddesys.experiments.<name>", "schema": 2, "meta": ..., "runs": [run, ...]}``
+(:func:`migrate` reads the older layouts and refuses newer ones); every
 run carries its ``config`` and a ``key`` made of a readable prefix and a hash of the config, so reruns into
 the same folder merge: runs of other configurations are kept, the same configuration is skipped (or
 replaced, without resume). A file another program wrote is refused, and so is one with a run that lacks a
@@ -26,6 +27,7 @@ from pathlib import Path
 from ddesys.verification.outdir import LOCK, OutError, atomic_write, locked, prepare_out, written_by  # noqa: F401
 
 RESULTS = "results.json"
+SCHEMA_VERSION = 2      # of the results files this code writes; see migrate()
 
 
 class ResultsError(Exception):
@@ -194,6 +196,7 @@ def read_results(path, experiment):
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         what = f"keys {sorted(data)[:6]}" if isinstance(data, dict) else type(data).__name__
         raise ResultsError(f"{path}: not a results file of {mine} (no 'runs' list; {what})")
+    data = migrate(data, path)
     meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
     for i, run in enumerate(data["runs"]):
         if not isinstance(run, dict):
@@ -203,6 +206,30 @@ def read_results(path, experiment):
             raise ResultsError(f"{name} has no field 'config'" if "config" not in run else
                                f"{name}: 'config' is a {type(run['config']).__name__}, not a dict")
     return meta, data["runs"]
+
+
+def migrate(data, path="results.json"):
+    """A parsed results file in the current layout (:data:`SCHEMA_VERSION`), whatever version wrote it;
+    the one place where older layouts are understood.
+
+    * version 0 (no ``program`` field; the owner is told by :func:`written_by`) and version 1
+      (``program``, no ``schema``): a run without ``status`` is a finished one (``"done"``);
+    * a version newer than this code's is refused (:class:`ResultsError`): fields it may have added
+      would be dropped on the next write.
+
+    Keys are not touched: every experiment recomputes them from the configs (its ``rekey``)."""
+    version = data.get("schema", 1 if "program" in data else 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise ResultsError(f"{path}: 'schema' is {version!r}, not a version number")
+    if version > SCHEMA_VERSION:
+        raise ResultsError(f"{path}: written with results schema {version} by a newer ddesys (this one reads "
+                           f"up to {SCHEMA_VERSION}); nothing was written: upgrade, or choose another --out")
+    if version < 2:
+        for run in data["runs"]:
+            if isinstance(run, dict):
+                run.setdefault("status", "done")
+    data["schema"] = SCHEMA_VERSION
+    return data
 
 
 def move_aside(path):
@@ -300,8 +327,8 @@ class Store:
             self._write()
 
     def _write(self):
-        atomic_write(self.path, json.dumps({"program": program_of(self.experiment), "meta": self.meta,
-                                            "runs": list(self.runs.values())}, indent=1))
+        atomic_write(self.path, json.dumps({"program": program_of(self.experiment), "schema": SCHEMA_VERSION,
+                                            "meta": self.meta, "runs": list(self.runs.values())}, indent=1))
 
     def all(self):
         return list(self.runs.values())
@@ -321,7 +348,7 @@ def open_results(out, experiment, rekey, args, meta, schema, files=()):
         raise SystemExit(f"error: {exc}") from None
 
 
-__all__ = ["OutError", "ResultsError", "RunSchema", "Store", "add_run_arguments", "atomic_write", "canonical",
-           "config_key", "done_runs", "device_name", "is_main_process", "learning_rate", "move_aside", "nonneg_int",
-           "open_results", "positive_float", "positive_int", "prepare_out", "program_of", "read_results",
-           "unit_fraction"]
+__all__ = ["OutError", "ResultsError", "RunSchema", "SCHEMA_VERSION", "Store", "add_run_arguments", "atomic_write",
+           "canonical", "config_key", "done_runs", "device_name", "is_main_process", "learning_rate", "migrate",
+           "move_aside", "nonneg_int", "open_results", "positive_float", "positive_int", "prepare_out", "program_of",
+           "read_results", "unit_fraction"]

@@ -169,6 +169,27 @@ def test_a_run_another_process_recorded_meanwhile_is_not_trained_again(tmp_path)
     assert [r["key"] for r in _runs_of(tmp_path)] == ["r"]
 
 
+def test_older_results_files_migrate_and_newer_ones_are_refused(tmp_path):
+    """The results schema is versioned: a version-1 file (program, no schema) and a version-0 file (neither)
+    are read through ``migrate`` (a run without ``status`` is a finished one) and written back at the
+    current version with the runs kept; a file from a newer version is refused before anything is written."""
+    for old in ({"program": "ddesys.experiments.synthetic", "meta": {}, "runs": [_run("a")]},
+                {"meta": {"experiment": "synthetic"}, "runs": [_run("a")]}):
+        del old["runs"][0]["status"]
+        (tmp_path / "results.json").write_text(json.dumps(old))
+        store = _runs.Store(tmp_path, "synthetic", _key, {"command": "A"})
+        assert store.get("a")["status"] == "done"
+        store.put({**_run("b"), "key": "b"})
+        data = json.loads((tmp_path / "results.json").read_text())
+        assert data["schema"] == _runs.SCHEMA_VERSION and [r["key"] for r in data["runs"]] == ["a", "b"]
+    newer = json.dumps({"program": "ddesys.experiments.synthetic", "schema": _runs.SCHEMA_VERSION + 1, "meta": {},
+                        "runs": []})
+    (tmp_path / "results.json").write_text(newer)
+    with pytest.raises(_runs.ResultsError, match="newer ddesys"):
+        _runs.Store(tmp_path, "synthetic", _key, {})
+    assert (tmp_path / "results.json").read_text() == newer
+
+
 def test_a_file_replaced_during_the_sweep_is_not_overwritten(tmp_path):
     store = _runs.Store(tmp_path, "synthetic", _key, {})
     foreign = json.dumps({"program": "ddesys.verification", "mode": "quick", "checks": []})
