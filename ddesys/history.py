@@ -23,7 +23,7 @@ is ``lam h_{t0-1}`` alone, ``h^zi_tau = lam^(tau+1) h_{t0-1}``. The states insid
 convolution with the full forcing ``bbar x_tau + u_tau`` (:func:`forced_response`).
 
 The functions are written against the array API (NumPy, CuPy, torch with autograd), like
-:mod:`ddesys.transfer`; ``tests/test_history.py`` checks them against a brute-force float64 loop.
+:mod:`ddesys.transfer`; ``tests/ddesys/test_history.py`` checks them against a brute-force float64 loop.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ state error stays below ``(u max|h| + a) / (1 - rho)`` and::
 (:func:`history_error_bound`). Measured on a DS4D layer's own parameters (H=256, N=64, l_max=256, 3R
 tokens; experiments/bench_step.py), ``max |dy| / max |y|`` against the float64 recurrence: float16
 ``2.1e-4``, bfloat16 ``1.6e-3``, the complex64 cache ``3.0e-7``; the bound above is about 30 times the
-measured error (tests/test_fused_step.py checks it). float16 keeps 8 times more bits but has a narrow
+measured error (tests/nn/test_fused_step.py checks it). float16 keeps 8 times more bits but has a narrow
 range: a state past 65504 in magnitude becomes infinite and one below ``6e-5`` loses relative precision;
 bfloat16 has float32's range. Use float16 when the states are known to be of moderate size (DS4D's usual
 O(1) scale), bfloat16 when they are not. Inside the loop a mode's pair is read and written as one uint32
@@ -60,7 +60,7 @@ Checks, at no measurable cost: Numba's dispatcher, compiled for the exact types 
 dtypes, ranks, layouts and read-only buffers; the compiled loop checks the shapes, ``t >= 0`` and every
 delay in ``[1, R - 1]`` before it touches memory. A refused call explains itself (:func:`check_step_args`
 runs then) and leaves ``buf`` and ``y_out`` unchanged. Nothing is allocated per token: the caller owns
-``y_out`` (``tests/test_fused_step.py`` counts the allocations). The first call of each variant compiles
+``y_out`` (``tests/nn/test_fused_step.py`` counts the allocations). The first call of each variant compiles
 it (then Numba's disk cache serves it). ``DDESYS_REFERENCE`` is the caller's to honour
 (``ddesys._array.force_reference``): this function is the fast path itself.
 """

@@ -3,11 +3,11 @@
 Nothing here runs :mod:`ddesys`'s recurrence or kernel synthesis, or a layer's own forward, kernel,
 recurrent or decode path, so a check that compares those with these functions compares two
 implementations, not one implementation with itself. The one thing shared is the DS4D parameter map:
-it has one home, :func:`ddesys.ds4d_discrete` (tests/test_architecture.py), evaluated here in NumPy on
+it has one home, :func:`ddesys.ds4d_discrete` (tests/project/test_architecture.py), evaluated here in NumPy on
 the layer's raw parameters, and checked against an independent restatement in the tests
-(``tests/test_nn_layers.py::test_discrete_matches_spec_formulas``). Torch modules are only read: a
+(``tests/nn/test_nn_layers.py::test_discrete_matches_spec_formulas``). Torch modules are only read: a
 layer's raw parameters, and in :func:`model_forward` a model's embedding, norms, linears and activation
-(standard torch modules, not what the checks verify). ``tests/test_verification_oracle.py`` checks
+(standard torch modules, not what the checks verify). ``tests/verification/test_verification_oracle.py`` checks
 these functions against the tests' own oracle (``tests/oracle.py``).
 
 * :func:`ds4d_params`: a DS4D layer's discrete system, as NumPy arrays;

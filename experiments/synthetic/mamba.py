@@ -12,7 +12,7 @@ The scan, per row ``b``, channel ``d`` and state ``n`` (Mamba's selective SSM, z
 
 :func:`selective_scan` runs it forward (parallel over rows) and its adjoint backward, the backward
 recomputing each channel's states instead of storing ``(B, D, L, N)`` of them. Without Numba it is a
-plain torch loop (slow; the documented fallback). tests/test_mamba_scan.py checks both against a
+plain torch loop (slow; the documented fallback). tests/experiments/test_mamba_scan.py checks both against a
 float64 loop and the whole mixer against ``transformers``' reference forward.
 """
 from __future__ import annotations

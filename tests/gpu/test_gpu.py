@@ -18,12 +18,12 @@ def test_import_gpu_without_triton_or_cuda_is_harmless():
 
 @pytest.mark.integration
 def test_kernels_match_reference_under_interpreter():
-    root = str(Path(__file__).parents[1])              # this checkout's packages, not an installed copy
+    root = str(Path(__file__).parents[2])              # this checkout's packages, not an installed copy
     env = dict(os.environ, TRITON_INTERPRET="1", DDESYS_GPU_INTERPRET="1", DDESYS_REFERENCE="0",
                PYTHONPATH=os.pathsep.join([root] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    script = Path(__file__).with_name("gpu_interp_checks.py")
+    script = Path(__file__).parents[1] / "gpu_interp_checks.py"
     res = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600,
-                         cwd=Path(__file__).parents[1])
+                         cwd=Path(__file__).parents[2])
     assert res.returncode == 0, res.stderr[-3000:]
     err = json.loads(res.stdout.strip().splitlines()[-1])
     assert err["fwd_f32"] <= 1e-5 and err["fwd_f64"] <= 1e-12, err
@@ -56,7 +56,7 @@ def test_gpu_verification_script_smoke_run(tmp_path):
     """The prepared GPU script (`python -m ddesys.verification.gpu`) runs end to end under the interpreter, so it
     cannot crash for a silly reason on the GPU machine; its JSON report is checked row by row."""
     res = subprocess.run([sys.executable, "-m", "ddesys.verification.gpu", "--interpret", "--seed", "3", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[1],
+                         capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[2],
                          env=dict(os.environ, DDESYS_REFERENCE="0"))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "seed 3" in res.stdout

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 pytest.importorskip("torch")
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _section(title):

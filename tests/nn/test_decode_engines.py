@@ -19,7 +19,7 @@ from ddesys import step as fstep
 from ddesys.nn import DS4D, S4D
 from ddesys.nn.engine import DS4DConstants, S4DConstants
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 needs_numba = pytest.mark.skipif(not fstep.step_available(), reason="the fused engine needs Numba")
 
 

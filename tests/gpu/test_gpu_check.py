@@ -11,7 +11,7 @@ import pytest
 
 from ddesys.verification.gpu_report import Report, env_vars
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def _row(status="pass", error=1e-9):

@@ -5,7 +5,7 @@ import pathlib
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGES = ("ddesys", "gpu", "nn", "verification", "experiments")
 # who may import whom (the README's layout): ddesys reaches gpu only lazily, for CuPy arrays
 ALLOWED = {"ddesys": {"gpu"}, "gpu": set(), "nn": {"ddesys", "gpu"},

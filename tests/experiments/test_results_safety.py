@@ -26,7 +26,7 @@ from ddesys.experiments.synthetic.__main__ import SCHEMA as SYNTHETIC_SCHEMA
 from ddesys.experiments.synthetic.__main__ import main as synthetic_main
 from ddesys.verification import outdir
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 DOCS = ROOT / "docs" / "experiments"
 ENV = dict(os.environ, MPLBACKEND="Agg")
 SYN = ["--scale", "smoke", "--tasks", "copy", "--protocols", "fixed", "--models", "lstm", "--steps", "2",

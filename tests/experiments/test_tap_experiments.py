@@ -17,7 +17,7 @@ from ddesys.experiments.delay.train import run_key
 from ddesys.experiments.synthetic.__main__ import SCALES
 from ddesys.experiments.synthetic.__main__ import main as synthetic_main
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 DELAY = ["--scale", "smoke", "--quiet"]
 SYNTH = ["--scale", "smoke", "--tasks", "copy", "--protocols", "fixed", "--quiet"]
 

@@ -1,7 +1,7 @@
 """The model-level contract (issue 20, finding 5): ``SequenceModel`` options (``prenorm``, ``norm``,
 ``device``, ``dtype``), its caches (keyword pass-through, Mamba's signature, reset), step input
 shapes, ``generate``, whole-model pickling with ``weights_only=True``, and ``torch.compile`` of the
-layers' training forward (non-finite inputs, finding 7: ``tests/test_nn_usage.py``).
+layers' training forward (non-finite inputs, finding 7: ``tests/nn/test_nn_usage.py``).
 
 References: ``reference_model_forward`` (``tests/nn_helpers.py``: the model's norms and linears around
 a NumPy float64 recurrence per layer, never the layers' own code) and the model's own FFT forward.
@@ -354,7 +354,7 @@ for cls in (DS4D, S4D):
 def _compile_in_a_fresh_process(tmp_path, backend):
     script = tmp_path / "compile_check.py"
     script.write_text(COMPILE_SCRIPT)
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, str(script), backend], cwd=tmp_path, capture_output=True, text=True,
                          timeout=900, env={**os.environ, "PYTHONPATH": str(root)})
     assert out.returncode == 0, out.stderr[-3000:]

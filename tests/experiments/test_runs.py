@@ -19,7 +19,7 @@ from ddesys.experiments._ckpt import SIGNAL_AT_ENV
 from ddesys.experiments.general.__main__ import main as general_main
 from ddesys.experiments.synthetic.__main__ import main as synthetic_main
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 ENV = dict(os.environ, MPLBACKEND="Agg")
 SMOKE = ["--scale", "smoke", "--tasks", "copy", "--protocols", "fixed", "--quiet"]
 

@@ -24,7 +24,7 @@ from ddesys.nn.tap import TapBranch, TapWidthSchedule, max_tap_width
 from nn_helpers import layer_oracle, spec_discrete
 from oracle import brute_force, rel_max, tap_brute, tap_test_system
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 OLD = torch.load(ROOT / "tests/data/tap_v1.pt", weights_only=True)
 NEW_KEY = {"tap_e": "tap.e", "nu_tap": "tap.nu", "tap_width_bits": "tap.width_bits"}
 CONFIGS = ["grid", "grid_w3", "constant", "bidir", "lazy", "notap", "notap_lazy"]

@@ -204,7 +204,7 @@ def test_bad_input_shapes_and_dtypes(cls):
         layer.step(torch.randn(2, 4), cache)
     with torch.no_grad():
         layer.prefill(torch.randn(2, 4, 3), cache)
-        layer.prefill(torch.randn(2, 4, 3), cache)          # a used cache continues (tests/test_decode_state.py)
+        layer.prefill(torch.randn(2, 4, 3), cache)          # a used cache continues (tests/nn/test_decode_state.py)
         assert cache.t == 8
     tr = cls(3, d_state=4, transposed=True, **({"l_max": 16} if cls is DS4D else {}))
     with pytest.raises(ValueError, match=r"got 5 channels.*transposed=True"):

@@ -22,7 +22,7 @@ except ImportError:
     from tests.nn_helpers import spec_discrete
     from tests.oracle import impulse_response
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def _loop_targets(kind, data, window, sigma):

@@ -13,7 +13,7 @@ import pytest
 from ddesys.experiments.general import data as D
 from ddesys.experiments.general import listops as LO
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def test_idx_reader_on_hand_built_bytes_and_round_trip(tmp_path):

@@ -39,7 +39,7 @@ def _ds4d_slots(H, L):
 
 def test_smoke_run_writes_json_and_figure(tmp_path):
     res = subprocess.run([sys.executable, "-m", "ddesys.experiments.efficiency", "--scale", "smoke", "--quiet", "--out",
-                          str(tmp_path)], cwd=Path(__file__).parents[1], capture_output=True, text=True,
+                          str(tmp_path)], cwd=Path(__file__).parents[2], capture_output=True, text=True,
                          timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
     assert res.returncode == 0, res.stderr[-2000:]
     out = json.loads((tmp_path / "efficiency.json").read_text())
@@ -74,7 +74,7 @@ def test_runs_without_matplotlib(tmp_path):
     code = ("import sys; sys.modules['matplotlib'] = None\n"
             "from experiments.efficiency import main\n"
             f"sys.exit(main(['--scale', 'smoke', '--quiet', '--out', {str(tmp_path)!r}]))")
-    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[1], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "no figure" in res.stdout and json.loads((tmp_path / "efficiency.json").read_text())["rows"]
