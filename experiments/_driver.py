@@ -13,6 +13,13 @@ ones exit 2 before any work) and calls :func:`drive`, which
   (checkpoints, resume, divergence records, a clean stop on SIGINT / SIGTERM), rewriting the report
   after every run;
 * prints the report at the end.
+
+Adding an experiment is one package ``experiments/<name>/``: its ``train_run`` builds the model and calls
+:func:`~experiments._train.fit` with its batches, its evaluation and its record; its report module gives
+``markdown`` and the figures; its ``__main__`` parses the arguments (with
+:func:`~experiments._runs.add_run_arguments`), lists the jobs in ``plan`` and calls :func:`drive`. Resume,
+checkpoints, claims, divergence records, the results file and its schema come with the driver.
+``tests/experiments/test_driver.py`` is a complete toy experiment in about fifty lines.
 """
 from __future__ import annotations
 
