@@ -30,6 +30,7 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys.experiments._runs import OutError, atomic_write, prepare_out
+from ddesys.experiments._sizes import n_params as _count
 from ddesys.verification.outdir import check_owner
 
 PROGRAM = "ddesys.experiments.efficiency"      # the owner named in efficiency.json
@@ -55,7 +56,7 @@ def backbone(layer, H, l_max=None):
 
 
 def n_params(model):
-    return sum(p.numel() for p in model.parameters())
+    return _count(model, trainable=False)
 
 
 def matched_width(H):

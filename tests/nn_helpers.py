@@ -166,3 +166,18 @@ def _s4d_twin(ds4d, H, N):
     s4 = S4D(H, d_state=N)
     s4.load_state_dict({k: v for k, v in ds4d.state_dict().items() if k in S4D_KEYS})
     return s4
+
+
+def s4_setup_optimizer(model, lr, weight_decay, epochs):
+    """The S4 example's recipe: parameters without ``_optim`` in the main AdamW group, then one group per
+    distinct ``_optim`` dict."""
+    params = list(model.parameters())
+    optimizer = torch.optim.AdamW([p for p in params if not hasattr(p, "_optim")], lr=lr,
+                                  weight_decay=weight_decay)
+    distinct = []
+    for p in params:
+        if hasattr(p, "_optim") and p._optim not in distinct:
+            distinct.append(p._optim)
+    for hp in distinct:
+        optimizer.add_param_group({"params": [p for p in params if getattr(p, "_optim", None) == hp], **hp})
+    return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)

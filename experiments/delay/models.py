@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from ddesys import nn as dnn
 
 from .._probes import width_schedule
+from .._sizes import closest_width, n_params
 from . import FAMILIES
 
 DELAY_INITS = ("grid", "lag", "constant")
@@ -109,22 +110,10 @@ def tap_schedule(arch: Arch, model, steps):
     return width_schedule(model, steps, w0=arch.tap_w0, frac=arch.tap_frac)
 
 
-def n_params(model):
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def match_width(arch, budget, task, lo=2, hi=1024):
     """The width whose parameter count is closest to ``budget`` (counts grow with the width; ties: the
     smaller width)."""
-    count = lambda h: n_params(build(arch, h, task))   # noqa: E731
-    a, b = lo, hi
-    while b - a > 1:
-        mid = (a + b) // 2
-        if count(mid) < budget:
-            a = mid
-        else:
-            b = mid
-    return min((a, b), key=lambda h: (abs(count(h) - budget), h))
+    return closest_width(lambda h: n_params(build(arch, h, task)), budget, lo, hi)
 
 
 __all__ = ["Arch", "DELAY_INITS", "FAMILIES", "build", "match_width", "n_params", "tap_schedule"]

@@ -64,8 +64,9 @@ def load(task, scale, data_dir=None, seed=0):
 
 def matched_width(cfg, data):
     """The DS4D width whose classifier's parameter count is closest to S4D's at ``cfg.width``."""
+    from .._sizes import n_params
     from .train import build
-    n = lambda c: sum(p.numel() for p in build(c, data).parameters())   # noqa: E731
+    n = lambda c: n_params(build(c, data), trainable=False)   # noqa: E731
     budget = n(dataclasses.replace(cfg, family="s4d"))
     return min(range(max(2, cfg.width // 2), cfg.width + 1),
                key=lambda w: abs(n(dataclasses.replace(cfg, family="ds4d", width=w)) - budget))

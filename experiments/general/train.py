@@ -30,6 +30,7 @@ from ddesys import nn as dnn
 
 from .._dist import single
 from .._runs import config_key
+from .._sizes import n_params
 from .._train import Trainer, fit
 
 
@@ -173,7 +174,7 @@ def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
 
     def record(status):
         out = {"key": key, "task": data.name, "config": cfg.to_dict(), "data": data_info(data), "status": status,
-               "n_params": sum(p.numel() for p in model.parameters()), "curve": st["curve"],
+               "n_params": n_params(model, trainable=False), "curve": st["curve"],
                f"best_{m}": st[f"best_{m}"], "best_epoch": st["best_epoch"],
                f"final_{m}": st["curve"][-1][f"test_{m}"] if st["curve"] else None, "seconds": st["seconds"]}
         if m != "acc":

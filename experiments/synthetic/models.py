@@ -21,6 +21,7 @@ from torch import nn
 from ddesys import nn as dnn
 
 from . import FAMILIES, HF_FAMILIES
+from .._sizes import closest_width, n_params
 from .mamba import accelerate
 N_HEADS = 4                     # attention heads of the Transformer recipes
 PAD = 0                         # the tasks' padding token (.tasks), where a clocked model's time stands still
@@ -104,10 +105,6 @@ def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed
     return HFCausalLM(lm)
 
 
-def n_params(model):
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
 def width_step(family):
     """Widths a family accepts: Transformer recipes need ``H`` divisible by the heads with an even head
     size (RoPE); the rest any even ``H``."""
@@ -116,16 +113,8 @@ def width_step(family):
 
 def match_width(family, budget, vocab, n_layers, length, d_state=64, lo=8, hi=1024):
     """The width whose parameter count is closest to ``budget`` (binary search; counts grow with H)."""
-    step = width_step(family)
     count = lambda h: n_params(build(family, vocab, h, n_layers, length, d_state))   # noqa: E731
-    a, b = max(step, lo // step * step), hi // step * step
-    while b - a > step:
-        mid = (a + b) // 2 // step * step
-        if count(mid) < budget:
-            a = mid
-        else:
-            b = mid
-    return min((a, b), key=lambda h: abs(count(h) - budget))
+    return closest_width(count, budget, lo, hi, width_step(family))
 
 
 __all__ = ["FAMILIES", "HF_FAMILIES", "build", "match_width", "n_params"]

@@ -190,7 +190,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
                   seed=cfg.seed, ticks=task.ticks).to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
-    sched = width_schedule(model, cfg.steps) if cfg.family == "ds4d-tap" else None      # W0 -> 1 at FRAC
+    sched = width_schedule(model, cfg.steps)             # a tap's window, W0 -> 1 at FRAC (None without a tap)
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}

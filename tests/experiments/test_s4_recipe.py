@@ -78,7 +78,7 @@ def test_same_optimizer_groups_apart_from_delay(setup):
     if setup == "recipe":
         make = lambda m: s4_recipe.setup_optimizer(m, 1e-2, 1e-2, 10)[0]            # noqa: E731
     else:
-        from test_s4compat import s4_setup_optimizer
+        from nn_helpers import s4_setup_optimizer
         make = lambda m: s4_setup_optimizer(m, 1e-2, 1e-2, 10)[0]                   # noqa: E731
 
     def groups(m):

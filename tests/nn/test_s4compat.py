@@ -16,6 +16,7 @@ from torch import nn as tnn
 from ddesys import nn as ddnn
 from ddesys.nn.optim import param_groups
 from ddesys.nn.s4compat import DS4D, S4D
+from nn_helpers import s4_setup_optimizer
 
 F64 = torch.float64
 H, N, L = 8, 8, 24
@@ -75,21 +76,6 @@ class S4StyleModel(tnn.Module):
             if not self.prenorm:
                 x = norm(x.transpose(-1, -2)).transpose(-1, -2)
         return self.decoder(x.transpose(-1, -2).mean(dim=1))   # (B, d_output)
-
-
-def s4_setup_optimizer(model, lr, weight_decay, epochs):
-    """The S4 example's recipe: parameters without ``_optim`` in the main AdamW group, then one group per
-    distinct ``_optim`` dict."""
-    params = list(model.parameters())
-    optimizer = torch.optim.AdamW([p for p in params if not hasattr(p, "_optim")], lr=lr,
-                                  weight_decay=weight_decay)
-    distinct = []
-    for p in params:
-        if hasattr(p, "_optim") and p._optim not in distinct:
-            distinct.append(p._optim)
-    for hp in distinct:
-        optimizer.add_param_group({"params": [p for p in params if getattr(p, "_optim", None) == hp], **hp})
-    return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
 
 
 @pytest.mark.parametrize("cls", [S4D, DS4D])
