@@ -46,7 +46,8 @@ class Dataset:
 
     @property
     def length(self):
-        return self.train.x.shape[1]
+        """Steps per sequence (per document for ``"token_pairs"``)."""
+        return self.train.x.shape[2] if self.kind == "token_pairs" else self.train.x.shape[1]
 
 
 def sdigits(test_fraction=0.2, seed=0):

@@ -99,7 +99,7 @@ def build(cfg, data):
     "regression"``: ``(B, 1)``) or, for document pairs (``kind "token_pairs"``), a :class:`PairClassifier`."""
     kw = {"d_state": cfg.d_state, "dt_lr": cfg.dt_lr, "seed": cfg.seed, "bidirectional": cfg.bidirectional}
     if cfg.family == "ds4d":
-        kw["l_max"] = data.length if data.kind != "token_pairs" else data.train.x.shape[-1]
+        kw["l_max"] = data.length
         if data.kind == "pixels" and 1 < data.row < data.length - 1:
             kw.update(delay_init="constant", tau0=float(data.row), theta0=0.0, p0=0.015)
     tokens = data.kind in ("tokens", "token_pairs")

@@ -398,4 +398,5 @@ def test_document_pairs_share_one_encoder_and_train(tmp_path):
         assert not torch.allclose(swapped, ref)                              # ... so order is kept
     r = train_run(cfg, data)
     assert r["status"] == "done" and 0 <= r["final_acc"] <= 1 and r["data"]["n_val"] == 2
+    assert data.length == 32 and r["data"]["length"] == 32                 # per document, not the pair axis
     assert r["test_at_best_val"] is not None and "val_acc" in r["curve"][0]
