@@ -4,7 +4,7 @@
 Python loop over the tokens, ~40 s per training step of the CPU preset on one core, so the baseline
 could not be trained here. :func:`accelerate` swaps, on one model's own mixers (no global patch), the
 training-time forward for the same computation with the scan below; the weights, their names and every
-other path (generation with a cache, a padding mask) stay ``transformers``' own.
+other path (generation with a cache, a padding mask, any device but the CPU) stay ``transformers``' own.
 
 The scan, per row ``b``, channel ``d`` and state ``n`` (Mamba's selective SSM, zero initial state)::
 
@@ -148,7 +148,8 @@ def selective_scan(u, delta, A, Bm, Cm):
 
 def _mixer_forward(self, hidden_states, cache=None, attention_mask=None, **kwargs):
     """``MambaMixer.forward`` without a cache or mask: the reference computation, its scan compiled."""
-    if cache is not None or attention_mask is not None or kwargs.get("cache_params") is not None:
+    if cache is not None or attention_mask is not None or kwargs.get("cache_params") is not None \
+            or hidden_states.device.type != "cpu":          # a GPU keeps transformers' path (mamba-ssm's kernels)
         return type(self).forward(self, hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
     L = hidden_states.shape[1]
     x, z = self.in_proj(hidden_states).transpose(1, 2).chunk(2, dim=1)        # (B, D, L) each
