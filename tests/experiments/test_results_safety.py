@@ -106,22 +106,30 @@ def test_concurrent_processes_into_one_folder_keep_every_run(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-@pytest.mark.integration
-def test_a_sweep_that_finishes_during_another_keeps_its_run(tmp_path, monkeypatch):
-    """Sweep A opens the folder and starts training; sweep B (another process) runs into the same folder
-    and finishes before A records its run. Both exit 0 and both runs are in results.json."""
+def _during_first_run(monkeypatch, tmp_path, seed, check):
+    """Sweep A's first run starts by running sweep B (another process, ``--seeds seed``) into the same
+    folder to its end; ``check(B's CompletedProcess)`` then runs, and A goes on."""
     from ddesys.experiments.synthetic import train
     real, other = train.train_run, []
 
     def train_run(*a, **k):
         if not other:
-            other.append(subprocess.run([sys.executable, "-m", "ddesys.experiments.synthetic", *SYN, "--seeds", "1",
+            other.append(subprocess.run([sys.executable, "-m", "ddesys.experiments.synthetic", *SYN, "--seeds", str(seed),
                                          "--out", str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True,
                                         timeout=300))
             assert other[0].returncode == 0, other[0].stderr
-            assert [r["config"]["seed"] for r in _runs_of(tmp_path)] == [1]
+            check(other[0])
         return real(*a, **k)
     monkeypatch.setattr(train, "train_run", train_run)
+
+
+@pytest.mark.integration
+def test_a_sweep_that_finishes_during_another_keeps_its_run(tmp_path, monkeypatch):
+    """Sweep A opens the folder and starts training; sweep B (another process) runs into the same folder
+    and finishes before A records its run. Both exit 0 and both runs are in results.json."""
+    def check(_):
+        assert [r["config"]["seed"] for r in _runs_of(tmp_path)] == [1]
+    _during_first_run(monkeypatch, tmp_path, 1, check)
     assert synthetic_main(SYN + ["--seeds", "0", "--out", str(tmp_path)]) == 0
     runs = _runs_of(tmp_path)
     assert sorted(r["config"]["seed"] for r in runs) == [0, 1]
@@ -129,22 +137,13 @@ def test_a_sweep_that_finishes_during_another_keeps_its_run(tmp_path, monkeypatc
 
 
 @pytest.mark.integration
-def test_two_sweeps_of_the_same_run_train_it_once(tmp_path, monkeypatch, capsys):
+def test_two_sweeps_of_the_same_run_train_it_once(tmp_path, monkeypatch):
     """Sweep A claims its run and starts training; sweep B (another process) is asked for the same run
     meanwhile: B skips it (A holds the claim), exits 0 and records nothing; A records the run."""
-    from ddesys.experiments.synthetic import train
-    real, other = train.train_run, []
-
-    def train_run(*a, **k):
-        if not other:
-            other.append(subprocess.run([sys.executable, "-m", "ddesys.experiments.synthetic", *SYN, "--seeds", "0",
-                                         "--out", str(tmp_path)], cwd=ROOT, env=ENV, capture_output=True, text=True,
-                                        timeout=300))
-            assert other[0].returncode == 0, other[0].stderr
-            assert "another process is training it now" in other[0].stdout
-            assert not (tmp_path / "results.json").exists()                 # B recorded nothing
-        return real(*a, **k)
-    monkeypatch.setattr(train, "train_run", train_run)
+    def check(b):
+        assert "another process is training it now" in b.stdout
+        assert not (tmp_path / "results.json").exists()                     # B recorded nothing
+    _during_first_run(monkeypatch, tmp_path, 0, check)
     assert synthetic_main(SYN + ["--seeds", "0", "--out", str(tmp_path)]) == 0
     assert [r["config"]["seed"] for r in _runs_of(tmp_path)] == [0]
     assert not list(tmp_path.glob(".*.claim")) and not (tmp_path / "checkpoints").exists()   # nothing left
