@@ -114,7 +114,8 @@ def _during_first_run(monkeypatch, tmp_path, seed, check):
 
     def train_run(*a, **k):
         if not other:
-            cmd = [sys.executable, "-m", "ddesys.experiments.synthetic", *SYN, "--seeds", str(seed), "--out", str(tmp_path)]
+            cmd = [sys.executable, "-m", "ddesys.experiments.synthetic", *SYN, "--seeds", str(seed),
+                   "--out", str(tmp_path)]
             other.append(subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300))
             assert other[0].returncode == 0, other[0].stderr
             check(other[0])
