@@ -10,7 +10,9 @@ Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer token
    (<= 1.1), and beside each figure the memory bound: the bytes the step must move
    (:mod:`verification.bounds`) over this machine's bandwidth, measured in the same run (goal: DS4D
    within 3x of it at batch 8).
-2. ``model``: a 4-layer ``SequenceModel`` step against four layer steps (goal <= 1.3x).
+2. ``model``: a 4-layer ``SequenceModel`` step (fused, :mod:`nn.model_step`, and through its modules)
+   against four layer steps (goal <= 1.3x), beside the ratio the bytes alone imply (the GLU linears'
+   weights are read every token).
 3. ``cache``: bytes of the decode cache for each history dtype.
 4. ``prefill``: seconds of ``prefill`` of a prompt into a fresh cache, of a forward over it, and of
    stepping through it (measured on 64 tokens, times the prompt length), DS4D (with and without the
@@ -39,7 +41,7 @@ import time
 import torch
 
 from ddesys.nn import DS4D, S4D, SequenceModel
-from ddesys.verification.bounds import bound_s, memory_bandwidth, step_bytes
+from ddesys.verification.bounds import bound_s, memory_bandwidth, model_step_bytes, step_bytes
 from ddesys.verification.timing import decoder, interleaved
 
 HISTORIES = {"complex64": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -78,11 +80,24 @@ def model_section(H, N, l_max, n_tok, reps):
     print("\n2. model-level step (4 layers, batch 1) against 4 layer steps")
     model = SequenceModel(H, H, d_model=H, n_layers=4, layer_kw=dict(d_state=N, l_max=l_max)).eval()
     layer = model.blocks[0].layer
+    fused = decoder(model, H, l_max // 2, n_tok)[0]
+
+    def modules():                                              # the same model through its modules
+        model.fuse_step = False
+        try:
+            m_run()
+        finally:
+            model.fuse_step = True
     m_run = decoder(model, H, l_max // 2, n_tok)[0]
     l_run = decoder(layer, H, l_max // 2, n_tok)[0]
-    tm, tl = (v / n_tok for v in interleaved([m_run, l_run], reps))
-    print(f"   model {tm * 1e6:.1f} us/token, 4 x layer {4 * tl * 1e6:.1f} us/token: overhead "
-          f"{(tm - 4 * tl) * 1e6:.1f} us/token ({tm / (4 * tl):.2f}x, goal <= 1.3; norms, GLU, encoder, decoder)")
+    tf, tm, tl = (v / n_tok for v in interleaved([fused, modules, l_run], reps))
+    bw = memory_bandwidth()
+    lb, mb = step_bytes("ds4d", 1, H, N // 2), model_step_bytes(model, 1)
+    print(f"   fused model step {tf * 1e6:.1f} us/token ({tf / (4 * tl):.2f}x 4 layer steps, goal <= 1.3); module "
+          f"path {tm * 1e6:.1f} us ({tm / (4 * tl):.2f}x); 4 x layer {4 * tl * 1e6:.1f} us")
+    print(f"   bytes per token: model {mb / 1024:.0f} KiB, 4 layers {4 * lb / 1024:.0f} KiB: the memory-bound ratio is "
+          f"{mb / (4 * lb):.2f}x (the GLU linears' weights); fused model / its bound "
+          f"{tf / (mb / bw):.1f}x at {bw / 1e9:.1f} GB/s")
 
 
 def cache_section(H, N, l_max):

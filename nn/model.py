@@ -7,6 +7,7 @@ from torch import nn
 from .block import SequenceBlock, norm_layer
 from .generate import allocate_caches, generate, reset_caches, split_dtype_arg
 from .lengths import check_lengths, left_align, right_align, valid_mask
+from .model_step import plan_for
 
 __all__ = ["SequenceBlock", "SequenceModel"]
 
@@ -92,6 +93,9 @@ class SequenceModel(nn.Module):
     >>> out.shape
     torch.Size([2, 10])
     """
+
+    #: decode with the fused model step where eligible (:mod:`nn.model_step`); False: always the modules
+    fuse_step = True
 
     def __init__(self, d_input, d_output, d_model=128, n_layers=4, layer="ds4d", layer_kw=None,
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
@@ -246,7 +250,11 @@ class SequenceModel(nn.Module):
         """One position: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids ``(B,)`` or ``(B, 1)``) ->
         ``(B, d_output)``, or ``(B, 1, d_output)`` for an input with the length axis (no pooling).
 
-        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place.
+        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place. On the CPU, with
+        ``"fused"`` caches, no gradients and plain DS4D blocks, the whole step runs as one fused plan
+        (:mod:`nn.model_step`: the layers' compiled steps and one compiled pass per block for the norm,
+        GELU, GLU linear and residual; the module path's numbers to float rounding); set
+        ``model.fuse_step = False`` for the module path.
 
         Raises
         ------
@@ -257,6 +265,11 @@ class SequenceModel(nn.Module):
         """
         self._check_caches(caches, "step")
         h, seq_axis = self._encode(x_t, "step", step=True)          # (B, H)
+        plan = plan_for(self, caches, h) if self.fuse_step and self.clock is None and not torch.is_grad_enabled() \
+            else None
+        if plan is not None:                                         # the fused model step (nn.model_step)
+            y = plan.run(h, caches)                                  # (B, d_output)
+            return y[:, None] if seq_axis else y
         tick = None
         if self.clock is not None:                                   # the clock sees a length-1 sequence
             xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-__all__ = ["memory_bandwidth", "step_bytes", "bound_s"]
+__all__ = ["bound_s", "memory_bandwidth", "model_step_bytes", "step_bytes"]
 
 
 def memory_bandwidth(nbytes=2 ** 28, reps=5):
@@ -44,3 +44,20 @@ def step_bytes(kind, batch, H, N2, itemsize=8):
 def bound_s(kind, batch, H, N2, bandwidth, itemsize=8):
     """Seconds the bytes of :func:`step_bytes` need at ``bandwidth`` bytes per second."""
     return step_bytes(kind, batch, H, N2, itemsize) / bandwidth
+
+
+def model_step_bytes(model, batch):
+    """Least bytes one decode step of a :class:`nn.SequenceModel` of DS4D blocks moves: its layers'
+    :func:`step_bytes` (complex64 states) plus every weight of its linears, norms and decoder, read once
+    per token (the encoder's row only for an embedding). At batch 1 the blocks' GLU linears ``(2H, H)``
+    weigh about as much as a layer's own step: the model cannot be faster than this, however fused."""
+    from torch import nn
+    n = 0
+    for blk in model.blocks:
+        n += step_bytes("ds4d", batch, blk.layer.H, blk.layer.N2)
+        n += sum(p.numel() * p.element_size() for m in (blk.norm, blk.out) for p in m.parameters())
+    n += sum(p.numel() * p.element_size() for m in (model.norm, model.decoder) for p in m.parameters())
+    enc = model.encoder
+    n += batch * enc.weight[0].numel() * enc.weight.element_size() if isinstance(enc, nn.Embedding) else \
+        sum(p.numel() * p.element_size() for p in enc.parameters())
+    return n
