@@ -31,6 +31,7 @@ from ddesys.clock import clock_index, compact, expand
 from ddesys.recurrence import delay_update, readout
 
 from .cache import _Bound
+from .clock_step import ClockedFused, select_clock_engine
 
 __all__ = ["TokenClock", "Clocked", "ClockedCache", "check_ticks"]
 
@@ -74,6 +75,7 @@ class TokenClock(nn.Module):
 
 class _RingCache(_Bound):
     """What the clocked layers' caches share: a complex state buffer ``buf`` ``(B, ...)`` and its views."""
+    _DERIVED = _Bound._DERIVED + ("_host", "_runs")
 
     @property
     def state(self):
@@ -188,8 +190,10 @@ class Clocked(nn.Module):
         return (consts.lam, zero, zero, consts.bbar, consts.c, consts.d,
                 torch.ones(self.H, dtype=torch.int64, device=consts.lam.device))
 
-    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
-        """A fresh :class:`ClockedCache` (complex128 for ``dtype=torch.float64``, else complex64)."""
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, *, engine=None, **kwargs):
+        """A fresh :class:`ClockedCache` (complex128 for ``dtype=torch.float64``, else complex64), bound to a
+        decode engine (:mod:`nn.clock_step`: ``"fused"`` on the CPU for a DS4D inner layer, else
+        ``"reference"``; ``engine=`` or ``DDESYS_REFERENCE=1`` choose)."""
         self._check_decode()
         if kwargs:
             raise TypeError(f"Clocked.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
@@ -207,7 +211,7 @@ class Clocked(nn.Module):
         dev = self.inner.D.device
         buf = torch.zeros(batch_size, R, self.H, self.inner.N2, dtype=self.inner._cache_dtype(rdt), device=dev)
         z = torch.zeros(batch_size, dtype=torch.int64, device=dev)
-        return ClockedCache(buf, z, z.clone())._bind(self, None, max_seqlen)
+        return ClockedCache(buf, z, z.clone())._bind(self, select_clock_engine(self.inner, buf, engine), max_seqlen)
 
     def _check_cache(self, cache, B):
         if not isinstance(cache, _RingCache) or cache.owner is not self:
@@ -240,6 +244,12 @@ class Clocked(nn.Module):
         if int(k.max()) >= cache.n_slots and hasattr(self.inner, "nu_tau"):
             raise RuntimeError(f"the layer's delays now reach {int(k.max())} ticks, past the cache's "
                                f"{cache.n_slots - 1}: allocate a new cache")
+        if cache.engine == "fused":                                  # nn.clock_step: the fused step per row
+            y = ClockedFused.step(cache, x_t, tick, self.inner._step_memo.value)   # the memo's DS4DConstants
+            cache.w += tick
+            cache.n += tick
+            cache.t += 1
+            return y.to(x_t.dtype)
         buf, R = cache.buf, cache.n_slots
         xt = x_t.to(cache.real_dtype)
         zero = torch.zeros((), dtype=buf.dtype, device=buf.device)
@@ -279,7 +289,14 @@ class Clocked(nn.Module):
         idx = clock_index(ticks)
         xt = x.transpose(1, 2)                                          # (B, H, L)
         xc = compact(xt, idx)                                           # (B, H, Lc)
-        yc, new = self.inner(xc.transpose(1, 2), return_state=True)
+        checked = self.inner.__dict__.get("_length_checked")         # a prompt is no training length: no
+        if checked is not None:                                          # "delays never act" warning here
+            self.inner._length_checked = True
+        try:
+            yc, new = self.inner(xc.transpose(1, 2), return_state=True)
+        finally:
+            if checked is not None:
+                self.inner._length_checked = checked
         yc = yc.transpose(1, 2)                                         # (B, H, Lc)
         ring = new.buf if hasattr(new, "buf") else new.h[:, None]       # (B, R', H, N2)
         R, Lc = cache.n_slots, idx.Lc

@@ -265,15 +265,14 @@ class SequenceModel(nn.Module):
         """
         self._check_caches(caches, "step")
         h, seq_axis = self._encode(x_t, "step", step=True)          # (B, H)
-        plan = plan_for(self, caches, h) if self.fuse_step and self.clock is None and not torch.is_grad_enabled() \
-            else None
-        if plan is not None:                                         # the fused model step (nn.model_step)
-            y = plan.run(h, caches)                                  # (B, d_output)
-            return y[:, None] if seq_axis else y
         tick = None
         if self.clock is not None:                                   # the clock sees a length-1 sequence
             xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
             tick = self._ticks(xs)[:, 0]                             # (B,)
+        plan = plan_for(self, caches, h) if self.fuse_step and not torch.is_grad_enabled() else None
+        if plan is not None:                                         # the fused model step (nn.model_step)
+            y = plan.run(h, caches, tick)                            # (B, d_output)
+            return y[:, None] if seq_axis else y
         for blk, c in zip(self.blocks, caches):
             h = blk.step(h, c, tick)
         y = self._head(h)                                            # (B, d_output)

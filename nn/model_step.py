@@ -41,6 +41,7 @@ from ddesys import numba_available
 
 from .block import SequenceBlock
 from .cache import DS4DCache
+from .clock import Clocked, ClockedCache
 from .ds4d import DS4D
 from .engine import FusedEngine, check_history16
 
@@ -163,6 +164,8 @@ def _block_spec(blk, nxt, H, dt):
     that makes the next input from the block's output (the next block's norm when pre-norm, else the
     identity; the model's final norm after the last block)."""
     layer = blk.layer
+    if type(layer) is Clocked and layer.gate is None and type(layer).step is Clocked.step:
+        layer = layer.inner                                      # a given clock: the clocked fused step
     if type(blk).step is not SequenceBlock.step or type(layer) is not DS4D or type(layer).step is not DS4D.step:
         return None
     if layer.has_tap or layer.bidirectional or _hooked(blk):
@@ -190,8 +193,11 @@ def _block_spec(blk, nxt, H, dt):
 
 
 def _cache_ok(layer, cache, B, dtype):
-    return (cache.__class__ is DS4DCache and cache.owner is layer and type(cache._engine) is FusedEngine
-            and cache._engine.parallel != "auto" and cache.batch_size == B and cache.real_dtype == dtype
+    if cache.owner is not layer or cache.batch_size != B or cache.real_dtype != dtype:
+        return False
+    if cache.__class__ is ClockedCache:
+        return cache.engine == "fused"
+    return (cache.__class__ is DS4DCache and type(cache._engine) is FusedEngine and cache._engine.parallel != "auto"
             and cache.xbuf is None)
 
 
@@ -210,7 +216,8 @@ class ModelStep:
         self.params = tuple(seen.values())
         self.specs, self.first = specs, first
         self.layers = [blk.layer for blk in model.blocks]
-        self.fmt16 = [c.buf.dtype == torch.float16 for c in caches]
+        self.clocked = [type(layer) is Clocked for layer in self.layers]
+        self.fmt16 = [c.buf.dtype == torch.float16 for c in caches]            # (clocked rings are complex)
         self.zero = dt.type(0)
         self.matvec = B <= MATVEC_MAX_BATCH
         self.hA, self.hB, self.z, self.s, self.a = (np.zeros((B, H), dt) for _ in range(5))   # (B, H) each
@@ -228,19 +235,23 @@ class ModelStep:
             return False
         return all(d.get(n) is p and p.data_ptr() == ptr for d, n, p, ptr in self.params)
 
-    def run(self, h, caches):
-        """Embedded token ``h`` ``(B, H)`` -> outputs ``(B, d_output)``; advances every cache by one token."""
+    def run(self, h, caches, tick=None):
+        """Embedded token ``h`` ``(B, H)`` (and a clocked model's ``tick`` ``(B,)``) -> outputs
+        ``(B, d_output)``; advances every cache by one token."""
         hn = h.detach().numpy()                                  # (B, H)
         z, s = self.z, self.s
         f = self.first
         _norm_rows(hn, f.kind, f.w, f.b, f.eps, z)               # the first block's input
         for i, (layer, cache, sp) in enumerate(zip(self.layers, caches, self.specs)):
-            layer._bound_constants(cache)                        # memo check; rebinds after a parameter change
-            t = cache.t
-            cache._run(z, t, s)                                  # the layer's fused step: z -> s (B, H)
-            cache.t = t + 1
-            if self.fmt16[i] and "_warned" not in cache.__dict__:
-                check_history16(cache, self.s_t, self.z_t)
+            if self.clocked[i]:                                  # the clocked layer's fused step (nn.clock_step)
+                s[...] = layer.step(self.z_t, cache, tick).numpy()
+            else:
+                layer._bound_constants(cache)                    # memo check; rebinds after a parameter change
+                t = cache.t
+                cache._run(z, t, s)                              # the layer's fused step: z -> s (B, H)
+                cache.t = t + 1
+                if self.fmt16[i] and "_warned" not in cache.__dict__:
+                    check_history16(cache, self.s_t, self.z_t)
             if not self.matvec:                                  # torch's product above a few rows
                 _act_rows(s, sp.act, self.a)
                 torch.addmm(self.bias_t[i], self.a_t, self.Wt[i], out=self.o_t)
@@ -266,7 +277,8 @@ def plan_for(model, caches, h):
     dt = np.dtype(np.float32 if h.dtype == torch.float32 else np.float64)
     B, H = h.shape
     blocks = list(model.blocks)
-    if any(type(b) is not SequenceBlock or b.layer.H != H for b in blocks) or len({b.prenorm for b in blocks}) != 1:
+    if any(type(b) is not SequenceBlock or b.layer.H != H for b in blocks) or len({b.prenorm for b in blocks}) != 1 \
+            or any((type(b.layer) is Clocked) != (model.clock is not None) for b in blocks):
         return None
     if not all(_cache_ok(b.layer, c, B, h.dtype) for b, c in zip(blocks, caches)):
         return None

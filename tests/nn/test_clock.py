@@ -345,3 +345,46 @@ def test_float_input_model_with_a_callable_clock_decodes_like_its_forward():
         ys = torch.stack([model.step(x[:, t], caches) for t in range(20)], 1)
     assert torch.allclose(ys, y, atol=1e-12, rtol=0)
     assert [int(c.n.max()) for c in caches] == [int((x[:, :, 0] > 0).sum(1).max())] * 2
+
+
+@pytest.mark.filterwarnings("ignore:DS4D. delays are spread")
+@pytest.mark.parametrize("engine", ["fused", "reference"])
+def test_clocked_decode_engines_match_oracle(engine):
+    layer = dnn.DS4D(3, d_state=4, l_max=L, seed=0).to(F64)
+    clocked, x, ticks = dnn.Clocked(layer), _x(), torch.from_numpy(make_ticks())
+    ref = oracle_nn(layer, x, ticks)
+    cache = clocked.allocate_inference_cache(6, dtype=F64, engine=engine)
+    assert cache.engine == engine
+    with torch.no_grad():
+        y_pre = clocked.prefill(x[:, :10], cache, ticks[:, :10])
+        y_rest, _ = _decode(clocked, x[:, 10:], ticks[:, 10:], cache)
+        assert max_err(torch.cat([y_pre, y_rest], 1), ref) < 1e-10
+        cache.reset()
+        assert max_err(_decode(clocked, x, ticks, cache)[0], ref) < 1e-12
+        layer.log_dt.add_(0.2)                                                # the constants change
+        cache.reset()
+        assert max_err(_decode(clocked, x, ticks, cache)[0], oracle_nn(layer, x, ticks)) < 1e-12
+
+
+def test_clocked_engine_choice(monkeypatch):
+    ds, s4 = dnn.Clocked(dnn.DS4D(3, d_state=4, l_max=L, seed=0)), dnn.Clocked(dnn.S4D(3, d_state=4, seed=1))
+    assert ds.allocate_inference_cache(2).engine == "fused"
+    assert s4.allocate_inference_cache(2).engine == "reference"              # one-slot ring: the torch update
+    with pytest.raises(ValueError, match="DS4D inner layer"):
+        s4.allocate_inference_cache(2, engine="fused")
+    with pytest.raises(ValueError, match="engine must be"):
+        ds.allocate_inference_cache(2, engine="triton")
+    monkeypatch.setenv("DDESYS_REFERENCE", "1")
+    assert ds.allocate_inference_cache(2).engine == "reference"
+
+
+def test_clocked_fused_decode_follows_a_parameter_change_mid_sequence():
+    layer = dnn.DS4D(3, d_state=4, l_max=L, seed=0).to(F64)
+    clocked, x, ticks = dnn.Clocked(layer), _x(), torch.from_numpy(make_ticks())
+    fused, ref = (clocked.allocate_inference_cache(6, dtype=F64, engine=e) for e in ("fused", "reference"))
+    with torch.no_grad():
+        for t in range(L):
+            if t == L // 2:
+                layer.theta.add_(0.3)                                         # new decode constants
+            yf, yr = clocked.step(x[:, t], fused, ticks[:, t]), clocked.step(x[:, t], ref, ticks[:, t])
+            assert max_err(yf, yr) < 1e-13

@@ -220,3 +220,22 @@ def test_a_plan_is_not_reused_in_training_mode_or_on_moved_storage():
     model.reset_cache(caches)
     y, _ = steps(model, x, caches)                                              # the same caches
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
+
+
+def test_clocked_token_model_fused_step_equals_module_path_and_forward():
+    from ddesys.nn import TokenClock
+    torch.manual_seed(3)
+    model = SequenceModel(9, 9, d_model=12, n_layers=2, embedding=True, clock=TokenClock(pause_tokens=(0,)),
+                          layer_kw=dict(d_state=8, l_max=20), dtype=torch.float64).eval()
+    ids = torch.randint(0, 9, (3, 40))
+    ids[:, ::3] = 0                                                             # pauses
+    caches = model.allocate_inference_cache(3, dtype=torch.float64)
+    with torch.no_grad():
+        y = torch.stack([model.step(ids[:, t], caches) for t in range(40)], 1)
+        assert used_plan(model, caches)
+        model.fuse_step = False
+        c2 = model.allocate_inference_cache(3, dtype=torch.float64)
+        y_mod = torch.stack([model.step(ids[:, t], c2) for t in range(40)], 1)
+        y_fwd = model(ids)
+    assert float((y - y_mod).abs().max()) <= 1e-12 * float(y.abs().max())
+    assert float((y - y_fwd).abs().max()) <= 1e-9 * float(y.abs().max())
