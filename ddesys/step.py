@@ -60,7 +60,7 @@ Checks, at no measurable cost: Numba's dispatcher, compiled for the exact types 
 dtypes, ranks, layouts and read-only buffers; the compiled loop checks the shapes, ``t >= 0`` and every
 delay in ``[1, R - 1]`` before it touches memory. A refused call explains itself (:func:`check_step_args`
 runs then) and leaves ``buf`` and ``y_out`` unchanged. Nothing is allocated per token: the caller owns
-``y_out`` (``tests/nn/test_fused_step.py`` counts the allocations). The first call of each variant compiles
+``y_out`` (``tests/nn/test_fused_step_inputs.py`` counts the allocations). The first call of each variant compiles
 it (then Numba's disk cache serves it). ``DDESYS_REFERENCE`` is the caller's to honour
 (``ddesys._array.force_reference``): this function is the fast path itself.
 """
