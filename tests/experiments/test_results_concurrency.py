@@ -10,20 +10,7 @@ import textwrap
 import pytest
 from ddesys.experiments import _runs
 from ddesys.experiments.synthetic.__main__ import main as synthetic_main
-from results_helpers import (  # noqa: F401
-    CLIS,
-    COMMITTED,
-    DLY,
-    DOCS,
-    ENV,
-    GEN,
-    ROOT,
-    SYN,
-    _key,
-    _run,
-    _runs_of,
-    _snapshot,
-)
+from results_helpers import ENV, ROOT, SYN, _key, _run, _runs_of
 
 
 # ------------------------------------------------------------------------------------------ concurrency

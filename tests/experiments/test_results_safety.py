@@ -20,20 +20,7 @@ from ddesys.experiments.general.__main__ import SCHEMA as GENERAL_SCHEMA
 from ddesys.experiments.synthetic.__main__ import SCHEMA as SYNTHETIC_SCHEMA
 from ddesys.experiments.synthetic.__main__ import main as synthetic_main
 from ddesys.verification import outdir
-from results_helpers import (  # noqa: F401
-    CLIS,
-    COMMITTED,
-    DLY,
-    DOCS,
-    ENV,
-    GEN,
-    ROOT,
-    SYN,
-    _key,
-    _run,
-    _runs_of,
-    _snapshot,
-)
+from results_helpers import CLIS, COMMITTED, DOCS, ENV, ROOT, SYN, _key, _run, _runs_of, _snapshot
 
 
 # ------------------------------------------------------------------------------------------ ownership
