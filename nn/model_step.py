@@ -45,11 +45,12 @@ from .clock import Clocked, ClockedCache
 from .ds4d import DS4D
 from .engine import FusedEngine, check_history16
 
-__all__ = ["MATVEC_MAX_BATCH", "ModelStep", "plan_for"]
+__all__ = ["MATVEC_MAX_BATCH", "MAX_PLANS", "ModelStep", "current_plan", "plan_for"]
 
 #: batch rows up to which the block's linear is the compiled loop (above: torch's addmm, faster there)
 MATVEC_MAX_BATCH = 2
-_PLANS = weakref.WeakKeyDictionary()      # model -> its last plan (no state on the model itself)
+_PLANS = weakref.WeakKeyDictionary()      # model -> {caches key: plan} (no state on the model itself)
+MAX_PLANS = 4                             #: plans kept per model (cache lists decoded in turn)
 _NORM_NONE, _NORM_LAYER = 0, 1
 _ACTS = {"none": 0, "tanh": 1}            # nn.GELU(approximate=...)
 
@@ -267,7 +268,8 @@ class ModelStep:
 def plan_for(model, caches, h):
     """The fused plan for ``model.step`` over ``caches`` with embedded input ``h`` ``(B, H)``, or None when
     the model or the caches are not eligible (the module path then runs)."""
-    plan = _PLANS.get(model)
+    plans = _PLANS.get(model)
+    plan = plans.get(tuple(map(id, caches))) if plans else None
     if plan is not None and plan.valid(model, caches):
         return plan
     if _nb is None or not model.blocks or h.dtype not in (torch.float32, torch.float64) or h.device.type != "cpu":
@@ -298,5 +300,16 @@ def plan_for(model, caches, h):
     params += [(dec._parameters, n) for n in ("weight", "bias") if dec._parameters.get(n) is not None]
     first = specs[0].own if blocks[0].prenorm else identity
     plan = ModelStep(model, caches, specs, first, params, dt)
-    _PLANS[model] = plan
+    plans = _PLANS.setdefault(model, {})
+    plans.pop(plan.key, None)
+    while len(plans) >= MAX_PLANS:                               # the oldest goes
+        plans.pop(next(iter(plans)))
+    plans[plan.key] = plan
     return plan
+
+
+def current_plan(model, caches):
+    """The plan :func:`plan_for` would reuse for ``model`` and ``caches`` now, or None (for tests and
+    benchmarks: whether ``step`` runs fused)."""
+    plan = _PLANS.get(model, {}).get(tuple(map(id, caches)))
+    return plan if plan is not None and plan.valid(model, caches) else None

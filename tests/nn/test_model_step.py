@@ -71,8 +71,7 @@ def steps(model, x, caches=None):
 
 
 def used_plan(model, caches):
-    plan = ms._PLANS.get(model)
-    return plan is not None and plan.valid(model, caches)
+    return ms.current_plan(model, caches) is not None
 
 
 @pytest.mark.parametrize("prenorm,glu,norm,approximate,B", [
@@ -86,7 +85,7 @@ def test_fused_step_equals_numpy_model_float64(prenorm, glu, norm, approximate, 
     assert used_plan(model, caches)
     ref = np_model(model, x)
     assert np.abs(y.numpy() - ref).max() <= 1e-10 * np.abs(ref).max()
-    assert (B > ms.MATVEC_MAX_BATCH) == (not ms._PLANS[model].matvec)          # both product paths run
+    assert (B > ms.MATVEC_MAX_BATCH) == (not ms.current_plan(model, caches).matvec)   # both product paths
 
 
 @pytest.mark.parametrize("B", [1, 4])
@@ -118,7 +117,7 @@ def test_prefill_then_fused_steps_equal_forward():
 
 def _not_fused(model, x, caches=None, grad=False):
     caches = model.allocate_inference_cache(x.shape[0], dtype=x.dtype) if caches is None else caches
-    ms._PLANS.pop(model, None)
+    ms._PLANS.pop(model, None)                                                  # no plan kept from before
     with torch.set_grad_enabled(grad):
         model.step(x[:, 0], caches)
     return not used_plan(model, caches)
@@ -151,17 +150,22 @@ def test_ineligible_models_take_the_module_path():
 def test_plan_follows_parameter_changes():
     model = build(H=16, L=32)
     x = torch.randn(1, 40, 5, dtype=torch.float64)
-    steps(model, x[:, :10])
+    _, caches = steps(model, x[:, :10])
+    plan = ms.current_plan(model, caches)
     with torch.no_grad():                                                        # in place: seen directly
         model.blocks[0].out.weight.mul_(1.5)
         model.blocks[2].norm.bias.add_(0.2)
         model.blocks[1].layer.log_dt.add_(0.1)                                   # the layer's constants too
-    y, caches = steps(model, x)
+    model.reset_cache(caches)
+    y, _ = steps(model, x, caches)
+    assert ms.current_plan(model, caches) is plan                                # no rebuild was needed
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
     model.decoder.weight = nn.Parameter(torch.randn_like(model.decoder.weight))   # a new object: a new plan
-    old = ms._PLANS[model]
-    y, caches = steps(model, x)
-    assert ms._PLANS[model] is not old and used_plan(model, caches)
+    model.reset_cache(caches)
+    old = ms.current_plan(model, caches)
+    assert old is None                                                           # the old plan is stale
+    y, _ = steps(model, x, caches)
+    assert used_plan(model, caches)
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
 
 
@@ -239,3 +243,19 @@ def test_clocked_token_model_fused_step_equals_module_path_and_forward():
         y_fwd = model(ids)
     assert float((y - y_mod).abs().max()) <= 1e-12 * float(y.abs().max())
     assert float((y - y_fwd).abs().max()) <= 1e-9 * float(y.abs().max())
+
+
+def test_cache_lists_decoded_in_turn_keep_their_plans():
+    model = build(H=12)
+    x = torch.randn(1, 8, 5, dtype=torch.float64)
+    lists = [model.allocate_inference_cache(1, dtype=torch.float64) for _ in range(ms.MAX_PLANS)]
+    with torch.no_grad():
+        for t in range(2):
+            for c in lists:
+                model.step(x[:, t], c)
+    plans = [ms.current_plan(model, c) for c in lists]
+    assert all(p is not None for p in plans) and len({id(p) for p in plans}) == ms.MAX_PLANS
+    extra = model.allocate_inference_cache(1, dtype=torch.float64)
+    with torch.no_grad():
+        model.step(x[:, 0], extra)
+    assert ms.current_plan(model, lists[0]) is None and ms.current_plan(model, extra) is not None
