@@ -17,14 +17,16 @@ model's dtype; the matrix-vector products accumulate in the model's dtype (FMA, 
 outputs agree with the module path to that dtype's rounding, not bitwise). Above
 :data:`MATVEC_MAX_BATCH` rows the product is torch's (``addmm``), between two compiled passes.
 
-Eligible (checked when a plan is built, and per token only by identity tests): Numba available; eval
-mode or zero dropout; every block a :class:`nn.SequenceBlock` with an unmodified ``step``, its layer a
-:class:`nn.DS4D` without a tap and with an unmodified ``step``, ``nn.LayerNorm`` (over the channels)
-or no norm, ``nn.GELU``; every cache that layer's own, ``"fused"`` engine (not ``parallel="auto"``), in
-the parameters' dtype; no hooks on the block's modules; parameters on the CPU, contiguous. Otherwise
-``step`` takes the module path (the same numbers to rounding). A plan rebuilds itself when a
-parameter object or its storage changes (in-place optimizer updates are seen directly); nothing is
-allocated per token but the output.
+Eligible (checked when a plan is built, and per token only by identity tests): Numba available; no
+autograd (``torch.no_grad()`` / ``inference_mode``); eval mode or zero dropout; every block a
+:class:`nn.SequenceBlock` with an unmodified ``step``, its layer a :class:`nn.DS4D` without a tap (or a
+:class:`nn.clock.Clocked` one with a given clock, decoded by :mod:`nn.clock_step`) with an unmodified
+``step``, ``nn.LayerNorm`` (over the channels) or no norm, ``nn.GELU``; every cache that layer's own,
+``"fused"`` engine (not ``parallel="auto"``), in the parameters' dtype; no hooks on the block's modules;
+parameters on the CPU, contiguous. Otherwise ``step`` takes the module path (the same numbers to
+rounding). Up to :data:`MAX_PLANS` plans are kept per model, one per list of caches; a plan rebuilds
+itself when a parameter object or its storage changes (in-place optimizer updates are seen directly).
+Per token the plan allocates the encoder's and the decoder's outputs only.
 """
 from __future__ import annotations
 
