@@ -187,12 +187,19 @@ class TapBranch(RangeBranch):
         if need > Rx:
             raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
                                f"allocation), past the cache's {Rx - 1}: allocate a new cache")
+        t = torch.arange(L, device=xb.device)
+        y = torch.zeros((B, C, L), dtype=we.dtype, device=xb.device)
+        if t0 == 0:                                    # a fresh ring: nothing before the chunk, no ring read
+            xw = xb.to(we.dtype)                                                         # (B, C, L)
+            for i in range(j.shape[1]):                                                  # J offsets, few
+                src = t[None, :] - j[:, i, None]                                         # (C, L)
+                wi = torch.where(src >= 0, we[:, i, None], torch.zeros((), dtype=we.dtype, device=xb.device))
+                y += wi * xw.gather(-1, src.clamp_min(0).expand(B, C, L))
+            return y
         pos = torch.arange(t0 - Rx, t0, device=xb.device)                              # (Rx,) positions before t0
         past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)             # (B, C, Rx)
         past = torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype, device=xb.device))
         xcat = torch.cat([past, xb.to(we.dtype)], -1)                                   # (B, C, Rx + L)
-        t = torch.arange(L, device=xb.device)
-        y = torch.zeros((B, C, L), dtype=we.dtype, device=xb.device)
         for i in range(j.shape[1]):                                                     # J offsets, few
             src = (Rx + t[None, :] - j[:, i, None]).clamp(0, Rx + L - 1)                # (C, L)
             y += we[:, i, None] * xcat.gather(-1, src.expand(B, C, L))
