@@ -30,6 +30,7 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys.experiments._runs import OutError, atomic_write, prepare_out
+from ddesys.experiments._sizes import closest_width
 from ddesys.experiments._sizes import n_params as _count
 from ddesys.verification.outdir import check_owner
 
@@ -63,7 +64,7 @@ def matched_width(H):
     """DS4D width whose 4 blocks (the backbone, without the input and output projections) have the
     parameter count closest to S4D's at ``H``."""
     budget = n_params(backbone("s4d", H).blocks)
-    return min(range(H // 2, H + 1), key=lambda w: abs(n_params(backbone("ds4d", w, 1024).blocks) - budget))
+    return closest_width(lambda w: n_params(backbone("ds4d", w, 1024).blocks), budget, H // 2, H)
 
 
 def _peak_memory(fn, device, reps=20):

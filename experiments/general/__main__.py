@@ -64,12 +64,12 @@ def load(task, scale, data_dir=None, seed=0):
 
 def matched_width(cfg, data):
     """The DS4D width whose classifier's parameter count is closest to S4D's at ``cfg.width``."""
-    from .._sizes import n_params
+    from .._sizes import closest_width, n_params
     from .train import build
     n = lambda c: n_params(build(c, data), trainable=False)   # noqa: E731
     budget = n(dataclasses.replace(cfg, family="s4d"))
-    return min(range(max(2, cfg.width // 2), cfg.width + 1),
-               key=lambda w: abs(n(dataclasses.replace(cfg, family="ds4d", width=w)) - budget))
+    return closest_width(lambda w: n(dataclasses.replace(cfg, family="ds4d", width=w)), budget,
+                         max(2, cfg.width // 2), cfg.width)
 
 
 def _parse(argv):
