@@ -272,7 +272,7 @@ def plan_for(model, caches, h):
     the model or the caches are not eligible (the module path then runs)."""
     plans = _PLANS.get(model)
     plan = plans.get(tuple(map(id, caches))) if plans else None
-    if plan is not None and plan.valid(model, caches):
+    if plan is not None and plan.valid(model, caches) and tuple(h.shape) == plan.z.shape:
         return plan
     if _nb is None or not model.blocks or h.dtype not in (torch.float32, torch.float64) or h.device.type != "cpu":
         return None

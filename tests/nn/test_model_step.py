@@ -259,3 +259,11 @@ def test_cache_lists_decoded_in_turn_keep_their_plans():
     with torch.no_grad():
         model.step(x[:, 0], extra)
     assert ms.current_plan(model, lists[0]) is None and ms.current_plan(model, extra) is not None
+
+
+def test_a_token_batch_that_does_not_fit_the_caches_is_named():
+    model = build(H=12)
+    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    _, caches = steps(model, x)                                                  # a plan for batch 3
+    with torch.no_grad(), pytest.raises(ValueError, match="batch 2"):
+        model.step(x[:2, 0], caches)
