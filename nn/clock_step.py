@@ -11,10 +11,10 @@ the compacted run, whose left padding has zero inputs), so both tests read the s
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from ddesys.backend import force_reference
+from ddesys.recurrence import readout
 from ddesys.step import bind_step, step_available
 
 __all__ = ["CLOCK_ENGINES", "ClockedFused", "select_clock_engine"]
@@ -58,9 +58,10 @@ class ClockedFused:
         for b in range(len(ticks)):
             if ticks[b]:
                 runs[b](xn[b:b + 1], ws[b], yn[b:b + 1])                  # the row's step at its position
-            else:                                                       # held: the previous state's readout
-                prev = ring[b, (ws[b] - 1) % R] if ws[b] > 0 else np.zeros_like(c)   # (H, N2)
-                yn[b] = 2 * (c * prev).real.sum(-1) + d * xn[b]
+            elif ws[b] > 0:                                             # held: the previous state's readout
+                yn[b] = readout(ring[b, (ws[b] - 1) % R], c, d, xn[b])   # (H,)
+            else:                                                       # nothing written yet: the feedthrough
+                yn[b] = d * xn[b]
         return y
 
 

@@ -188,21 +188,19 @@ class TapBranch(RangeBranch):
             raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
                                f"allocation), past the cache's {Rx - 1}: allocate a new cache")
         t = torch.arange(L, device=xb.device)
+        xw = xb.to(we.dtype)                                                            # (B, C, L)
+        P = 0 if t0 == 0 else Rx                  # inputs kept before the chunk (a fresh ring holds none)
+        if P:
+            pos = torch.arange(t0 - Rx, t0, device=xb.device)                          # (Rx,) positions before t0
+            past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)         # (B, C, Rx)
+            past = torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype, device=xb.device))
+            xw = torch.cat([past, xw], -1)                                              # (B, C, Rx + L)
         y = torch.zeros((B, C, L), dtype=we.dtype, device=xb.device)
-        if t0 == 0:                                    # a fresh ring: nothing before the chunk, no ring read
-            xw = xb.to(we.dtype)                                                         # (B, C, L)
-            for i in range(j.shape[1]):                                                  # J offsets, few
-                src = t[None, :] - j[:, i, None]                                         # (C, L)
-                wi = torch.where(src >= 0, we[:, i, None], torch.zeros((), dtype=we.dtype, device=xb.device))
-                y += wi * xw.gather(-1, src.clamp_min(0).expand(B, C, L))
-            return y
-        pos = torch.arange(t0 - Rx, t0, device=xb.device)                              # (Rx,) positions before t0
-        past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)             # (B, C, Rx)
-        past = torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype, device=xb.device))
-        xcat = torch.cat([past, xb.to(we.dtype)], -1)                                   # (B, C, Rx + L)
+        zero = torch.zeros((), dtype=we.dtype, device=xb.device)
         for i in range(j.shape[1]):                                                     # J offsets, few
-            src = (Rx + t[None, :] - j[:, i, None]).clamp(0, Rx + L - 1)                # (C, L)
-            y += we[:, i, None] * xcat.gather(-1, src.expand(B, C, L))
+            src = P + t[None, :] - j[:, i, None]                                        # (C, L); < 0: before 0
+            wi = torch.where(src >= 0, we[:, i, None], zero)                            # (C, L)
+            y += wi * xw.gather(-1, src.clamp(0, P + L - 1).expand(B, C, L))
         return y
 
     def prefill(self, xb, xbuf, t0=0):
