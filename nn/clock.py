@@ -32,6 +32,7 @@ from ddesys.recurrence import delay_update, readout
 
 from .cache import _Bound
 from .clock_step import ClockedFused, select_clock_engine
+from .delay_range import as_prompt
 
 __all__ = ["TokenClock", "Clocked", "ClockedCache", "check_ticks"]
 
@@ -289,14 +290,8 @@ class Clocked(nn.Module):
         idx = clock_index(ticks)
         xt = x.transpose(1, 2)                                          # (B, H, L)
         xc = compact(xt, idx)                                           # (B, H, Lc)
-        checked = self.inner.__dict__.get("_length_checked")         # a prompt is no training length: no
-        if checked is not None:                                          # "delays never act" warning here
-            self.inner._length_checked = True
-        try:
+        with as_prompt(self.inner):                                     # a prompt is no training length
             yc, new = self.inner(xc.transpose(1, 2), return_state=True)
-        finally:
-            if checked is not None:
-                self.inner._length_checked = checked
         yc = yc.transpose(1, 2)                                         # (B, H, Lc)
         ring = new.buf if hasattr(new, "buf") else new.h[:, None]       # (B, R', H, N2)
         R, Lc = cache.n_slots, idx.Lc

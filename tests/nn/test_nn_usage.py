@@ -42,6 +42,20 @@ def test_range_much_longer_than_the_sequence_warns_once():
         layer(torch.randn(1, 64, 8))                             # once per layer
 
 
+def test_a_clocked_prompt_is_no_training_length():
+    """A short prompt through a clocked layer's FFT prefill does not warn; the layer's own check is kept
+    for its first real sequence."""
+    from ddesys.nn import Clocked
+    layer = DS4D(8, 8, l_max=1024)
+    clocked = Clocked(layer)
+    cache = clocked.allocate_inference_cache(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clocked.prefill(torch.randn(1, 16, 8), cache)
+    with pytest.warns(UserWarning, match="l_max=64"):
+        layer(torch.randn(1, 64, 8))
+
+
 def test_too_short_first_sequence_is_refused():
     with pytest.raises(ValueError, match="l_max"):
         DS4D(4, 4)(torch.randn(1, 2, 4))                          # s_max = 1 = s_min
