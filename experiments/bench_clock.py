@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import os
 import time
 
@@ -74,13 +75,16 @@ def _ssm_decoder(model, ids, n_tok):
 
 
 def _hf_decoder(model, ids, n_tok):
+    # transformers 5 names the KV cache `cache` (argument and output); `past_key_values` before (deprecated in 5)
+    kw = "cache" if "cache" in inspect.signature(model.model.forward).parameters else "past_key_values"
+
     def run():
         out = model.model(input_ids=ids, use_cache=True)
-        past, tok = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+        past, tok = out[kw], out.logits[:, -1].argmax(-1, keepdim=True)
         t0 = time.perf_counter()
         for _ in range(n_tok):
-            out = model.model(input_ids=tok, past_key_values=past, use_cache=True)
-            past, tok = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+            out = model.model(input_ids=tok, use_cache=True, **{kw: past})
+            past, tok = out[kw], out.logits[:, -1].argmax(-1, keepdim=True)
         return time.perf_counter() - t0
     return run
 

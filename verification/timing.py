@@ -39,13 +39,13 @@ def trainer(module, x, optimizer=torch.optim.SGD, lr=1e-4, device="cpu"):
     return step
 
 
-def decoder(layer, H, prompt_len, n_tokens, device="cpu", batch=1):
+def decoder(layer, H, prompt_len, n_tokens, device="cpu", batch=1, **cache_kw):
     """A callable that decodes ``n_tokens`` after a prefilled prompt (cache state carried across calls;
     the ring buffer wraps, the per-token work does not change), and the cache. ``layer``: any module
     with ``allocate_inference_cache`` / ``prefill`` / ``step`` (a layer or an ``nn.SequenceModel``), for
-    ``batch`` sequences.
+    ``batch`` sequences; ``cache_kw`` go to ``allocate_inference_cache`` (e.g. ``parallel=False``).
     On CUDA the callable synchronizes before returning, so wall-clock timing is honest."""
-    cache = layer.allocate_inference_cache(batch)
+    cache = layer.allocate_inference_cache(batch, **cache_kw)
     with torch.no_grad():
         layer.prefill(torch.randn(batch, prompt_len, H, device=device), cache)
     xs = torch.randn(n_tokens, batch, H, device=device)

@@ -15,6 +15,13 @@ def test_bench_decode_sections_print_figures_and_bounds(capsys):
     assert "prefill / forward" in out and "DS4D+tap" in out and "goal <= 1.3" in out
 
 
+def test_bench_decode_load_section_runs_both_loads(capsys):
+    bench_decode.load_section(8, 4, 32, 4, 1)
+    out = capsys.readouterr().out
+    assert all(f"under {what}" in out for what in bench_decode._LOADS)
+    assert "serial loop" in out and "goal: DS4D slows no more than S4D" in out
+
+
 def test_bench_nn_train_section_prints_shares(capsys):
     bench_nn.train_section(8, 4, (2,), [32], 1)
     out = capsys.readouterr().out
