@@ -1,5 +1,8 @@
 """The compiled loops of the fused CPU decode step (:mod:`ddesys.step` documents them: layout, precision,
-prefetching, threads). Numba only; :mod:`ddesys.step` validates, dispatches and times them."""
+prefetching, threads). Numba only; :mod:`ddesys.step` validates, dispatches and times them.
+
+The loops index the ring in its memory order, channel-major ``(H, R, B, N2)`` (``ring[h, s, b, n]``:
+:func:`ddesys.step.new_ring`), the transpose of the ``(B, R, H, N2)`` buffer the public functions take."""
 from __future__ import annotations
 
 import sys
@@ -9,7 +12,7 @@ import numpy as np
 from ._numba import nb as _nb
 
 _PD = 8                       # channels ahead whose delayed rows are prefetched
-_CH = 32                      # channels per parallel work item
+_CH = 16                      # channels per parallel work item (every batch row of them)
 _BIG_ENDIAN = sys.byteorder == "big"   # the packed 16-bit pairs are read as uint32: real at the lower address
 
 if _nb is not None:
@@ -96,7 +99,7 @@ if _nb is not None:
     def _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
         """-1 when every shape fits ``buf``, ``t >= 0`` and every delay lies in ``[1, R - 1]``; else -2
         (shapes, ``t``, ``R``) or the index of the first bad delay. Runs before any memory is touched."""
-        B, R, H, N2 = br.shape[0], br.shape[1], br.shape[2], br.shape[3]
+        H, R, B, N2 = br.shape[0], br.shape[1], br.shape[2], br.shape[3]
         if t < 0 or R < 2 or x.shape[0] != B or x.shape[1] != H or y.shape[0] != B or y.shape[1] != H:
             return -2
         if d.shape[0] != H or k.shape[0] != H:
@@ -120,13 +123,15 @@ if _nb is not None:
         return sk, (sk - 1 if sk >= 1 else R - 1)
 
     @_nb.njit(inline="always")
-    def _prefetch_delayed(buf, b, h, st, k):      # pragma: no cover - jitted
-        """Ask for channel ``h``'s two delayed rows ahead of use: written ``k`` tokens ago, each channel's
-        in another slot, they are scattered far apart in memory, and the step would wait on each."""
+    def _prefetch_delayed(buf, h, st, k):         # pragma: no cover - jitted
+        """Ask for channel ``h``'s two delayed slots ahead of use (every batch row's modes: ``B N2``
+        values each, side by side): written ``k`` tokens ago, each channel's in another slot, they lie far
+        apart in memory, and the step would wait on each."""
         sk, sk1 = _delay_slots(st, k[h], buf.shape[1])
-        row = buf.strides[2]                      # bytes of one channel's modes
-        a1 = buf.ctypes.data + (b * buf.shape[1] + sk) * buf.strides[1] + h * row
-        a2 = buf.ctypes.data + (b * buf.shape[1] + sk1) * buf.strides[1] + h * row
+        row = buf.strides[1]                      # bytes of one slot of one channel: B x N2 values
+        base = buf.ctypes.data + h * buf.strides[0]
+        a1 = base + sk * row
+        a2 = base + sk1 * row
         for off in range(0, row, 64):
             _prefetch(a1 + off)
             _prefetch(a2 + off)
@@ -138,9 +143,9 @@ if _nb is not None:
         vectorized); returns ``Re sum c h``."""
         acc = xr - xr                             # zero in the update's precision
         for n in range(br.shape[3]):
-            v = lam[h, n] * br[b, sp, h, n] + m1[h, n] * br[b, sk, h, n] + m2[h, n] * br[b, sk1, h, n] \
+            v = lam[h, n] * br[h, sp, b, n] + m1[h, n] * br[h, sk, b, n] + m2[h, n] * br[h, sk1, b, n] \
                 + bb[h, n] * xr
-            bw[b, st, h, n] = v
+            bw[h, st, b, n] = v
             acc += c[h, n].real * v.real - c[h, n].imag * v.imag
         return acc
 
@@ -152,45 +157,48 @@ if _nb is not None:
         for n in range(br.shape[3]):
             v = bb[h, n] * xr
             if use_p:
-                v += lam[h, n] * br[b, sp, h, n]
+                v += lam[h, n] * br[h, sp, b, n]
             if use_k:
-                v += m1[h, n] * br[b, sk, h, n]
-            bw[b, st, h, n] = v
+                v += m1[h, n] * br[h, sk, b, n]
+            bw[h, st, b, n] = v
             acc += c[h, n].real * v.real - c[h, n].imag * v.imag
         return acc
 
     @_nb.njit(fastmath=_FM, inline="always")
-    def _rows_c(br, bw, b, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
-        """Channels ``h0 <= h < h1`` of batch row ``b``, complex buffer."""
-        R = br.shape[1]
+    def _chans_c(br, bw, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """Channels ``h0 <= h < h1``, every batch row, complex ring."""
+        R, B = br.shape[1], br.shape[2]
         st = t % R
         sp = st - 1 if st >= 1 else R - 1
+        for h in range(h0, min(h0 + _PD, h1)):   # the block's first channels (the loop asks _PD ahead)
+            _prefetch_delayed(br, h, st, k)
         for h in range(h0, h1):
             if h + _PD < h1:
-                _prefetch_delayed(br, b, h + _PD, st, k)
+                _prefetch_delayed(br, h + _PD, st, k)
             kh = k[h]
-            xr = x[b, h]
             sk, sk1 = _delay_slots(st, kh, R)
-            if t > kh:                            # the steady state: all three reads live
-                acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
-            else:                                 # t <= k: reads before the start are zero
-                acc = _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
-            y[b, h] = (acc + acc) + d[h] * xr
+            for b in range(B):
+                xr = x[b, h]
+                if t > kh:                        # the steady state: all three reads live
+                    acc = _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+                else:                             # t <= k: reads before the start are zero
+                    acc = _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
+                y[b, h] = (acc + acc) + d[h] * xr
 
     @_nb.njit(fastmath=_FM, inline="always")
     def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
         """As :func:`_modes_c` for a 16-bit history, in float32. ``br``/``bw``: the buffer as packed uint32
-        ``(B, R, H, N2, 1)`` (one mode per element: the loop then vectorizes); ``fmt`` a call-site constant."""
+        ``(H, R, B, N2, 1)`` (one mode per element: the loop then vectorizes); ``fmt`` a call-site constant."""
         acc = np.float32(0)
         for n in range(br.shape[3]):
-            pr, pi = _unpack16(br[b, sp, h, n, 0], fmt)
-            qr, qi = _unpack16(br[b, sk, h, n, 0], fmt)
-            rr, ri = _unpack16(br[b, sk1, h, n, 0], fmt)
+            pr, pi = _unpack16(br[h, sp, b, n, 0], fmt)
+            qr, qi = _unpack16(br[h, sk, b, n, 0], fmt)
+            rr, ri = _unpack16(br[h, sk1, b, n, 0], fmt)
             vr = (lam[h, n].real * pr - lam[h, n].imag * pi + m1[h, n].real * qr - m1[h, n].imag * qi
                   + m2[h, n].real * rr - m2[h, n].imag * ri + bb[h, n].real * xr)
             vi = (lam[h, n].real * pi + lam[h, n].imag * pr + m1[h, n].real * qi + m1[h, n].imag * qr
                   + m2[h, n].real * ri + m2[h, n].imag * rr + bb[h, n].imag * xr)
-            bw[b, st, h, n, 0] = _pack16(vr, vi, fmt)
+            bw[h, st, b, n, 0] = _pack16(vr, vi, fmt)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
 
@@ -202,67 +210,67 @@ if _nb is not None:
             vr = bb[h, n].real * xr
             vi = bb[h, n].imag * xr
             if use_p:
-                pr, pi = _unpack16(br[b, sp, h, n, 0], fmt)
+                pr, pi = _unpack16(br[h, sp, b, n, 0], fmt)
                 vr += lam[h, n].real * pr - lam[h, n].imag * pi
                 vi += lam[h, n].real * pi + lam[h, n].imag * pr
             if use_k:
-                pr, pi = _unpack16(br[b, sk, h, n, 0], fmt)
+                pr, pi = _unpack16(br[h, sk, b, n, 0], fmt)
                 vr += m1[h, n].real * pr - m1[h, n].imag * pi
                 vi += m1[h, n].real * pi + m1[h, n].imag * pr
-            bw[b, st, h, n, 0] = _pack16(vr, vi, fmt)
+            bw[h, st, b, n, 0] = _pack16(vr, vi, fmt)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
 
     @_nb.njit(fastmath=_FM, inline="always")
-    def _rows_16(br, bw, fmt, b, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
-        """Channels ``h0 <= h < h1`` of batch row ``b``, 16-bit buffer."""
-        R = br.shape[1]
+    def _chans_16(br, bw, fmt, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
+        """Channels ``h0 <= h < h1``, every batch row, 16-bit ring."""
+        R, B = br.shape[1], br.shape[2]
         st = t % R
         sp = st - 1 if st >= 1 else R - 1
+        for h in range(h0, min(h0 + _PD, h1)):
+            _prefetch_delayed(br, h, st, k)
         for h in range(h0, h1):
             if h + _PD < h1:
-                _prefetch_delayed(br, b, h + _PD, st, k)
+                _prefetch_delayed(br, h + _PD, st, k)
             kh = k[h]
-            xr = x[b, h]
             sk, sk1 = _delay_slots(st, kh, R)
-            if t > kh:
-                acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
-            else:
-                acc = _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
-            y[b, h] = (acc + acc) + d[h] * xr
+            for b in range(B):
+                xr = x[b, h]
+                if t > kh:
+                    acc = _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c)
+                else:
+                    acc = _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
+                y[b, h] = (acc + acc) + d[h] * xr
 
     # Entry points: compiled for the exact signatures below (nothing else compiles), once, cached on disk,
-    # on the first step. ``br`` and ``bw`` are the same buffer (see _modes_c). The parallel ones split
-    # batch rows x blocks of _CH channels (each block prefetches inside itself). ``fmt``: 0 float16, 1
-    # bfloat16 (ignored by the complex ones). Return: see _bad_args.
+    # on the first step. ``br`` and ``bw`` are the same ring, channel-major (H, R, B, N2) (see _modes_c).
+    # The parallel ones split blocks of _CH channels, every batch row in each (a fixed partition: the
+    # arithmetic of a channel is the same whichever thread runs it). ``fmt``: 0 float16, 1 bfloat16
+    # (ignored by the complex ones). Return: see _bad_args.
     def _step_c_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
-            for b in range(br.shape[0]):
-                _rows_c(br, bw, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+            _chans_c(br, bw, 0, br.shape[0], t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
     def _step_c_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
-            H = br.shape[2]
-            nblk = (H + _CH - 1) // _CH
-            for j in _nb.prange(br.shape[0] * nblk):
-                b = j // nblk
-                h0 = (j - b * nblk) * _CH
-                _rows_c(br, bw, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+            H = br.shape[0]
+            for j in _nb.prange((H + _CH - 1) // _CH):
+                h0 = j * _CH
+                _chans_c(br, bw, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
     def _step_16_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
-            br = br.view(np.uint32)               # (B, R, H, N2, 1): one mode per element
+            br = br.view(np.uint32)               # (H, R, B, N2, 1): one mode per element
             bw = bw.view(np.uint32)
-            for b in range(br.shape[0]):
-                if fmt == 0:
-                    _rows_16(br, bw, 0, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
-                else:
-                    _rows_16(br, bw, 1, b, 0, br.shape[2], t, x, lam, m1, m2, bb, c, d, k, y)
+            if fmt == 0:
+                _chans_16(br, bw, 0, 0, br.shape[0], t, x, lam, m1, m2, bb, c, d, k, y)
+            else:
+                _chans_16(br, bw, 1, 0, br.shape[0], t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
     def _step_16_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
@@ -270,15 +278,13 @@ if _nb is not None:
         if bad == -1:
             br = br.view(np.uint32)
             bw = bw.view(np.uint32)
-            H = br.shape[2]
-            nblk = (H + _CH - 1) // _CH
-            for j in _nb.prange(br.shape[0] * nblk):
-                b = j // nblk
-                h0 = (j - b * nblk) * _CH
+            H = br.shape[0]
+            for j in _nb.prange((H + _CH - 1) // _CH):
+                h0 = j * _CH
                 if fmt == 0:
-                    _rows_16(br, bw, 0, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+                    _chans_16(br, bw, 0, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
                 else:
-                    _rows_16(br, bw, 1, b, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
+                    _chans_16(br, bw, 1, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
     @_nb.njit(cache=True)
@@ -289,7 +295,8 @@ if _nb is not None:
             o[i, 0] = _pack16(np.float32(zr[i].real), np.float32(zr[i].imag), fmt)
 
     def _signatures(sixteen):
-        """The exact types: C-contiguous buffer, parameters, ``d``, ``k``, ``y_out``; ``x_t`` any strides."""
+        """The exact types: C-contiguous ring (channel-major), parameters, ``d``, ``k``, ``y_out``; ``x_t`` any
+        strides."""
         A = _t.Array
         out = []
         for cdt, rdt in ((_t.complex64, _t.float32),) if sixteen else ((_t.complex64, _t.float32),

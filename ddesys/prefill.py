@@ -10,7 +10,9 @@ but in a memory order that suits a whole prompt: each (batch row, channel) item 
 needs from the ring (the last ``k + 1`` positions before ``t0``; zero before position 0) into a
 contiguous history of ``(k + 1 + L, N2)`` rows, runs the ``L`` steps there (time outer, modes inner:
 the three reads stream, the modes vectorize), and writes the last ``min(R, L)`` states back to their
-ring slots (``s mod R``), as stepping would have left them. Work ``O(B H N2 L)``, one pass: the
+ring slots (``s mod R``), as stepping would have left them. The ring may have any strides; in the
+decode step's channel-major layout (:func:`ddesys.step.new_ring`) a channel's slots follow each other in
+memory and the write-back streams. Work ``O(B H N2 L)``, one pass: the
 per-token dispatch of stepping and the ``O(N2 M log M)`` per-mode FFTs of a spectral prefill are gone.
 
 Threads and determinism: items are split over Numba's threads inside :func:`ddesys.threads.numba_threads`
@@ -81,15 +83,15 @@ if _nb is not None:
 
     @_nb.njit(parallel=True, cache=True, fastmath=_FM)
     def _ring_run(ring, fmt, t0, x, cs, k, d, y, nw):   # pragma: no cover - jitted
-        """The pass. ``ring``: complex ``(B, R, H, N2)``, or a 16-bit history's packed pairs as uint32
-        ``(B, R, H, N2)`` (``fmt`` 0 float16, 1 bfloat16: loads widen exactly, stores round to nearest
+        """The pass. ``ring`` in memory order, ``(H, R, B, N2)``: complex, or a 16-bit history's packed pairs
+        as uint32 (``fmt`` 0 float16, 1 bfloat16: loads widen exactly, stores round to nearest
         even, :mod:`ddesys.step`); ``x``, ``y`` ``(B, H, L)``; ``cs`` ``(10, H, N2)`` real: the real and
         imaginary parts of lam, m1, m2, bbar, c; ``nw`` workers (the thread budget).
 
         Work items: a batch row and a block of ``_G`` channels (fixed, whatever ``nw``). Each channel's
-        history is its own rows of the worker's scratch; the block's states go back slot by slot, so
-        a slot's write is ``_G`` channels' modes in a row."""
-        B, R, H, N2 = ring.shape
+        history is its own rows of the worker's scratch; each channel's states go back in time order
+        (consecutive slots: consecutive memory in the channel-major ring)."""
+        H, R, B, N2 = ring.shape
         L = x.shape[2]
         first = L - min(R, L)
         nblk = (H + _G - 1) // _G
@@ -114,16 +116,16 @@ if _nb is not None:
                         else:
                             s = pos % R
                             for n in range(N2):
-                                hr[g, r, n], hi[g, r, n] = _load(ring[b, s, h, n], fmt)
+                                hr[g, r, n], hi[g, r, n] = _load(ring[h, s, b, n], fmt)
                     _channel_nb(cs[0, h], cs[1, h], cs[2, h], cs[3, h], cs[4, h], cs[5, h], cs[6, h], cs[7, h],
                                 cs[8, h], cs[9, h], k[h], d[h], x[b, h], y[b, h], hr[g], hi[g], P, live)
-                for j in range(first, L):         # the last min(R, L) states, slot by slot
-                    s = (t0 + j) % R
-                    for h in range(h0, h1):
-                        g = h - h0
-                        r = _plan(k[h], t0, L)[1] + j
+                for h in range(h0, h1):           # the last min(R, L) states, channel by channel
+                    g = h - h0
+                    r0 = _plan(k[h], t0, L)[1]
+                    for j in range(first, L):
+                        s = (t0 + j) % R
                         for n in range(N2):
-                            ring[b, s, h, n] = _store(ring, hr[g, r, n], hi[g, r, n], fmt)
+                            ring[h, s, b, n] = _store(ring, hr[g, r0 + j, n], hi[g, r0 + j, n], fmt)
 
 def _split(consts, rdt):
     """``(10, H, N2)`` real: real and imaginary parts of lam, m1, m2, bbar, c, C-contiguous rows."""
@@ -135,8 +137,9 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     outputs ``y`` ``(B, H, L)`` (``y_out``, or a new array).
 
     Args:
-        ring: C-contiguous, writeable: complex64 / complex128 ``(B, R, H, N2)``, or uint16
-            ``(B, R, H, N2, 2)`` with ``fmt16`` ``"float16"`` / ``"bfloat16"`` (a 16-bit history).
+        ring: writeable, any strides (fastest channel-major, :func:`ddesys.step.new_ring`): complex64 /
+            complex128 ``(B, R, H, N2)``, or uint16 ``(B, R, H, N2, 2)`` with ``fmt16`` ``"float16"`` /
+            ``"bfloat16"`` (a 16-bit history).
         x: real ``(B, H, L)``; lam, m1, m2, bbar, c: complex ``(H, N2)`` (``m1 = mu (1 - alpha)``,
             ``m2 = mu alpha``); d: real ``(H,)``; k: int ``(H,)``, each in ``[1, R - 1]`` or
             :data:`NO_DELAY`.
@@ -150,8 +153,11 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     if not isinstance(ring, np.ndarray) or ring.dtype not in (_C64, _C128, _U16):
         raise TypeError(f"run_ring: ring must be a complex64/complex128 or uint16 numpy array, got "
                         f"{getattr(ring, 'dtype', type(ring).__name__)}")
-    if not (ring.flags.c_contiguous and ring.flags.writeable):
-        raise ValueError("run_ring: ring must be C-contiguous and writeable (it is updated in place)")
+    if not ring.flags.writeable:
+        raise ValueError("run_ring: ring must be writeable (it is updated in place)")
+    if ring.ndim >= 4 and ring.strides[3] != ring.itemsize * (2 if ring.dtype == _U16 else 1):
+        raise ValueError(f"run_ring: a ring's modes must be contiguous (ring[b, s, h] a row), got strides "
+                         f"{ring.strides}")
     if ring.dtype == _U16:
         if ring.ndim != 5 or ring.shape[4] != 2 or fmt16 not in ("float16", "bfloat16"):
             raise ValueError(f"run_ring: a 16-bit ring is uint16 (B, R, H, N2, 2) with fmt16 'float16' or "
@@ -190,8 +196,9 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     dd = np.ascontiguousarray(d, rdt)
     from .threads import numba_threads
     with numba_threads() as nw:
+        mem = ring.transpose((2, 1, 0, 3) + ((4,) if ring.ndim == 5 else ()))   # (H, R, B, N2[, 2])
         if ring.dtype == _U16:
-            _ring_run(ring.view(np.uint32)[..., 0], 0 if fmt16 == "float16" else 1, int(t0), xs, cs, k, dd, y, nw)
+            _ring_run(mem.view(np.uint32)[..., 0], 0 if fmt16 == "float16" else 1, int(t0), xs, cs, k, dd, y, nw)
         else:
-            _ring_run(ring, 0, int(t0), xs, cs, k, dd, y, nw)
+            _ring_run(mem, 0, int(t0), xs, cs, k, dd, y, nw)
     return y

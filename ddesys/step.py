@@ -5,8 +5,10 @@ One token at position ``t`` for every (batch, channel) pair and all its modes, i
     h_t = lam h_{t-1} + m1 h_{t-k} + m2 h_{t-k-1} + bbar x_t,     m1 = mu (1 - alpha), m2 = mu alpha
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t,                        h_{t<0} = 0
 
-The history is a ring buffer of ``R`` slots, slot-major (one token's states contiguous), the layout of
-``nn.DS4D``'s cache and of the Triton kernel ``gpu/decode.py``: ``h_s`` lives in slot ``s mod R``. A step
+The history is a ring buffer of ``R`` slots, indexed ``buf[b, s, h, n]`` (shape ``(B, R, H, N2)``): ``h_s``
+lives in slot ``s mod R``. In memory it is channel-major, ``(H, R, B, N2)``: one channel's history in one
+place, every batch row of a slot side by side (:func:`new_ring` allocates it; ``buf.transpose(2, 1, 0, 3)``
+is C-contiguous). A step
 reads slots ``(t-1) % R``, ``(t-k) % R``, ``(t-k-1) % R`` (a read of a position ``< 0`` is zero, whatever the
 slot holds), then writes ``h_t`` into slot ``t % R``. With ``k = R - 1`` the slot of ``t-k-1`` is the one
 written: every mode is read before it is written.
@@ -18,8 +20,9 @@ Storage (``buf``) and precision:
 * 16-bit history, uint16 ``(B, R, H, N2, 2)``, the (real, imaginary) bit patterns of IEEE ``"float16"`` or
   ``"bfloat16"`` (``fmt16=``): half the memory of complex64. Loads widen exactly to float32, the update
   runs in float32 (parameters complex64, reals float32), the store rounds to nearest even. A torch cache:
-  ``torch.zeros(B, R, H, N2, 2, dtype=torch.uint16)``, its ``.numpy()`` taken once; a float16 numpy array
-  ``a`` ``(..., 2)`` is passed as ``a.view(np.uint16)``; :func:`encode16` / :func:`decode16` convert.
+  ``torch.from_numpy(new_ring((B, R, H, N2, 2), np.uint16))``, its ``.numpy()`` taken once; a float16
+  numpy array ``a`` ``(..., 2)`` is passed as ``a.view(np.uint16)``; :func:`encode16` / :func:`decode16`
+  convert.
 
 16-bit accuracy. Each stored state is rounded to a relative ``u`` (``2^-11`` float16, ``2^-8`` bfloat16)
 plus, for float16, an absolute ``a = 2^-25 sqrt 2`` where it is subnormal. The roundings enter the state
@@ -37,15 +40,17 @@ bfloat16 has float32's range. Use float16 when the states are known to be of mod
 O(1) scale), bfloat16 when they are not. Inside the loop a mode's pair is read and written as one uint32
 (real at the lower address), which lets the loop vectorize.
 
-Memory. A step past the delays reads, per batch row and channel, one row of the previous slot (hot) and
-two rows written ``k`` tokens ago, each channel's in another slot: scattered, cold. The loop prefetches
-those rows ``_PD`` channels ahead (without that, a step with R ~ 1000 slots waits on memory 2-3 times as
-long). Large rings also want huge pages: a buffer from ``np.zeros`` (NumPy advises the kernel to back it
-with huge pages) wrapped by ``torch.from_numpy`` decoded about 1.5 times faster here than one from
-``torch.zeros`` at R ~ 1000.
+Memory. A step past the delays reads, per channel, the previous slot (hot) and two slots written ``k``
+tokens ago, each channel's elsewhere: cold. Channel-major, the two delayed slots are adjacent and hold
+every batch row's modes side by side, so a channel's delayed reads are one contiguous run of
+``2 B N2`` values (a slot-major ring, ``(B, R, H, N2)`` in memory, scatters them into ``2 B`` places:
+``python -m ddesys.experiments.bench_ring_layout`` measures the difference, 2.5x at batch 1 and 6.6x at
+batch 8 for a plain loop at R = 8192). The loop prefetches them ``_PD`` channels ahead. Large rings also
+want huge pages: :func:`new_ring` allocates through NumPy, which advises the kernel to back large buffers
+with huge pages (``torch.zeros`` does not; about 1.5x at R ~ 1000).
 
-Threads and determinism. The parallel loop splits a fixed partition, batch rows x blocks of ``_CH``
-channels, over Numba's threads (``prange``) inside :func:`ddesys.threads.numba_threads` (never beyond
+Threads and determinism. The parallel loop splits a fixed partition, blocks of ``_CH`` channels (every
+batch row in each), over Numba's threads (``prange``) inside :func:`ddesys.threads.numba_threads` (never beyond
 torch's budget). Each item's arithmetic is the same code whatever thread runs it and however many
 there are, so the parallel loop's outputs are bitwise equal at 1, 2 or 16 threads and under any load.
 The serial loop is compiled separately (LLVM may vectorize or contract it differently: the two agree to
@@ -76,7 +81,7 @@ from ._numba import nb as _nb
 from .threads import numba_threads, thread_budget
 
 __all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "history_error_bound", "encode16", "decode16",
-           "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
+           "new_ring", "is_channel_major", "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
 
 FMT16 = ("float16", "bfloat16")
 #: ``B * H * N2`` below which the step always runs on one thread (experiments/bench_step.py: one batch
@@ -97,6 +102,39 @@ def step_available() -> bool:
 
 
 from ._step_loops import _KERNELS, _encode16_nb, _kernel  # noqa: E402,F401  (compiled loops)
+
+_MEMORY_ORDER = {4: (2, 1, 0, 3), 5: (2, 1, 0, 3, 4)}      # (B, R, H, N2[, 2]) -> (H, R, B, N2[, 2]) and back
+_ROW_ORDER = {4: (0, 2, 1, 3), 5: (0, 2, 1, 3, 4)}         # (B, R, H, N2[, 2]) <-> (B, H, R, N2[, 2])
+
+
+def new_ring(shape, dtype, per_row=False):
+    """A zero ring buffer of ``shape`` ``(B, R, H, N2)`` (or ``(B, R, H, N2, 2)`` for a 16-bit history's
+    uint16 pairs), indexed ``buf[b, s, h, n]``, channel-major in memory: ``(H, R, B, N2)``, the layout the
+    compiled step and prefill read fast (module docstring, Memory). ``per_row=True``: each batch row
+    channel-major on its own (memory ``(B, H, R, N2)``), so that every ``buf[b:b + 1]`` is a ring of its own
+    (the clocked layers step their rows one at a time). Every page is touched here, so no step stalls on
+    a first-touch fault; NumPy asks for huge pages. Wrap it with ``torch.from_numpy`` for a torch cache."""
+    shape = tuple(int(n) for n in shape)
+    if len(shape) not in _MEMORY_ORDER:
+        raise ValueError(f"new_ring: shape must be (B, R, H, N2) or (B, R, H, N2, 2), got {shape}")
+    order = (_ROW_ORDER if per_row else _MEMORY_ORDER)[len(shape)]
+    mem = np.empty(tuple(shape[i] for i in order), dtype)
+    mem.fill(0)                                                    # touch every page now
+    return mem.transpose(order)                                    # order is its own inverse
+
+
+def is_channel_major(buf):
+    """Whether ``buf`` ``(B, R, H, N2[, 2])`` is laid out as :func:`new_ring` makes it (every row at once,
+    ``buf.transpose(2, 1, 0, 3)`` C-contiguous), as :func:`decode_step` and :func:`bind_step` need."""
+    order = _MEMORY_ORDER.get(getattr(buf, "ndim", 0))
+    return order is not None and buf.transpose(order).flags.c_contiguous
+
+
+def _memory_view(buf):
+    """The ring in memory order, ``(H, R, B, N2[, 2])``, for the compiled loops (``buf`` as given when it is
+    not an array of a ring's rank: the dispatcher then refuses it and :func:`check_step_args` explains)."""
+    order = _MEMORY_ORDER.get(getattr(buf, "ndim", 0)) if type(buf) is np.ndarray else None
+    return buf if order is None else buf.transpose(order)
 
 
 
@@ -135,8 +173,9 @@ def check_step_args(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None):
                          "with fmt16='float16' (make the view once, not per token)")
     else:
         _fail(TypeError, f"buf must be complex64, complex128 or uint16 (a 16-bit history), got {dt}")
-    if not buf.flags.c_contiguous:
-        _fail(ValueError, f"buf must be C-contiguous (it is updated in place), got strides {buf.strides}")
+    if not is_channel_major(buf):
+        _fail(ValueError, f"buf must be channel-major in memory, (H, R, B, N2): buf.transpose(2, 1, 0, 3) "
+                          f"C-contiguous, as ddesys.step.new_ring allocates it; got strides {buf.strides}")
     if not buf.flags.writeable:
         _fail(ValueError, "buf is read-only; the step writes h_t into it")
     B, R, H, N2 = buf.shape[:4]
@@ -207,8 +246,9 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
     ``y_out``; returns ``y_out``.
 
     Args:
-        buf: the ring buffer, C-contiguous, writeable, updated in place: complex64 or complex128
-            ``(B, R, H, N2)``, or uint16 ``(B, R, H, N2, 2)`` with ``fmt16`` (16-bit history).
+        buf: the ring buffer, writeable, updated in place, channel-major in memory (:func:`new_ring`):
+            complex64 or complex128 ``(B, R, H, N2)``, or uint16 ``(B, R, H, N2, 2)`` with ``fmt16``
+            (16-bit history).
         x_t: ``(B, H)`` real (any strides).
         lam, m1, m2, bbar, c: ``(H, N2)`` complex, C-contiguous; ``m1 = mu (1 - alpha)``, ``m2 = mu alpha``.
         d: ``(H,)`` real; k: int64 ``(H,)``, every delay in ``[1, R - 1]``.
@@ -254,16 +294,17 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         go_par = bool(parallel)
     else:
         raise ValueError(f"decode_step: parallel must be None, True, False or 'auto', got {parallel!r}")
+    ring = _memory_view(buf)                      # (H, R, B, N2): the loops' order
     try:
         if go_par:
             kern = _KERNELS[which + 1] or _kernel(which + 1)
             with numba_threads():
                 t0 = time.perf_counter() if timing is not None else 0.0
-                bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+                bad = kern(ring, ring, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
         else:
             kern = _KERNELS[which] or _kernel(which)
             t0 = time.perf_counter() if timing is not None else 0.0
-            bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+            bad = kern(ring, ring, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
         if timing is not None:
             _Auto.record(timing, go_par, time.perf_counter() - t0)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -294,6 +335,7 @@ def bind_step(buf, lam, m1, m2, bbar, c, d, k, fmt16=None, parallel=None):
     go_par = (B * lam.size >= PARALLEL_MIN_WORK) if parallel is None else bool(parallel)
     kern = _KERNELS[which + go_par] or _kernel(which + go_par)
     consts = (lam, m1, m2, bbar, c, d, k)
+    ring = _memory_view(buf)                      # (H, R, B, N2): the loops' order
 
     def refused(x_t, t, y_out, exc=None):
         _refused((buf, x_t, *consts, t, y_out), fmt16, exc)
@@ -303,7 +345,7 @@ def bind_step(buf, lam, m1, m2, bbar, c, d, k, fmt16=None, parallel=None):
     def run(x_t, t, y_out):
         with threads():
             try:
-                bad = kern(buf, buf, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
+                bad = kern(ring, ring, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
             except (TypeError, ValueError, OverflowError) as exc:
                 refused(x_t, t, y_out, exc)
         if bad != -1:

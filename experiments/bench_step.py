@@ -4,14 +4,14 @@
 
 1. Seconds per token at H=256, N=64 (N2 = 32), batch 1 and 8, of
 
-   * ``fused``: :func:`ddesys.step.decode_step` on a complex64 ring buffer from ``np.zeros``, constants from
+   * ``fused``: :func:`ddesys.step.decode_step` on a complex64 ring from :func:`ddesys.step.new_ring`, constants from
      ``layer.discrete(torch.float32)`` (``m1 = mu (1 - alpha)``, ``m2 = mu alpha``);
    * ``fused f16`` / ``fused bf16``: the same with a 16-bit history (uint16 bit patterns, half the bytes);
-   * ``fused tz``: the fused step on the torch cache's own buffer (``torch.zeros``, small pages), where the
-     other fused columns use a NumPy-allocated buffer (huge pages: ddesys/step.py, Memory);
+   * ``fused cache``: the fused step on the layer cache's own ring (``allocate_inference_cache``: it should
+     match ``fused``, the same channel-major layout and pages);
    * ``torch``: ``DS4D.step``'s torch path (advanced indexing; a cache of the reference engine);
    * ``layer``: ``nn.DS4D.step`` as it runs by default (on the CPU it calls the fused step itself; this
-     column adds the layer's checks and tensor<->NumPy plumbing to the ``fused tz`` column);
+     column adds the layer's checks and tensor<->NumPy plumbing to the ``fused cache`` column);
    * ``S4D``: ``nn.S4D.step`` (no delay: the throughput to match),
 
    at an early position (t = 32: most channels have not reached their delay) and past the longest delay
@@ -115,16 +115,14 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
     print(f"   delays k in [{int(k.min())}, {k_max}] (R = {k_max + 1} slots); early position t={early} "
           f"({int((k < early).sum())} of {H} channels past their delay), late t={late} (all)")
     hdr = (f"{'batch':>5s} {'position':>9s} {'fused':>10s} {'f16':>10s} {'bf16':>10s} {'torch':>10s} {'S4D':>10s}"
-           f" {'fused tz':>10s} {'layer':>10s}")
+           f" {'fused cache':>11s} {'layer':>10s}")
     print(hdr + f" {'S4D/fused':>10s} {'torch/fused':>12s}")
     summary = {}
     for B in batches:
         cache = ds.allocate_inference_cache(B)                # the torch step's own
-        buf = np.zeros(cache.buf.shape, np.complex64)         # NumPy-allocated: huge pages (module docstring)
-        buf16 = np.zeros(buf.shape + (2,), np.uint16)
-        buf16b = np.zeros(buf.shape + (2,), np.uint16)
-        for b in (buf, buf16, buf16b):                        # touch every page now, as torch.zeros does: the
-            b.fill(0)                                         # first pass over the ring would fault them in
+        buf = fstep.new_ring(cache.buf.shape, np.complex64)  # channel-major, huge pages, touched (new_ring)
+        buf16 = fstep.new_ring(buf.shape + (2,), np.uint16)
+        buf16b = fstep.new_ring(buf.shape + (2,), np.uint16)
         s4cache = s4.allocate_inference_cache(B)
         xs_t = torch.randn(n_tok, B, H)
         xs = xs_t.numpy()
@@ -141,7 +139,7 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
         res = {}
         for j, (name, pos, _) in enumerate(names):
             t = times[8 * j:8 * j + 7]
-            t = t[:3] + [t[5], t[6], t[3], t[4]]        # fused f16 bf16 torch S4D "fused tz" layer
+            t = t[:3] + [t[5], t[6], t[3], t[4]]        # fused f16 bf16 torch S4D "fused cache" layer
             res[name] = t
             print(f"{B:5d} {name + ' ' + str(pos):>9s} " + " ".join(f"{v * 1e6:8.1f}us" for v in t)
                   + f" {t[4] / t[0]:10.2f} {t[3] / t[0]:12.2f}")
@@ -179,7 +177,7 @@ def accuracy_section(H, N):
     out = {}
     for name, fmt16 in (("complex64 cache, fused", None), ("float16 history", "float16"),
                         ("bfloat16 history", "bfloat16")):
-        buf = np.zeros((B, R, H, N // 2) + ((2,) if fmt16 else ()), np.uint16 if fmt16 else np.complex64)
+        buf = fstep.new_ring((B, R, H, N // 2) + ((2,) if fmt16 else ()), np.uint16 if fmt16 else np.complex64)
         y = np.zeros((B, L, H), np.float32)
         y_t = np.zeros((B, H), np.float32)
         for t in range(L):

@@ -12,9 +12,33 @@ import copy
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-__all__ = ["DS4DCache", "S4DCache", "describe_layer"]
+from ddesys.step import is_channel_major, new_ring
+
+__all__ = ["DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major"]
+
+_NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
+
+
+def cpu_ring(shape, dtype, per_row=False):
+    """A zero CPU ring ``(B, R, H, N2)`` (``(..., 2)`` for a 16-bit ``dtype``) in the fused step's
+    channel-major memory (:func:`ddesys.step.new_ring`; ``per_row``: each batch row on its own)."""
+    ring = new_ring(shape, _NP.get(dtype, np.uint16), per_row=per_row)
+    return torch.from_numpy(ring).view(dtype)
+
+
+def channel_major(buf):
+    """``buf`` itself when it is a channel-major CPU ring (or on another device), else a channel-major copy."""
+    if buf.device.type != "cpu":
+        return buf
+    ok = is_channel_major((buf.view(torch.uint16) if not buf.is_complex() else buf).detach().numpy())
+    if ok:
+        return buf
+    new = cpu_ring(tuple(buf.shape), buf.dtype)
+    new.copy_(buf.detach())
+    return new
 
 
 def describe_layer(layer):
@@ -90,8 +114,8 @@ class _Bound:
 @dataclass(eq=False)
 class DS4DCache(_Bound):
     """Decode state of one DS4D layer: ring buffer ``buf`` of the last ``R = k_max + 1`` states of every
-    mode (slot-major: a token's states are contiguous; ``h_s`` lives in slot ``s mod R``) and the number
-    ``t`` of tokens consumed.
+    mode (``h_s`` lives in slot ``s mod R``; on the CPU channel-major in memory, ``(H, R, B, N2)``, one
+    channel's history in one place: :func:`cpu_ring`) and the number ``t`` of tokens consumed.
 
     ``buf`` is complex ``(B, R, H, N2)``, or, for a 16-bit history, float16 / bfloat16 ``(B, R, H, N2, 2)``
     (real and imaginary parts; the update itself runs in float32). ``xbuf`` ``(B, Rx, H)``: the tap's

@@ -30,7 +30,7 @@ from torch import nn
 from ddesys.clock import clock_index, compact, expand
 from ddesys.recurrence import delay_update, readout
 
-from .cache import _Bound
+from .cache import _Bound, cpu_ring
 from .clock_step import ClockedFused, select_clock_engine
 from .delay_range import as_prompt
 
@@ -210,7 +210,9 @@ class Clocked(nn.Module):
         k = self._constants(rdt)[-1]
         R = int(k.max()) + 1 if hasattr(self.inner, "nu_tau") else 1
         dev = self.inner.D.device
-        buf = torch.zeros(batch_size, R, self.H, self.inner.N2, dtype=self.inner._cache_dtype(rdt), device=dev)
+        shape, cdt = (batch_size, R, self.H, self.inner.N2), self.inner._cache_dtype(rdt)
+        # on the CPU each row's ring channel-major on its own (the fused engine steps rows one at a time)
+        buf = cpu_ring(shape, cdt, per_row=True) if dev.type == "cpu" else torch.zeros(shape, dtype=cdt, device=dev)
         z = torch.zeros(batch_size, dtype=torch.int64, device=dev)
         return ClockedCache(buf, z, z.clone())._bind(self, select_clock_engine(self.inner, buf, engine), max_seqlen)
 

@@ -15,7 +15,9 @@ import torch
 
 from ddesys.backend import force_reference
 from ddesys.recurrence import readout
-from ddesys.step import bind_step, step_available
+from ddesys.step import bind_step, is_channel_major, step_available
+
+from .cache import cpu_ring
 
 __all__ = ["CLOCK_ENGINES", "ClockedFused", "select_clock_engine"]
 
@@ -37,6 +39,9 @@ class ClockedFused:
         NumPy views ``consts.host``: lam, m1, m2, bbar, c, d, k)."""
         host = consts.host
         ring = cache.buf.numpy()                                        # (B, R, H, N2), taken once
+        if not all(is_channel_major(ring[b:b + 1]) for b in range(ring.shape[0])):
+            cache.buf = cpu_ring(tuple(cache.buf.shape), cache.buf.dtype, per_row=True).copy_(cache.buf)
+            ring = cache.buf.numpy()                                    # a ring made elsewhere: copied once
         cache._ring = ring
         cache._host = host
         cache._runs = [bind_step(ring[b:b + 1], *host) for b in range(ring.shape[0])]

@@ -19,7 +19,7 @@ from ddesys.transfer import synthesize_kernel
 
 from .autograd import kernel_sampler
 from .base import DiagonalSSM, split_channels
-from .cache import DS4DCache
+from .cache import DS4DCache, cpu_ring
 from .common import check_finite_params, check_kernel_dtype, check_step_input
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .engine import DS4DConstants, check_history16, host_views, select_engine
@@ -302,14 +302,12 @@ class DS4D(DelayRange, DiagonalSSM):
         if self.has_tap:                             # the tap's input ring (B, Rx, H), real
             xdt = torch.float64 if rdt == torch.float64 else torch.float32
             xbuf = torch.zeros((batch_size, self._tap_slots(), self.H), dtype=xdt, device=self.D.device)
-        if self.D.device.type == "cpu":              # NumPy's allocator asks for huge pages: a faster ring
-            np_dt = {torch.complex64: np.complex64, torch.complex128: np.complex128}.get(dt, np.uint16)
-            ring = np.empty(shape, np_dt)
-            ring.fill(0)                             # every page touched now: no first-touch faults while decoding
-            buf = torch.from_numpy(ring).view(dt)
+        if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.step.new_ring)
+            buf = cpu_ring(shape, dt)
         else:
             buf = torch.zeros(shape, dtype=dt, device=self.D.device)
-        return DS4DCache(buf, xbuf=xbuf)._bind(self, select_engine(buf, engine, parallel), max_seqlen)
+        eng = select_engine(buf, engine, parallel)
+        return DS4DCache(eng.layout(buf), xbuf=xbuf)._bind(self, eng, max_seqlen)
 
     def _step_constants(self, rdt):
         """:class:`nn.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused

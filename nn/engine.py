@@ -12,14 +12,16 @@ engine         runs                                                   caches
 -> fused, ``"triton"`` -> triton, else reference; ``DDESYS_REFERENCE=1`` at allocation forces the
 reference). ``DS4D.step`` then calls ``cache``'s engine directly: no dispatch, no backend choice per token.
 
-Each engine has ``bind(cache, consts)``, run when a cache first meets a set of constants (after
-allocation, and after every recomputation of the constants): the token-independent checks (device,
-the delays still fit the ring) and the per-cache views; and ``step(cache, x_t, consts)``, which
+Each engine has ``layout(buf)``: the ring in the memory order it reads (channel-major for the fused
+engine, ``ddesys.step.new_ring``; slot-major for Triton; a copy where ``buf`` is not), applied at
+allocation and by ``bind``; ``bind(cache, consts)``, run when a cache first meets a set of constants
+(after allocation, and after every recomputation of the constants): the token-independent checks
+(device, the delays still fit the ring) and the per-cache views; and ``step(cache, x_t, consts)``, which
 returns ``y_t`` ``(B, H)`` in the cache's real dtype without the tap's term.
 
 Determinism. The fused engine's default (``parallel=None``) is a fixed rule: the serial loop below
-:data:`ddesys.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of (batch row,
-channel block) items, whose arithmetic does not depend on how many threads run it: outputs are
+:data:`ddesys.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of channel blocks
+(every batch row in each), whose arithmetic does not depend on how many threads run it: outputs are
 bitwise equal whatever the thread count or the machine's load. ``parallel="auto"`` (opt-in) times both
 loops and keeps the faster (they agree to float rounding); it is ignored while
 ``torch.are_deterministic_algorithms_enabled()``.
@@ -38,6 +40,8 @@ import torch
 from ddesys.backend import NUMBA, TRITON, choose
 from ddesys.recurrence import delay_update, readout
 from ddesys.step import bind_step, decode_step, step_available
+
+from .cache import channel_major
 
 __all__ = ["DS4DConstants", "S4DConstants", "StepMemo", "ENGINES", "select_engine", "FusedEngine", "TritonEngine",
            "ReferenceEngine", "check_history16"]
@@ -128,6 +132,11 @@ class ReferenceEngine:
     """The torch update (``ddesys.recurrence.delay_update`` / ``readout``), any device and history."""
     name = "reference"
 
+    @staticmethod
+    def layout(buf):
+        """The ring in the memory layout this engine reads (any: indexing is torch's)."""
+        return buf
+
     def bind(self, cache, consts):
         _check_fits(cache, consts)
 
@@ -151,7 +160,9 @@ class ReferenceEngine:
 
 class FusedEngine:
     """The fused Numba step on a CPU ring (:func:`ddesys.step.decode_step`), read through a NumPy view
-    of the cache's buffer taken once per cache."""
+    of the cache's buffer taken once per cache. The ring is channel-major in memory (as
+    ``allocate_inference_cache`` makes it); a cache whose ``buf`` was built otherwise (by hand, or a
+    state from another layout) gets a channel-major copy of it when first bound."""
     name = "fused"
 
     def __init__(self, parallel=None):
@@ -160,12 +171,17 @@ class FusedEngine:
                              f"got {parallel!r}")
         self.parallel = parallel
 
+    @staticmethod
+    def layout(buf):
+        """The ring channel-major in memory (a copy when it is not; ``ddesys.step.new_ring``)."""
+        return channel_major(buf)
+
     def bind(self, cache, consts):
         _check_fits(cache, consts)
         if consts.host is None:                                     # pragma: no cover - CPU constants have views
             raise RuntimeError("the fused engine needs CPU constants")
         if "_ring" not in cache.__dict__:
-            buf = cache.buf
+            cache.buf = buf = self.layout(cache.buf)               # a ring made elsewhere is copied once
             cache._ring = buf.view(torch.uint16).numpy() if cache.history16 else buf.numpy()
             cache._fmt16 = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(cache.history16)
         # the token-independent work once: checks, the serial/parallel rule; "auto" keeps the timed call
@@ -195,8 +211,14 @@ class TritonEngine:
         from ddesys.gpu import decode as gpu_decode                        # imports Triton
         self._gpu = gpu_decode
 
+    @staticmethod
+    def layout(buf):
+        """The ring slot-major and contiguous, ``(B, R, H, N2)`` in memory (the kernel's layout)."""
+        return buf if buf.is_contiguous() else buf.contiguous()
+
     def bind(self, cache, consts):
         _check_fits(cache, consts)
+        cache.buf = self.layout(cache.buf)                                 # a ring made elsewhere: copied once
         cache._ring = self._gpu.prepare_step(cache.buf, consts.lam, consts.m1, consts.m2, consts.bbar, consts.c,
                                              consts.d, consts.k)
 

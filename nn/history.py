@@ -99,7 +99,11 @@ def ds4d_carry(layer, xb, cache, states, R, engine=None):
     else:
         past = states
     perm = (torch.arange(R, device=xb.device) - t0 - L) % R                         # slot s holds past[..., perm[s]]
-    ring = past.index_select(-1, perm).permute(0, 3, 1, 2).contiguous()             # (B, R, H, N2)
+    ring = past.index_select(-1, perm)                                              # (B, H, N2, R)
+    if ring.device.type == "cpu":                  # channel-major in memory, as the fused step reads it
+        ring = ring.permute(1, 3, 0, 2).contiguous().permute(2, 1, 0, 3)            # (B, R, H, N2) view
+    else:
+        ring = ring.permute(0, 3, 1, 2).contiguous()                                # (B, R, H, N2)
     h16 = None if cache is None else cache.history16
     if h16 is not None:
         ring = torch.view_as_real(ring.to(torch.complex64)).to(h16)                # (B, R, H, N2, 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddesys.step import decode_step
+from ddesys.step import decode_step, new_ring
 
 
 def oracle(lam, m1, m2, bbar, c, d, k, x):
@@ -61,7 +61,8 @@ def run_fused(P, x, R, buf_dtype, fmt16=None, fill=0, parallel=False, buf=None):
     rdt = np.float64 if buf_dtype == np.complex128 else np.float32
     if buf is None:
         shape = (B, R, H, N2, 2) if fmt16 else (B, R, H, N2)
-        buf = np.full(shape, fill, buf_dtype)
+        buf = new_ring(shape, buf_dtype)                 # channel-major, as the step needs
+        buf[...] = fill
     xs = np.ascontiguousarray(x, rdt)
     y = np.zeros((B, L, H))
     y_t = np.zeros((B, H), rdt)

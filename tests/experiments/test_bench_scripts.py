@@ -40,3 +40,26 @@ def test_step_bytes():
     assert bounds.step_bytes("ds4d", 1, 256, 32) == (4 * 256 * 32 + 5 * 256 * 32) * 8
     assert bounds.step_bytes("s4d", 8, 2, 3) == (2 * 8 * 2 * 3 + 3 * 2 * 3) * 8
     assert bounds.memory_bandwidth(nbytes=2 ** 20, reps=2) > 0
+
+
+def test_ring_layout_probe_same_update_in_both_layouts():
+    """The layout probe's two loops are one update: the same states, transposed."""
+    import numpy as np
+    import pytest
+
+    from ddesys.experiments import bench_ring_layout as probe
+    if not probe.numba_available():
+        pytest.skip("Numba not available")
+    slot_major, channel_major = probe._loops()
+    rng = np.random.default_rng(1)
+    B, R, H, N2 = 3, 9, 4, 2
+    a = (rng.standard_normal((B, R, H, N2)) + 1j * rng.standard_normal((B, R, H, N2))).astype(np.complex64)
+    c = np.ascontiguousarray(a.transpose(2, 1, 0, 3))                 # (H, R, B, N2)
+    k = np.array([1, 3, 5, 7])
+    lam, mu = np.full((H, N2), 0.5 + 0.1j, np.complex64), np.full((H, N2), 0.2, np.complex64)
+    x = rng.standard_normal((B, H)).astype(np.float32)
+    for t in range(R, 3 * R):
+        slot_major(a, t, k, lam, mu, x)
+        channel_major(c, t, k, lam, mu, x)
+    assert np.allclose(c.transpose(2, 1, 0, 3), a, rtol=1e-5, atol=1e-6)
+    assert set(probe.time_layouts(2, 8, H=4, N2=2, n_tok=2, reps=1)) == {"slot-major", "channel-major"}

@@ -237,3 +237,25 @@ def test_triton_engine_runs_16bit_histories_under_the_interpreter():
     assert out["f16"]["dtype"] == "torch.float16" and out["bf16"]["dtype"] == "torch.bfloat16"
     assert out["c64"]["dy"] <= 2e-6 and out["f16"]["dy"] <= 2e-6 and out["f16"]["same_buf"], out
     assert out["bf16"]["dy"] <= 3e-2, out                       # two bfloat16 roundings' worth (2^-7)
+
+
+@needs_numba
+@pytest.mark.parametrize("history", [None, torch.bfloat16])
+def test_cpu_ring_is_channel_major_and_another_layout_is_copied_once(history):
+    """The fused engine reads a channel-major ring (ddesys.step.new_ring): the layer allocates one, a state
+    from a training forward is one, and a cache handed a slot-major buffer before its first step decodes
+    from a channel-major copy, with the same outputs bitwise."""
+    layer = DS4D(6, 4, l_max=16, seed=0)
+    x = torch.randn(3, 20, 6, generator=torch.Generator().manual_seed(1))
+    cache = layer.allocate_inference_cache(3, history_dtype=history)
+    major = lambda c: fstep.is_channel_major((c.buf.view(torch.uint16) if history else c.buf).numpy())  # noqa: E731
+    assert major(cache) and not cache.buf.is_contiguous()
+    other = layer.allocate_inference_cache(3, history_dtype=history)
+    other.buf = other.buf.contiguous()                                  # slot-major, still zero
+    assert not major(other)
+    y, y_other = _run(layer, x, cache), _run(layer, x, other)
+    assert major(other) and torch.equal(y, y_other)
+    if history is None:
+        with torch.no_grad():
+            _, state = layer(x[:, :12], return_state=True)
+        assert major(state)

@@ -133,7 +133,7 @@ def test_continues_a_prefilled_buffer():
     x = np.random.default_rng(10).standard_normal((B, 40, H))
     y_ref, h_ref = oracle(P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], x)
     t0 = 23
-    buf = np.zeros((B, R, H, N2), np.complex128)
+    buf = step.new_ring((B, R, H, N2), np.complex128)
     for s in range(t0 - R, t0):
         buf[:, s % R] = h_ref[:, s]
     y_t = np.zeros((B, H))
@@ -145,7 +145,7 @@ def test_continues_a_prefilled_buffer():
 def test_numpy_integer_position_and_strided_input():
     H, N2, k_max, B = 5, 3, 2, 2
     P = system(H, N2, k_max, seed=11)
-    buf = np.zeros((B, k_max + 1, H, N2), np.complex64)
+    buf = step.new_ring((B, k_max + 1, H, N2), np.complex64)
     x_all = np.random.default_rng(12).standard_normal((B, 4, H)).astype(np.float32)
     y_t = np.zeros((B, H), np.float32)
     y_ref, _ = oracle(P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], x_all)
@@ -195,7 +195,7 @@ def test_16bit_step_stores_rounded_states(fmt16):
     H, N2, B, R = 4, 3, 2, 3
     z = np.zeros((H, N2), np.complex64)
     bb = np.full((H, N2), 1 + 2j, np.complex64)
-    buf = np.zeros((B, R, H, N2, 2), np.uint16)
+    buf = step.new_ring((B, R, H, N2, 2), np.uint16)
     x = np.random.default_rng(14).standard_normal((B, H)).astype(np.float32) * 1000
     y = np.zeros((B, H), np.float32)
     decode_step(buf, x, z, z, z, bb, bb, np.zeros(H, np.float32), np.ones(H, np.int64), 0, y, fmt16=fmt16)
@@ -240,7 +240,7 @@ def test_16bit_nan_buffer_and_float16_array_refused():
     y_ref, _ = oracle(P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"], x)
     y, _ = run_fused(P, x, R, np.uint16, fmt16="bfloat16", fill=0x7FC0)      # bfloat16 NaN everywhere
     np.testing.assert_allclose(y, y_ref, rtol=0, atol=0.05 * np.abs(y_ref).max())
-    buf16 = np.zeros((B, R, H, N2, 2), np.float16)
+    buf16 = step.new_ring((B, R, H, N2, 2), np.float16)
     y_t = np.zeros((B, H), np.float32)
     with pytest.raises(TypeError, match=r"view\(np.uint16\)"):
         decode_step(buf16, x[:, 0].astype(np.float32), P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"],
