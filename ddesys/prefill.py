@@ -88,7 +88,8 @@ if _nb is not None:
         even, :mod:`ddesys.step`); ``x``, ``y`` ``(B, H, L)``; ``cs`` ``(10, H, N2)`` real: the real and
         imaginary parts of lam, m1, m2, bbar, c; ``nw`` workers (the thread budget).
 
-        Work items: a batch row and a block of ``_G`` channels (fixed, whatever ``nw``). Each channel's
+        Work items: a block of ``_G`` channels and a batch row (fixed, whatever ``nw``; consecutive items
+        are the batch rows of one block, so a worker fills one channels' region of the ring). Each channel's
         history is its own rows of the worker's scratch; each channel's states go back in time order
         (consecutive slots: consecutive memory in the channel-major ring)."""
         H, R, B, N2 = ring.shape
@@ -102,8 +103,9 @@ if _nb is not None:
             hr = np.empty((_G, rows, N2), x.dtype)
             hi = np.empty((_G, rows, N2), x.dtype)
             for it in range(w * n_items // nw, (w + 1) * n_items // nw):
-                b = it // nblk
-                h0 = (it - b * nblk) * _G
+                hb = it // B
+                b = it - hb * B
+                h0 = hb * _G
                 h1 = min(h0 + _G, H)
                 for h in range(h0, h1):
                     g = h - h0

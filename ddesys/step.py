@@ -55,8 +55,9 @@ torch's budget). Each item's arithmetic is the same code whatever thread runs it
 there are, so the parallel loop's outputs are bitwise equal at 1, 2 or 16 threads and under any load.
 The serial loop is compiled separately (LLVM may vectorize or contract it differently: the two agree to
 float rounding, not bitwise). ``parallel=None`` (the default) is a fixed rule, deterministic: the serial
-loop below ``PARALLEL_MIN_WORK = B * H * N2`` (waking the pool costs more than it saves there), else the
-parallel loop, even on one thread. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
+loop below ``B * H * N2 = PARALLEL_MIN_WORK`` (batch 16 at H = 256, N2 = 32: below it two threads gain
+little, and a loaded machine makes the parallel loop wait on a descheduled thread every step), else
+the parallel loop, even on one thread. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
 (opt-in, not deterministic) times both on the first calls of each size and thread budget and keeps the
 faster, checking again every ``RECHECK`` calls; callers that honour a determinism switch (``nn``'s fused
 engine and ``torch.are_deterministic_algorithms_enabled()``) pass None instead.
@@ -84,9 +85,11 @@ __all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "his
            "new_ring", "is_channel_major", "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
 
 FMT16 = ("float16", "bfloat16")
-#: ``B * H * N2`` below which the step always runs on one thread (experiments/bench_step.py: one batch
-#: row of 256 x 32 modes takes tens of microseconds, about what waking and joining the pool costs).
-PARALLEL_MIN_WORK = 32768
+#: ``B * H * N2`` below which the step always runs on one thread. On the channel-major ring the serial
+#: loop is within 1.2x of two threads at batch 8 (H = 256, N2 = 32), and it keeps its speed when other
+#: processes load the cores, where the parallel loop waits on a descheduled thread at every step
+#: (``bench_decode --only load``: 1.4x against 31x slower at batch 8 under a 2-thread matrix product).
+PARALLEL_MIN_WORK = 131072
 #: calls between two re-timings of serial against parallel (``parallel="auto"`` above PARALLEL_MIN_WORK)
 RECHECK = 4096
 _TRIALS = 5                   # timed calls of each variant per decision
