@@ -102,7 +102,7 @@ def test_s4_recipe_and_efficiency_refuse_another_programs_folder(tmp_path, monke
     (tmp_path / "eff" / "efficiency.json").write_text('{"program": "ddesys.verification", "checks": []}')
     with pytest.raises(SystemExit, match="written by ddesys.verification"):
         efficiency.main(["--out", str(tmp_path / "eff"), "--quiet"])
-    old = json.loads((ROOT / "docs/experiments/efficiency-cpu/efficiency.json").read_text())   # before 'program'
+    old = json.loads((ROOT / "tests/data/efficiency_legacy.json").read_text())    # written before 'program'
     assert outdir.written_by(old) == "ddesys.experiments.efficiency"
 
 
