@@ -178,7 +178,8 @@ def main(argv=None):
     except OutError as exc:
         raise SystemExit(f"error: {exc}") from None
     t0 = time.perf_counter()
-    res = {"program": PROGRAM, **run(args.scale, args.device, progress=not args.quiet)}
+    command = " ".join(["python -m ddesys.experiments.efficiency", *(sys.argv[1:] if argv is None else argv)])
+    res = {"program": PROGRAM, "command": command, **run(args.scale, args.device, progress=not args.quiet)}
     res["seconds"] = time.perf_counter() - t0
     atomic_write(args.out / "efficiency.json", json.dumps(res, indent=1))
     wrote = [args.out / "efficiency.json"]

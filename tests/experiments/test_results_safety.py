@@ -106,6 +106,18 @@ def test_s4_recipe_and_efficiency_refuse_another_programs_folder(tmp_path, monke
     assert outdir.written_by(old) == "ddesys.experiments.efficiency"
 
 
+def test_efficiency_records_its_command(tmp_path, monkeypatch):
+    """efficiency.json says which program and which command wrote it (the run itself stubbed)."""
+    from ddesys.experiments import efficiency
+    monkeypatch.setattr(efficiency, "run", lambda scale, device, progress: {"date": "today", "rows": []})
+    monkeypatch.setattr(efficiency, "plot", lambda res, path: None)
+    monkeypatch.setattr(efficiency, "table", lambda res: "")
+    efficiency.main(["--out", str(tmp_path), "--quiet"])
+    res = json.loads((tmp_path / "efficiency.json").read_text())
+    assert res["program"] == "ddesys.experiments.efficiency"
+    assert res["command"] == f"python -m ddesys.experiments.efficiency --out {tmp_path} --quiet"
+
+
 # ------------------------------------------------------------------------------------------ paths
 @pytest.mark.parametrize("name", list(CLIS))
 def test_a_file_in_place_of_the_checkpoints_folder_fails_before_training(tmp_path, no_training, name):
