@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._numba import nb as _nb
+from .ring import _memory_view
 
 __all__ = ["run_ring", "prefill_available"]
 
@@ -198,7 +199,7 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     dd = np.ascontiguousarray(d, rdt)
     from .threads import numba_threads
     with numba_threads() as nw:
-        mem = ring.transpose((2, 1, 0, 3) + ((4,) if ring.ndim == 5 else ()))   # (H, R, B, N2[, 2])
+        mem = _memory_view(ring)                                               # (H, R, B, N2[, 2])
         if ring.dtype == _U16:
             _ring_run(mem.view(np.uint32)[..., 0], 0 if fmt16 == "float16" else 1, int(t0), xs, cs, k, dd, y, nw)
         else:

@@ -29,11 +29,16 @@ def new_ring(shape, dtype, per_row=False):
     return mem.transpose(order)                                    # order is its own inverse
 
 
-def is_channel_major(buf):
+def is_channel_major(buf, per_row=False):
     """Whether ``buf`` ``(B, R, H, N2[, 2])`` is laid out as :func:`new_ring` makes it (every row at once,
-    ``buf.transpose(2, 1, 0, 3)`` C-contiguous), as :func:`decode_step` and :func:`bind_step` need."""
+    ``buf.transpose(2, 1, 0, 3)`` C-contiguous), as :func:`ddesys.step.decode_step` and
+    :func:`ddesys.step.bind_step` need; ``per_row``: every row ``buf[b:b + 1]`` on its own."""
     order = _MEMORY_ORDER.get(getattr(buf, "ndim", 0))
-    return order is not None and buf.transpose(order).flags.c_contiguous
+    if order is None:
+        return False
+    if per_row:
+        return all(buf[b:b + 1].transpose(order).flags.c_contiguous for b in range(buf.shape[0]))
+    return buf.transpose(order).flags.c_contiguous
 
 
 def _memory_view(buf):

@@ -29,14 +29,15 @@ def cpu_ring(shape, dtype, per_row=False):
     return torch.from_numpy(ring).view(dtype)
 
 
-def channel_major(buf):
-    """``buf`` itself when it is a channel-major CPU ring (or on another device), else a channel-major copy."""
+def channel_major(buf, per_row=False):
+    """``buf`` itself when it is a channel-major CPU ring (``per_row``: each row on its own; or on another
+    device), else a channel-major copy."""
     if buf.device.type != "cpu":
         return buf
-    ok = is_channel_major((buf.view(torch.uint16) if not buf.is_complex() else buf).detach().numpy())
+    ok = is_channel_major((buf.view(torch.uint16) if not buf.is_complex() else buf).detach().numpy(), per_row)
     if ok:
         return buf
-    new = cpu_ring(tuple(buf.shape), buf.dtype)
+    new = cpu_ring(tuple(buf.shape), buf.dtype, per_row=per_row)
     new.copy_(buf.detach())
     return new
 

@@ -15,9 +15,9 @@ import torch
 
 from ddesys.backend import force_reference
 from ddesys.recurrence import readout
-from ddesys.step import bind_step, is_channel_major, step_available
+from ddesys.step import bind_step, step_available
 
-from .cache import cpu_ring
+from .cache import channel_major
 
 __all__ = ["CLOCK_ENGINES", "ClockedFused", "select_clock_engine"]
 
@@ -38,10 +38,8 @@ class ClockedFused:
         """One bound step per row for the inner layer's :class:`nn.engine.DS4DConstants` ``consts`` (its
         NumPy views ``consts.host``: lam, m1, m2, bbar, c, d, k)."""
         host = consts.host
+        cache.buf = channel_major(cache.buf, per_row=True)              # a ring made elsewhere: copied once
         ring = cache.buf.numpy()                                        # (B, R, H, N2), taken once
-        if not all(is_channel_major(ring[b:b + 1]) for b in range(ring.shape[0])):
-            cache.buf = cpu_ring(tuple(cache.buf.shape), cache.buf.dtype, per_row=True).copy_(cache.buf)
-            ring = cache.buf.numpy()                                    # a ring made elsewhere: copied once
         cache._ring = ring
         cache._host = host
         cache._runs = [bind_step(ring[b:b + 1], *host) for b in range(ring.shape[0])]

@@ -43,7 +43,7 @@ def test_step_bytes():
 
 
 def test_ring_layout_probe_same_update_in_both_layouts():
-    """The layout probe's two loops are one update: the same states, transposed."""
+    """The layout probe's two loops are one update: the states of a plain NumPy loop, transposed."""
     import numpy as np
     import pytest
 
@@ -58,8 +58,14 @@ def test_ring_layout_probe_same_update_in_both_layouts():
     k = np.array([1, 3, 5, 7])
     lam, mu = np.full((H, N2), 0.5 + 0.1j, np.complex64), np.full((H, N2), 0.2, np.complex64)
     x = rng.standard_normal((B, H)).astype(np.float32)
+    ref = a.astype(np.complex128)                                   # a plain NumPy loop, float64
     for t in range(R, 3 * R):
         slot_major(a, t, k, lam, mu, x)
         channel_major(c, t, k, lam, mu, x)
-    assert np.allclose(c.transpose(2, 1, 0, 3), a, rtol=1e-5, atol=1e-6)
+        for h in range(H):
+            s1, s2 = (t - k[h]) % R, (t - k[h] - 1) % R
+            ref[:, t % R, h] = lam[h] * ref[:, (t - 1) % R, h] + mu[h] * (ref[:, s1, h] + ref[:, s2, h]) \
+                + x[:, h, None]
+    assert np.allclose(a, ref, rtol=1e-4, atol=1e-5)
+    assert np.allclose(c.transpose(2, 1, 0, 3), ref, rtol=1e-4, atol=1e-5)
     assert set(probe.time_layouts(2, 8, H=4, N2=2, n_tok=2, reps=1)) == {"slot-major", "channel-major"}

@@ -259,3 +259,23 @@ def test_cpu_ring_is_channel_major_and_another_layout_is_copied_once(history):
         with torch.no_grad():
             _, state = layer(x[:, :12], return_state=True)
         assert major(state)
+
+
+@needs_numba
+def test_clocked_ring_is_channel_major_per_row_and_another_layout_is_copied_once():
+    """A clocked cache steps its rows one at a time: each row's ring is channel-major on its own; a
+    slot-major buffer handed to a fresh cache is copied into that layout at the first step, same outputs."""
+    from ddesys.nn import Clocked
+    clocked = Clocked(DS4D(6, 4, l_max=16, seed=0))
+    x = torch.randn(3, 20, 6, generator=torch.Generator().manual_seed(2))
+    ticks = torch.rand(3, 20, generator=torch.Generator().manual_seed(3)) > 0.3
+    cache = clocked.allocate_inference_cache(3)
+    rows = lambda c: fstep.is_channel_major(c.buf.numpy(), per_row=True)  # noqa: E731
+    assert rows(cache) and not fstep.is_channel_major(cache.buf.numpy())
+    other = clocked.allocate_inference_cache(3)
+    other.buf = other.buf.contiguous()                                  # slot-major, still zero
+    assert not rows(other)
+    with torch.no_grad():
+        y = torch.stack([clocked.step(x[:, t], cache, ticks[:, t]) for t in range(20)], 1)
+        y_other = torch.stack([clocked.step(x[:, t], other, ticks[:, t]) for t in range(20)], 1)
+    assert rows(other) and torch.equal(y, y_other)
