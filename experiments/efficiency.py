@@ -33,9 +33,9 @@ from ddesys.experiments._runs import OutError, atomic_write, prepare_out
 from ddesys.experiments._sizes import closest_width
 from ddesys.experiments._sizes import n_params as _count
 from ddesys.verification.outdir import check_owner
+from ddesys.verification.timing import decoder, interleaved, trainer
 
 PROGRAM = "ddesys.experiments.efficiency"      # the owner named in efficiency.json
-from ddesys.verification.timing import decoder, interleaved, trainer
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
     "smoke": dict(H=16, batch=1, Ls=(64, 128), train_reps=1, dec_warm=1, dec_tokens=2, history=128),

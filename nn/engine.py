@@ -32,6 +32,7 @@ one through ``param.data``).
 """
 from __future__ import annotations
 
+import operator
 import warnings
 from typing import Any, NamedTuple
 
@@ -73,6 +74,9 @@ class S4DConstants(NamedTuple):
     d: torch.Tensor             #: real (H,)
 
 
+_VERSION, _DATA_PTR = operator.attrgetter("_version"), torch.Tensor.data_ptr
+
+
 class StepMemo:
     """Memo of a layer's decode constants, so ``step`` does not rediscretize every token (complex ``exp``
     over ``(H, N/2)`` is most of a token's work).
@@ -100,8 +104,9 @@ class StepMemo:
         ids = tuple(map(id, params.values()))
         if ids != self._ids:                         # a parameter object replaced (or the first call)
             self._ids, self._params = ids, tuple(params.values())
-        vers = tuple([(p._version, p.data_ptr()) for p in self._params])   # a move or cast: new storage
-        key = (dtype, layer.memo_key(), ids, vers)
+        vers = tuple(map(_VERSION, self._params))
+        ptrs = tuple(map(_DATA_PTR, self._params))   # a move or cast: new storage
+        key = (dtype, layer.memo_key(), ids, vers, ptrs)
         if key != self._key:
             self._value, self._key = compute(dtype), key
         return self._value

@@ -130,6 +130,12 @@ class SequenceModel(nn.Module):
     def _encode(self, x, what, step=False):
         """Check ``x``'s shape and dtype and embed it: ``(B, L, H)`` (``step``: ``(B, H)``) and whether a
         step's input carried the length axis ``(B, 1, ...)``."""
+        x, seq_axis = self._checked_input(x, what, step)
+        return self.encoder(x), seq_axis
+
+    def _checked_input(self, x, what, step=False):
+        """``x`` checked (shape and dtype, named on error), a step's length axis dropped, and whether it
+        had one."""
         tokens = isinstance(self.encoder, nn.Embedding)
         if tokens:
             want, base = ("token ids of shape (B,) or (B, 1)", 1) if step else ("token ids of shape (B, L)", 2)
@@ -150,7 +156,7 @@ class SequenceModel(nn.Module):
             raise ValueError(f"SequenceModel.{what} expects {want}, got shape {tuple(x.shape)}")
         if seq_axis:
             x = x[:, 0]
-        return self.encoder(x), seq_axis
+        return x, seq_axis
 
     def _ticks(self, x, n=None):
         """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses."""
@@ -264,15 +270,16 @@ class SequenceModel(nn.Module):
             Float token ids, or integer inputs to a model without ``embedding``.
         """
         self._check_caches(caches, "step")
-        h, seq_axis = self._encode(x_t, "step", step=True)          # (B, H)
+        x, seq_axis = self._checked_input(x_t, "step", step=True)   # (B, d_input) or ids (B,)
         tick = None
         if self.clock is not None:                                   # the clock sees a length-1 sequence
             xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
             tick = self._ticks(xs)[:, 0]                             # (B,)
-        plan = plan_for(self, caches, h) if self.fuse_step and not torch.is_grad_enabled() else None
+        plan = plan_for(self, caches, x) if self.fuse_step and not torch.is_grad_enabled() else None
         if plan is not None:                                         # the fused model step (nn.model_step)
-            y = plan.run(h, caches, tick)                            # (B, d_output)
+            y = plan.run(x, caches, tick)                            # (B, d_output)
             return y[:, None] if seq_axis else y
+        h = self.encoder(x)                                          # (B, H)
         for blk, c in zip(self.blocks, caches):
             h = blk.step(h, c, tick)
         y = self._head(h)                                            # (B, d_output)

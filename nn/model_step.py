@@ -11,7 +11,9 @@ engine, ``step`` runs :class:`ModelStep` instead: per block the layer's compiled
     h' = h + r                        (post-norm blocks: h' = norm(h + r))
     z' = next norm(h')                the next block's input (the last block: the model's final norm)
 
-so a token is the encoder, ``2 n_layers`` compiled calls and the decoder. The elementwise parts
+so a token is the encoder, ``2 n_layers`` compiled calls and the decoder (up to :data:`MATVEC_MAX_BATCH`
+rows a linear encoder's and the decoder's products are compiled loops too: torch's ``linear`` of one
+row costs 20-30 us here, the loop a few). The elementwise parts
 (LayerNorm moments, erf- or tanh-GELU, the sigmoid) are evaluated in float64 and rounded to the
 model's dtype; the matrix-vector products accumulate in the model's dtype (FMA, reordered sums: the
 outputs agree with the module path to that dtype's rounding, not bitwise). Above
@@ -26,7 +28,8 @@ autograd (``torch.no_grad()`` / ``inference_mode``); eval mode or zero dropout; 
 parameters on the CPU, contiguous. Otherwise ``step`` takes the module path (the same numbers to
 rounding). Up to :data:`MAX_PLANS` plans are kept per model, one per list of caches; a plan rebuilds
 itself when a parameter object or its storage changes (in-place optimizer updates are seen directly).
-Per token the plan allocates the encoder's and the decoder's outputs only.
+Per token the plan allocates the decoder's output only (and an embedding's or, above
+:data:`MATVEC_MAX_BATCH` rows, the encoder's).
 """
 from __future__ import annotations
 
@@ -101,18 +104,22 @@ if numba_available():                     # Numba present and not disabled (DDES
         return 0
 
     @_nb.njit(**_OPTS)
+    def _linear_rows(x, W, bias, zero, out):                     # pragma: no cover - compiled
+        for b in range(x.shape[0]):                              # out = x W^T + bias, a few rows
+            for j in range(W.shape[0]):
+                acc = zero
+                for k in range(W.shape[1]):
+                    acc += W[j, k] * x[b, k]
+                out[b, j] = acc + bias[j]
+        return 0
+
+    @_nb.njit(**_OPTS)
     def _block_post(s, h, W, bias, zero, act, glu, have_o, pk, pw, pb, peps, nk, nw, nb, neps,
                     a, o, h_out, z_out):                         # pragma: no cover - compiled
         B, H = h.shape
-        O = W.shape[0]
         if not have_o:                                           # a = act(s); o = W a + bias
             _act_rows(s, act, a)
-            for b in range(B):
-                for j in range(O):
-                    acc = zero
-                    for k in range(H):
-                        acc += W[j, k] * a[b, k]
-                    o[b, j] = acc + bias[j]
+            _linear_rows(a, W, bias, zero, o)
         for b in range(B):
             for i in range(H):
                 r = float(o[b, i])
@@ -228,7 +235,10 @@ class ModelStep:
         self.z_t, self.s_t, self.a_t, self.o_t = map(torch.from_numpy, (self.z, self.s, self.a, self.o))
         self.Wt = [torch.from_numpy(sp.W).t() for sp in specs]                              # (H, O) views
         self.bias_t = [torch.from_numpy(sp.bias) for sp in specs]
-        self.decoder = model.decoder
+        self.encoder, self.decoder = model.encoder, model.decoder
+        self.enc = _encoder_spec(model.encoder, H, dt) if self.matvec else None    # (W, bias) compiled, or torch's
+        self.dec = _linear_spec(model.decoder, dt) if self.matvec else None
+        self.h_in = np.zeros((B, H), dt)                                                    # the encoder's output
 
     def valid(self, model, caches):
         """The plan still describes ``model`` and ``caches`` (identity tests only)."""
@@ -238,10 +248,14 @@ class ModelStep:
             return False
         return all(d.get(n) is p and p.data_ptr() == ptr for d, n, p, ptr in self.params)
 
-    def run(self, h, caches, tick=None):
-        """Embedded token ``h`` ``(B, H)`` (and a clocked model's ``tick`` ``(B,)``) -> outputs
-        ``(B, d_output)``; advances every cache by one token."""
-        hn = h.detach().numpy()                                  # (B, H)
+    def run(self, x, caches, tick=None):
+        """The step's input ``x`` (``(B, d_input)``, or token ids ``(B,)``; checked by the model) (and a
+        clocked model's ``tick`` ``(B,)``) -> outputs ``(B, d_output)``; advances every cache by one token."""
+        if self.enc is not None:                                 # the encoder's product, compiled
+            _linear_rows(np.ascontiguousarray(x.detach().numpy()), *self.enc, self.zero, self.h_in)
+            hn = self.h_in                                       # (B, H)
+        else:
+            hn = self.encoder(x).detach().numpy()                # (B, H)
         z, s = self.z, self.s
         f = self.first
         _norm_rows(hn, f.kind, f.w, f.b, f.eps, z)               # the first block's input
@@ -264,27 +278,52 @@ class ModelStep:
                         own.kind if sp.post else _NORM_NONE, own.w, own.b, own.eps, nxt.kind, nxt.w, nxt.b, nxt.eps,
                         self.a, self.o, out, z)                  # out: the block's output; z: the next input
             hn = out
-        return F.linear(self.z_t, self.decoder.weight, self.decoder.bias)
+        if self.dec is None:
+            return F.linear(self.z_t, self.decoder.weight, self.decoder.bias)
+        y = np.empty((z.shape[0], self.dec[0].shape[0]), z.dtype)                          # (B, d_output)
+        _linear_rows(z, *self.dec, self.zero, y)
+        return torch.from_numpy(y)
 
 
-def plan_for(model, caches, h):
-    """The fused plan for ``model.step`` over ``caches`` with embedded input ``h`` ``(B, H)``, or None when
-    the model or the caches are not eligible (the module path then runs)."""
+def _linear_spec(lin, dt):
+    """``(W, bias)`` NumPy views of an ``nn.Linear`` the plan may run compiled, or None (torch's then):
+    no hooks, CPU, contiguous, of the model's dtype; a missing bias is zeros."""
+    if type(lin) is not nn.Linear or _hooked(lin) or lin.weight.device.type != "cpu" or not lin.weight.is_contiguous():
+        return None
+    W = lin.weight.detach().numpy()
+    b = lin.bias.detach().numpy() if lin.bias is not None else np.zeros(W.shape[0], W.dtype)
+    return (W, b) if W.dtype == dt and b.dtype == dt else None
+
+
+def _encoder_spec(enc, H, dt):
+    return _linear_spec(enc, dt) if isinstance(enc, nn.Linear) and enc.out_features == H else None
+
+
+def plan_for(model, caches, x):
+    """The fused plan for ``model.step`` over ``caches`` with the step's input ``x`` (``(B, d_input)`` or token
+    ids ``(B,)``, already checked by the model), or None when the model, the input or the caches are not
+    eligible (the module path then runs)."""
     plans = _PLANS.get(model)
     plan = plans.get(tuple(map(id, caches))) if plans else None
-    if plan is not None and plan.valid(model, caches) and tuple(h.shape) == plan.z.shape:
+    if plan is not None and x.shape[0] == plan.z.shape[0] and x.device.type == "cpu" and plan.valid(model, caches) \
+            and (plan.x_dtype is None or x.dtype == plan.x_dtype):
         return plan
-    if _nb is None or not model.blocks or h.dtype not in (torch.float32, torch.float64) or h.device.type != "cpu":
+    w = model.encoder.weight
+    if _nb is None or not model.blocks or w.dtype not in (torch.float32, torch.float64) or w.device.type != "cpu" \
+            or x.device.type != "cpu":
         return None
+    x_dtype = None if isinstance(model.encoder, nn.Embedding) else w.dtype      # a float input: the encoder's dtype
+    if x_dtype is not None and x.dtype != x_dtype:
+        return None                                                             # the module path names the mismatch
     if model.training and any(m.p > 0 for m in model.modules() if isinstance(m, nn.Dropout)):
         return None
-    dt = np.dtype(np.float32 if h.dtype == torch.float32 else np.float64)
-    B, H = h.shape
+    dt = np.dtype(np.float32 if w.dtype == torch.float32 else np.float64)
+    B, H = x.shape[0], model.blocks[0].layer.H
     blocks = list(model.blocks)
     if any(type(b) is not SequenceBlock or b.layer.H != H for b in blocks) or len({b.prenorm for b in blocks}) != 1 \
             or any((type(b.layer) is Clocked) != (model.clock is not None) for b in blocks):
         return None
-    if not all(_cache_ok(b.layer, c, B, h.dtype) for b, c in zip(blocks, caches)):
+    if not all(_cache_ok(b.layer, c, B, w.dtype) for b, c in zip(blocks, caches)):
         return None
     identity = _norm_spec(nn.Identity(), H, dt)
     final = _norm_spec(model.norm, H, dt)
@@ -297,11 +336,13 @@ def plan_for(model, caches, h):
         specs.append(got[0])
         params += got[1]
     dec = model.decoder
-    if _hooked(dec) or dec.weight.dtype != h.dtype:
+    if _hooked(dec) or dec.weight.dtype != w.dtype:
         return None
-    params += [(dec._parameters, n) for n in ("weight", "bias") if dec._parameters.get(n) is not None]
+    params += [(m._parameters, n) for m in (dec, model.encoder) for n in ("weight", "bias")
+               if m._parameters.get(n) is not None]
     first = specs[0].own if blocks[0].prenorm else identity
     plan = ModelStep(model, caches, specs, first, params, dt)
+    plan.x_dtype = x_dtype
     plans = _PLANS.setdefault(model, {})
     plans.pop(plan.key, None)
     while len(plans) >= MAX_PLANS:                               # the oldest goes

@@ -267,3 +267,43 @@ def test_a_token_batch_that_does_not_fit_the_caches_is_named():
     _, caches = steps(model, x)                                                  # a plan for batch 3
     with torch.no_grad(), pytest.raises(ValueError, match="batch 2"):
         model.step(x[:2, 0], caches)
+
+
+def test_compiled_encoder_and_decoder_follow_in_place_updates_and_hooks():
+    model = build(H=16, L=32)
+    x = torch.randn(1, 12, 5, dtype=torch.float64)
+    _, caches = steps(model, x[:, :4])
+    plan = ms.current_plan(model, caches)
+    assert plan.enc is not None and plan.dec is not None                         # batch 1: both compiled
+    with torch.no_grad():                                                        # seen through the views
+        model.encoder.weight.mul_(0.5)
+        model.decoder.bias.add_(1.0)
+    model.reset_cache(caches)
+    y, _ = steps(model, x, caches)
+    assert ms.current_plan(model, caches) is plan
+    assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
+    seen = []
+    model.encoder.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+    ms._PLANS.pop(model, None)
+    model.reset_cache(caches)
+    y2, _ = steps(model, x, caches)
+    assert len(seen) == x.shape[1] and used_plan(model, caches)                  # a hooked encoder runs as torch's
+    assert ms.current_plan(model, caches).enc is None
+    assert float((y2 - y).abs().max()) <= 1e-12 * float(y.abs().max())
+
+
+def test_embedding_model_fused_at_batch_one_and_float_input_mismatch_is_named():
+    torch.manual_seed(4)
+    model = SequenceModel(9, 7, d_model=12, n_layers=2, embedding=True, layer_kw=dict(d_state=8, l_max=20),
+                          dtype=torch.float64).eval()
+    ids = torch.randint(0, 9, (1, 30))
+    caches = model.allocate_inference_cache(1, dtype=torch.float64)
+    with torch.no_grad():
+        y = torch.stack([model.step(ids[:, t], caches) for t in range(30)], 1)
+        assert used_plan(model, caches)
+        y_fwd = model(ids)
+    assert float((y - y_fwd).abs().max()) <= 1e-9 * float(y_fwd.abs().max())
+    lin = build(H=12)
+    c = lin.allocate_inference_cache(1, dtype=torch.float64)
+    with torch.no_grad(), pytest.raises(RuntimeError):
+        lin.step(torch.randn(1, 5, dtype=torch.float32), c)                      # torch's dtype error, not a plan's

@@ -11,7 +11,7 @@ import ddesys.nn.engine as engine_mod  # noqa: E402
 from ddesys import step as fstep  # noqa: E402
 from ddesys.nn import DS4D  # noqa: E402
 
-from nn_helpers import bhl, layer_oracle
+from nn_helpers import bhl, layer_oracle  # noqa: E402
 
 F64 = torch.float64
 

@@ -21,7 +21,7 @@ from ddesys import DelayTap, DiscreteDelaySystem, SumSystem
 from ddesys.experiments._probes import tap_zero
 from ddesys.nn.tap import TapBranch, TapWidthSchedule, max_tap_width
 
-from nn_helpers import layer_oracle, spec_discrete
+from nn_helpers import layer_oracle
 from oracle import brute_force, rel_max, tap_brute, tap_test_system
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
