@@ -2,17 +2,23 @@
 
 :func:`run_ring` does what ``L`` calls of :func:`ddesys.step.decode_step` at positions ``t0 .. t0+L-1``
 do, in the same precision (float32 for a complex64 or 16-bit ring, float64 for complex128), with the
-same recurrence (:func:`ddesys.recurrence.run_recurrence`'s compiled channel loop)::
+same recurrence::
 
     h_t = lam h_{t-1} + m1 h_{t-k} + m2 h_{t-k-1} + bbar x_t,     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
 
-but in a memory order that suits a whole prompt: each (batch row, channel) item copies the states it
-needs from the ring (the last ``k + 1`` positions before ``t0``; zero before position 0) into a
-contiguous history of ``(k + 1 + L, N2)`` rows, runs the ``L`` steps there (time outer, modes inner:
-the three reads stream, the modes vectorize), and writes the last ``min(R, L)`` states back to their
-ring slots (``s mod R``), as stepping would have left them. The ring may have any strides; in the
-decode step's channel-major layout (:func:`ddesys.step.new_ring`) a channel's slots follow each other in
-memory and the write-back streams. Work ``O(B H N2 L)``, one pass: the
+but in a memory order that suits a whole prompt. A work item is one channel and up to ``_RB`` batch
+rows: it copies the states its run reads from before ``t0`` (the last ``k + 1``; zero before position
+0) into a scratch of ``k + 2`` rows that its positions cycle through (position ``s`` in row
+``s mod (k + 2)``: a short delay's run stays in cache), runs the ``L`` steps there (time outer, modes
+inner: the three reads stream, the modes vectorize), and writes its last ``min(L, k + 1)`` states to
+their ring slots (``s mod R``).
+
+**What the ring holds afterwards**: every state a later step or chunk reads, each channel's last
+``k + 1`` positions, at the slots stepping would have used. Older slots of a channel with ``k + 1 < R``
+keep what they held before the call (zero in a fresh cache; stepping would have left older states
+there, which no later step reads). Not writing them is the point: with the default delay grid it
+halves the bytes a long prompt writes (a reader that masks those slots sees the same array however
+the ring was filled). Work ``O(B H N2 L)``, one pass: the
 per-token dispatch of stepping and the ``O(N2 M log M)`` per-mode FFTs of a spectral prefill are gone.
 
 Threads and determinism: items are split over Numba's threads inside :func:`ddesys.threads.numba_threads`
@@ -32,6 +38,7 @@ __all__ = ["run_ring", "prefill_available"]
 
 _C64, _C128, _U16 = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.uint16)
 NO_DELAY = 2 ** 62              #: a delay no run reaches: the delayed terms drop (S4D's ring of one slot)
+_RB = 8                         # batch rows per work item (with one channel)
 
 
 def prefill_available() -> bool:
@@ -44,25 +51,22 @@ if _nb is not None:
     from numba.extending import overload as _overload
 
     from ._step_loops import _pack16, _unpack16
-    from .recurrence import _channel_nb
-
-    _G = 8                                        # channels per work item (their slot rows are written together)
 
     _FM = {"contract", "reassoc", "nsz"}         # the decode step's flags: FMA, reordered sums (no NaN/inf change)
 
     @_nb.njit(inline="always")
-    def _plan(kb, t0, L):                          # pragma: no cover - jitted
-        """``(live, P)``: whether the delayed terms reach a position of the run, and the history rows."""
+    def _window(kb, t0, L, R):                     # pragma: no cover - jitted
+        """``(live, P, keep)`` of a channel with delay ``kb``: whether its delayed terms reach a position of
+        the run, the scratch rows its run cycles through, and the states it leaves in the ring (the last
+        ``kb + 1``: what any later step or chunk reads)."""
         live = kb <= t0 + L - 1
-        return live, (kb + 1 if live else 1)
+        keep = min(L, kb + 1, R)
+        return live, (kb + 2 if live else max(2, keep)), keep
 
     @_nb.njit(inline="always")
-    def _rows(k, t0, L):                           # pragma: no cover - jitted
-        """The most history rows any channel needs."""
-        m = 1
-        for h in range(k.shape[0]):
-            m = max(m, _plan(k[h], t0, L)[1])
-        return m
+    def _next(s, P):                               # pragma: no cover - jitted
+        s += 1
+        return 0 if s == P else s
 
     def _load(v, fmt):                             # pragma: no cover - typed below
         """A stored state -> (real, imaginary) in the working precision."""
@@ -82,53 +86,99 @@ if _nb is not None:
             return lambda ring, vr, vi, fmt: complex(vr, vi)
         return lambda ring, vr, vi, fmt: _pack16(vr, vi, fmt)
 
+    @_nb.njit(fastmath=_FM, inline="always")
+    def _rows_run(rr, ri, wr, wi, P, kb, live, t0, b0, nb, x, y, cs, dh, h):   # pragma: no cover - jitted
+        """The run of channel ``h``, batch rows ``b0 .. b0+nb-1``, in the scratch: position ``pos`` lives in
+        row ``pos % P``; ``rr``/``ri`` read and ``wr``/``wi`` write the same scratch (two handles: the mode
+        loop then vectorizes). Time outer, rows, then modes inner (contiguous). The delayed terms start at
+        position ``k`` (there ``h_{-1}``, the zero row of position -1, is read)."""
+        N2 = rr.shape[2]
+        L = x.shape[2]
+        lr, li, m1r, m1i, m2r, m2i = cs[0, h], cs[1, h], cs[2, h], cs[3, h], cs[4, h], cs[5, h]
+        br, bi, cr, ci = cs[6, h], cs[7, h], cs[8, h], cs[9, h]
+        s = t0 % P
+        sp = (t0 - 1) % P
+        sk = (t0 - kb) % P if live else 0
+        sk1 = (t0 - kb - 1) % P if live else 0
+        for j in range(L):
+            full = live and t0 + j >= kb           # before position k the delayed terms are zero
+            for b in range(nb):
+                xt = x[b0 + b, h, j]
+                acc = xt - xt                      # zero in the working precision
+                if full:
+                    for n in range(N2):
+                        pr = rr[sp, b, n]
+                        pi = ri[sp, b, n]
+                        qr = rr[sk, b, n]
+                        qi = ri[sk, b, n]
+                        ur = rr[sk1, b, n]
+                        ui = ri[sk1, b, n]
+                        vr = br[n] * xt + (lr[n] * pr - li[n] * pi) + (m1r[n] * qr - m1i[n] * qi) \
+                            + (m2r[n] * ur - m2i[n] * ui)
+                        vi = bi[n] * xt + (lr[n] * pi + li[n] * pr) + (m1r[n] * qi + m1i[n] * qr) \
+                            + (m2r[n] * ui + m2i[n] * ur)
+                        wr[s, b, n] = vr
+                        wi[s, b, n] = vi
+                        acc += cr[n] * vr - ci[n] * vi
+                else:
+                    for n in range(N2):
+                        pr = rr[sp, b, n]
+                        pi = ri[sp, b, n]
+                        vr = br[n] * xt + (lr[n] * pr - li[n] * pi)
+                        vi = bi[n] * xt + (lr[n] * pi + li[n] * pr)
+                        wr[s, b, n] = vr
+                        wi[s, b, n] = vi
+                        acc += cr[n] * vr - ci[n] * vi
+                y[b0 + b, h, j] = (acc + acc) + dh * xt
+            sp = s
+            s = _next(s, P)
+            if live:
+                sk = _next(sk, P)
+                sk1 = _next(sk1, P)
+
     @_nb.njit(parallel=True, cache=True, fastmath=_FM)
-    def _ring_run(ring, fmt, t0, x, cs, k, d, y, nw):   # pragma: no cover - jitted
+    def _ring_run(ring, fmt, t0, x, cs, k, d, y, sr, si, wr, wi):   # pragma: no cover - jitted
         """The pass. ``ring`` in memory order, ``(H, R, B, N2)``: complex, or a 16-bit history's packed pairs
         as uint32 (``fmt`` 0 float16, 1 bfloat16: loads widen exactly, stores round to nearest
         even, :mod:`ddesys.step`); ``x``, ``y`` ``(B, H, L)``; ``cs`` ``(10, H, N2)`` real: the real and
         imaginary parts of lam, m1, m2, bbar, c; ``nw`` workers (the thread budget).
 
-        Work items: a block of ``_G`` channels and a batch row (fixed, whatever ``nw``; consecutive items
-        are the batch rows of one block, so a worker fills one channels' region of the ring). Each channel's
-        history is its own rows of the worker's scratch; each channel's states go back in time order
-        (consecutive slots: consecutive memory in the channel-major ring)."""
+        Work items: a channel and up to ``_RB`` batch rows (a fixed partition, whatever ``nw``). An item
+        loads the states its run reads from before ``t0`` (zero before position 0) into a scratch of
+        ``P = k + 2`` rows that its positions cycle through (small delays: the run stays in cache), runs
+        the ``L`` steps, and writes its last ``keep = min(L, k + 1)`` states to their ring slots."""
         H, R, B, N2 = ring.shape
         L = x.shape[2]
-        first = L - min(R, L)
-        nblk = (H + _G - 1) // _G
-        n_items = B * nblk
-        nw = max(1, min(nw, n_items))
-        rows = _rows(k, t0, L) + L
+        nrb = (B + _RB - 1) // _RB
+        n_items = H * nrb
+        nw = sr.shape[0]
         for w in _nb.prange(nw):                  # one scratch per worker; an item's arithmetic is its own
-            hr = np.empty((_G, rows, N2), x.dtype)
-            hi = np.empty((_G, rows, N2), x.dtype)
+            hr, hi = sr[w], si[w]
             for it in range(w * n_items // nw, (w + 1) * n_items // nw):
-                hb = it // B
-                b = it - hb * B
-                h0 = hb * _G
-                h1 = min(h0 + _G, H)
-                for h in range(h0, h1):
-                    g = h - h0
-                    live, P = _plan(k[h], t0, L)
-                    for r in range(P):            # the states before t0 (zero before position 0)
-                        pos = t0 - P + r
+                h = it // nrb
+                b0 = (it - h * nrb) * _RB
+                nb = min(_RB, B - b0)
+                kb = k[h]
+                live, P, keep = _window(kb, t0, L, R)
+                first = max(t0 - kb - 1, -1) if live else t0 - 1
+                for pos in range(first, t0):      # the states the run reads before t0 (position -1: zero)
+                    r = pos % P
+                    for b in range(nb):
                         if pos < 0:
-                            hr[g, r] = 0
-                            hi[g, r] = 0
+                            for n in range(N2):
+                                hr[r, b, n] = 0
+                                hi[r, b, n] = 0
                         else:
                             s = pos % R
                             for n in range(N2):
-                                hr[g, r, n], hi[g, r, n] = _load(ring[h, s, b, n], fmt)
-                    _channel_nb(cs[0, h], cs[1, h], cs[2, h], cs[3, h], cs[4, h], cs[5, h], cs[6, h], cs[7, h],
-                                cs[8, h], cs[9, h], k[h], d[h], x[b, h], y[b, h], hr[g], hi[g], P, live)
-                for h in range(h0, h1):           # the last min(R, L) states, channel by channel
-                    g = h - h0
-                    r0 = _plan(k[h], t0, L)[1]
-                    for j in range(first, L):
-                        s = (t0 + j) % R
+                                hr[r, b, n], hi[r, b, n] = _load(ring[h, s, b0 + b, n], fmt)
+                _rows_run(hr, hi, wr[w], wi[w], P, kb, live, t0, b0, nb, x, y, cs, d[h], h)
+                for pos in range(t0 + L - keep, t0 + L):   # the last keep states, in time order
+                    r = pos % P
+                    s = pos % R
+                    for b in range(nb):
                         for n in range(N2):
-                            ring[h, s, b, n] = _store(ring, hr[g, r0 + j, n], hi[g, r0 + j, n], fmt)
+                            ring[h, s, b0 + b, n] = _store(ring, hr[r, b, n], hi[r, b, n], fmt)
 
 def _split(consts, rdt):
     """``(10, H, N2)`` real: real and imaginary parts of lam, m1, m2, bbar, c, C-contiguous rows."""
@@ -199,9 +249,21 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     dd = np.ascontiguousarray(d, rdt)
     from .threads import numba_threads
     with numba_threads() as nw:
+        nw = max(1, min(nw, H * -(-B // _RB)))                               # workers: at most the items
+        sr, si = _scratch(nw, k, int(t0), L, R, min(B, _RB), N2, rdt)       # (nw, rows, rows of B, N2) each
         mem = _memory_view(ring)                                               # (H, R, B, N2[, 2])
+        args = (int(t0), xs, cs, k, dd, y, sr, si, sr, si)                    # the scratch twice: read, write
         if ring.dtype == _U16:
-            _ring_run(mem.view(np.uint32)[..., 0], 0 if fmt16 == "float16" else 1, int(t0), xs, cs, k, dd, y, nw)
+            _ring_run(mem.view(np.uint32)[..., 0], 0 if fmt16 == "float16" else 1, *args)
         else:
-            _ring_run(mem, 0, int(t0), xs, cs, k, dd, y, nw)
+            _ring_run(mem, 0, *args)
     return y
+
+
+def _scratch(nw, k, t0, L, R, rb, N2, rdt):
+    """Each worker's scratch, real and imaginary planes ``(nw, rows, rb, N2)``: ``rows`` the most any
+    channel's run cycles through (``k + 2`` when its delayed terms reach the run, else the states it keeps).
+    Made here and passed to the loop twice (one handle read, one written: the mode loop then vectorizes)."""
+    live = k <= t0 + L - 1
+    rows = int(np.where(live, k + 2, np.maximum(2, np.minimum(np.minimum(L, k + 1), R))).max())
+    return np.empty((nw, rows, rb, N2), rdt), np.empty((nw, rows, rb, N2), rdt)

@@ -353,9 +353,9 @@ class DS4D(DelayRange, DiagonalSSM):
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
-        and moves ``cache`` on by ``L`` tokens, keeping the last ``R`` states. A ``"fused"`` cache (the CPU
-        default) takes one compiled pass of the decode recurrence over the prompt (:mod:`nn.prefill`:
-        what stepping would leave, in the cache's precision); the others the per-mode state kernels by
+        and moves ``cache`` on by ``L`` tokens, keeping the states later steps read. A ``"fused"`` cache (the
+        CPU default) takes one compiled pass of the decode recurrence over the prompt (:mod:`nn.prefill`:
+        each channel's last ``k + 1`` states as stepping leaves them, in the cache's precision); the others the per-mode state kernels by
         FFT. A cache holding tokens (``cache.t > 0``) continues from its state (:mod:`nn.history`):
         chunked prefill equals one prefill (spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded
         prompt in a fresh cache; each sequence's states are those after its own tokens

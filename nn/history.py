@@ -23,15 +23,20 @@ __all__ = ["ring_past", "ds4d_chunk", "ds4d_carry", "s4d_chunk", "chunk_forward"
 BLOCK = 2**24           # complex elements of one (batch, H, modes, FFT) block (as nn.ds4d.PREFILL_BLOCK)
 
 
-def ring_past(cache, cdt):
+def ring_past(cache, cdt, k=None):
     """The ring's ``R`` states in time order, ``(B, H, N2, R)`` complex ``cdt``: ``[..., R - 1] = h_{t-1}``;
     positions before the sequence's start are zero (whatever their slots hold). A 16-bit history is
-    widened exactly."""
+    widened exactly. With the integer delays ``k`` ``(H,)``: also zero where a channel's position is older
+    than ``t - k - 1``, the states no later step reads (a prefill leaves those slots unspecified), so
+    that the result depends on the sequence only: two caches of the same tokens give the same array."""
     buf, t0, R = cache.buf, cache.t, cache.n_slots
     pos = torch.arange(t0 - R, t0, device=buf.device)                              # (R,)
     ring = torch.view_as_complex(buf.float()) if cache.history16 else buf           # (B, R, H, N2)
     h = ring.index_select(1, pos % R).to(cdt)                                       # (B, R, H, N2)
-    h = torch.where((pos >= 0)[None, :, None, None], h, torch.zeros((), dtype=cdt, device=buf.device))
+    keep = (pos >= 0)[:, None]                                                      # (R, 1)
+    if k is not None:
+        keep = keep & (pos[:, None] >= t0 - 1 - torch.as_tensor(k, device=buf.device)[None, :])   # (R, H)
+    h = torch.where(keep[None, :, :, None], h, torch.zeros((), dtype=cdt, device=buf.device))
     return h.permute(0, 2, 3, 1)                                                    # (B, H, N2, R)
 
 

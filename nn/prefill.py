@@ -4,8 +4,9 @@ the recurrence over it, not one FFT per mode (DS4D) or a Vandermonde matrix per 
 Used by ``DS4D.prefill`` for caches of the ``"fused"`` engine and by ``S4D.prefill`` for CPU caches
 when Numba is present (``DDESYS_REFERENCE=1`` at the call turns it off for S4D; a DS4D cache keeps the
 engine chosen at allocation). The pass runs the decode step's recurrence with the decode step's
-constants and precision, so a prefilled cache holds what stepping through the prompt leaves there (to
-float rounding) and its outputs are the stepping outputs. Elsewhere (CUDA, no Numba, the reference
+constants and precision, so a prefilled cache holds every state that later steps read as stepping
+through the prompt leaves it (to float rounding: each channel's last ``k + 1``; older slots are
+unspecified, :mod:`ddesys.prefill`) and its outputs are the stepping outputs. Elsewhere (CUDA, no Numba, the reference
 engine) the layers keep their spectral prefill.
 """
 from __future__ import annotations

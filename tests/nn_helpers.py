@@ -181,3 +181,13 @@ def s4_setup_optimizer(model, lr, weight_decay, epochs):
     for hp in distinct:
         optimizer.add_param_group({"params": [p for p in params if getattr(p, "_optim", None) == hp], **hp})
     return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
+
+
+def live_states(cache, layer):
+    """What a cache's later steps read, independent of how it was filled: a DS4D cache's ring in time order
+    ``(B, H, N2, R)`` complex128, zero outside each channel's last ``k + 1`` positions (a prefill leaves
+    older slots unspecified; ``nn.history.ring_past``), or an S4D cache's state ``(B, H, N2)``."""
+    if not hasattr(cache, "buf"):
+        return cache.h
+    from ddesys.nn.history import ring_past
+    return ring_past(cache, torch.complex128, layer.discrete(torch.float64).k)

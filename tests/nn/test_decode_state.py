@@ -10,7 +10,7 @@ import torch
 
 from ddesys.nn import DS4D, S4D
 
-from nn_helpers import bhl, layer_oracle
+from nn_helpers import bhl, layer_oracle, live_states
 from oracle import rel_max
 
 F64 = torch.float64
@@ -31,8 +31,14 @@ def _x(L=50, seed=0, B=2):
     return torch.randn(B, L, 3, dtype=F64, generator=torch.Generator().manual_seed(seed))
 
 
-def _state(cache):
-    return (cache.buf, cache.xbuf) if hasattr(cache, "buf") else (cache.h, None)
+def _raw(cache):
+    return cache.buf if hasattr(cache, "buf") else cache.h
+
+
+def _state(cache, layer):
+    """The states later steps read (``live_states``: a prefill leaves older slots unspecified) and the tap's
+    input ring."""
+    return live_states(cache, layer), getattr(cache, "xbuf", None)
 
 
 @pytest.mark.parametrize("kind", ["ds4d", "tap", "s4d"])
@@ -48,7 +54,7 @@ def test_chunked_prefill_equals_one_prefill(kind):
         y2 = torch.cat([layer.prefill(x[:, a:b], parts) for a, b in zip(CUTS, CUTS[1:])], 1)
     assert parts.t == whole.t == 50
     assert rel_max(y2, y) <= 1e-11 and rel_max(y1, y) <= 1e-11
-    (s1, x1), (s2, x2) = _state(whole), _state(parts)
+    (s1, x1), (s2, x2) = _state(whole, layer), _state(parts, layer)
     assert float((s1 - s2).abs().max()) <= 1e-11 * float(s1.abs().max())
     if x1 is not None:
         assert torch.equal(x1, x2)
@@ -92,7 +98,7 @@ def test_chunked_training_forward_equals_whole_forward(kind):
     with torch.no_grad():
         pre = layer.allocate_inference_cache(2, dtype=F64)
         layer.prefill(x, pre)
-        s1, s2 = _state(pre)[0], _state(state)[0]
+        s1, s2 = _state(pre, layer)[0], _state(state, layer)[0]
         assert state.t == 50 and float((s1 - s2).abs().max()) <= 1e-11 * float(s1.abs().max())
         with pytest.raises(RuntimeError, match="detach"):
             layer.step(x[:, 0], state)                # autograd history: decoding would write into it
@@ -118,11 +124,11 @@ def test_forward_from_a_decode_cache_and_float32(kind):
         cache = layer.allocate_inference_cache(2)
         for t in range(20):
             layer.step(x[:, t], cache)
-        before = _state(cache)[0].clone()
+        before = _raw(cache).clone()
         y, new = layer(x[:, 20:], state=cache, return_state=True)
         ref = layer(x)[:, 20:]
-    assert torch.equal(_state(cache)[0], before) and cache.t == 20 and new.t == 50
-    assert _state(new)[0].dtype == torch.complex64 and new.owner is layer
+    assert torch.equal(_raw(cache), before) and cache.t == 20 and new.t == 50
+    assert _raw(new).dtype == torch.complex64 and new.owner is layer
     assert rel_max(y, ref) <= 2e-5
 
 
