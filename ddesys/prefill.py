@@ -141,10 +141,12 @@ if _nb is not None:
         """The pass. ``ring`` in memory order, ``(H, R, B, N2)``: complex, or a 16-bit history's packed pairs
         as uint32 (``fmt`` 0 float16, 1 bfloat16: loads widen exactly, stores round to nearest
         even, :mod:`ddesys.step`); ``x``, ``y`` ``(B, H, L)``; ``cs`` ``(10, H, N2)`` real: the real and
-        imaginary parts of lam, m1, m2, bbar, c; ``nw`` workers (the thread budget).
+        imaginary parts of lam, m1, m2, bbar, c; ``sr``/``si`` and ``wr``/``wi``: the workers' scratch
+        planes ``(nw, rows, rb, N2)`` (:func:`_scratch`; the same arrays, read and written handles), one
+        worker each (``nw``: the thread budget).
 
         Work items: a channel and up to ``_RB`` batch rows (a fixed partition, whatever ``nw``). An item
-        loads the states its run reads from before ``t0`` (zero before position 0) into a scratch of
+        loads the states its run reads from before ``t0`` (position -1 as zero) into a scratch of
         ``P = k + 2`` rows that its positions cycle through (small delays: the run stays in cache), runs
         the ``L`` steps, and writes its last ``keep = min(L, k + 1)`` states to their ring slots."""
         H, R, B, N2 = ring.shape
