@@ -9,7 +9,7 @@ _install_source_finder(__file__)         # a source checkout without install: dd
 
 from ._array import next_pow2, unit_roundoff  # noqa: E402
 from ._validate import MAX_DELAY_STEPS
-from .contour import Contour, choose_contour
+from .contour import Contour, choose_contour, fft_length
 from .continuous import DelaySystem
 from .discrete import DiscreteDelaySystem
 from .discretize import discretize_modes, euler, zoh
@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DiscreteDelayStateSpace", "zoh_statespace", "FrequencyResponse", "RootsResult",
     "StabilityChart", "TimeResponse", "delay_chart", "stability_chart", "DelayTap", "DelaySystem", "DiscreteDelaySystem", "MAX_DELAY_STEPS", "S4DDiscrete", "SumSystem",
-    "choose_contour", "clock_index", "clocked_simulate", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
+    "choose_contour", "clock_index", "fft_length", "clocked_simulate", "discretize_modes", "ds4d_discrete", "euler", "interpolation_response", "is_stable_exact",
     "next_pow2", "numba_available", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay",
     "stability_margin", "sufficient_margin", "synthesize_kernel", "transfer_function", "unit_roundoff",
     "vandermonde_kernel", "winding_number", "zoh",

@@ -106,6 +106,23 @@ def optimal_rho(L, M, r, u, kappa=KAPPA):
     return np.exp(np.minimum(logrho, 0.0))
 
 
+def fft_length(L, u, u_out):
+    """The layer's FFT length for a length-``L`` kernel synthesized with unit roundoff ``u`` and delivered
+    in a dtype of unit roundoff ``u_out``, for a non-decaying bound (``r = 1``): ``nextpow2(L)`` when its
+    predicted error at ``rho*`` is within ``u_out`` (the output's own rounding then dominates: float64
+    synthesis delivering float32, about ``2 sqrt(u) = 2e-8``), else ``nextpow2(2L)``.
+
+    >>> from ddesys import unit_roundoff
+    >>> fft_length(4096, unit_roundoff(np.float64), unit_roundoff(np.float32))
+    4096
+    >>> fft_length(4096, unit_roundoff(np.float64), unit_roundoff(np.float64))
+    8192
+    """
+    M = next_pow2(L)
+    rho = optimal_rho(L, M, 1.0, u)
+    return M if float(predicted_error(L, M, rho, 1.0, u)) <= u_out else next_pow2(2 * L)
+
+
 def choose_contour(L, r, u, eps="auto", M=None):
     """Pick ``(M, rho)`` for a length-``L`` kernel (docs/theory.md §5).
 
@@ -120,7 +137,8 @@ def choose_contour(L, r, u, eps="auto", M=None):
     eps : "auto" or float
         The aliasing suppression ``rho^M``, in ``(0, 1)``; ``"auto"`` minimizes the predicted error.
     M : int or None
-        FFT length (``>= 2L``), or None for the rule in the module docstring.
+        FFT length (``>= L``: restoring ``K_t`` for ``t < L`` needs ``L`` samples; aliasing is the
+        contour's job), or None for the rule in the module docstring.
 
     Returns
     -------
@@ -130,7 +148,7 @@ def choose_contour(L, r, u, eps="auto", M=None):
     Raises
     ------
     ValueError
-        eps outside (0, 1); M < 2L; an eps whose restoration would amplify rounding past 10% of the
+        eps outside (0, 1); M < L; an eps whose restoration would amplify rounding past 10% of the
         kernel (``kappa u eps^-(L-1)/M >= 0.1``): that kernel would be a wrong number.
 
     See Also
@@ -157,8 +175,8 @@ def choose_contour(L, r, u, eps="auto", M=None):
     """
     r = np.asarray(r, float)
     if M is not None:
-        if not isinstance(M, (int, np.integer)) or M < 2 * L:
-            raise ValueError(f"M must be an integer >= 2L = {2 * L} (linear convolution needs it), got {M!r}")
+        if not isinstance(M, (int, np.integer)) or M < L:
+            raise ValueError(f"M must be an integer >= L = {L} (the kernel's length), got {M!r}")
         M = int(M)
     tol = TOLERANCE["float32" if u > 1e-10 else "float64"]
     if isinstance(eps, str):

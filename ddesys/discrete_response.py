@@ -83,7 +83,7 @@ class DiscreteResponses:
             working precision and the system's decay to minimize the predicted error
             (:mod:`ddesys.contour`; about 1e-13 relative in float64).
         M : int or None
-            FFT length ``>= 2L``; default ``nextpow2(2L)``, or ``nextpow2(4L)`` when ``eps="auto"``
+            FFT length ``>= L``; default ``nextpow2(2L)``, or ``nextpow2(4L)`` when ``eps="auto"``
             predicts a larger error than the precision's tolerance at ``2L`` (slow modes).
         dtype : float32 or float64, optional
             Real output dtype (default: that of the parameters).

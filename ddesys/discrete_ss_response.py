@@ -69,7 +69,7 @@ class DiscreteSSResponses:
             Aliasing suppression ``rho^M`` in ``(0, 1)``, or ``"auto"`` (minimize the predicted error,
             about 1e-13 relative; :meth:`contour` returns the choice).
         M : int, optional
-            FFT length ``>= 2L``; default ``nextpow2(2L)`` or ``nextpow2(4L)`` (slow decay).
+            FFT length ``>= L``; default ``nextpow2(2L)`` or ``nextpow2(4L)`` (slow decay).
         max_bytes : int, optional
             Memory budget of the FFT path (default :data:`KERNEL_MAX_BYTES`).
 

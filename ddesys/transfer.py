@@ -103,7 +103,7 @@ def synthesize_kernel(lam, mu, cb, k, alpha, L, M, rho, per_mode=False, sample=N
     ----------
     lam, mu, cb : complex ``(..., N2)``, ``cb = c * bbar``; their dtype is the working precision.
     k : integer ``(...)``; alpha : real ``(...)``; rho : real ``(...)`` in ``(0, 1]``.
-    L, M : kernel length and FFT length (``M >= L``; ``>= 2L`` for linear convolution).
+    L, M : kernel length and FFT length (``M >= L``: the contour, not the length, suppresses aliasing).
     per_mode : return the complex per-mode responses ``cb_n g_{n,t}`` ``(..., N2, L)`` instead of the
         real kernel (pass ``cb = bbar`` for the state kernels used by prefill). Memory ``O(N2 M)``.
     sample : ``(A, cb, k, M, L) -> 2 Re(IFFT_M S)[..., :L]``, default :func:`sampled_kernel`; the layers

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ddesys import DiscreteDelaySystem, choose_contour, next_pow2, unit_roundoff
+from ddesys import DiscreteDelaySystem, choose_contour, fft_length, next_pow2, unit_roundoff
 from ddesys.parameterization import ablation_kinds, ds4d_discrete
 from ddesys.recurrence import run_recurrence
 from ddesys.tap import check_width
@@ -70,9 +70,11 @@ class DS4D(DelayRange, DiagonalSSM):
         Learning rate of ``dt`` and the delay (``None``: the optimizer's); no weight decay on SSM
         parameters (see :func:`nn.optim.param_groups`).
     eps, M :
-        Contour: ``M = nextpow2(2L)`` (the paper's) and ``eps="auto"`` for it, about 3e-11 relative
+        Contour: ``eps="auto"`` with ``M = nextpow2(2L)`` (the paper's length), about 3e-11 relative
         kernel error in float64 and 2e-5 in float32 (:mod:`ddesys.contour`); ``M=4L``-sized values give
-        1e-13. The layer assumes no decay when choosing ``eps`` (no device synchronization per forward);
+        1e-13. A forward in float32 (or lower) synthesizes at ``M = nextpow2(L)``, half the work, whose
+        predicted error in float64 (about 2e-8) stays under the float32 rounding of the kernel it
+        delivers (:func:`ddesys.fft_length`); ``M`` set here fixes it for every call. The layer assumes no decay when choosing ``eps`` (no device synchronization per forward);
         :meth:`ddesys.DiscreteDelaySystem.kernel` chooses from the actual decay and may pick ``M = 4L``.
         Both are within their predicted error of the exact kernel; :meth:`contour` gives the layer's
         ``(M, rho)`` to reproduce its kernel with ``to_ddesys().kernel(L, M=M, eps=rho**M)``.
@@ -215,21 +217,29 @@ class DS4D(DelayRange, DiagonalSSM):
         return ds4d_discrete(f(self.log_dt), f(self.nu_re), f(self.nu_im), f(self.r), f(self.theta), self.nu_tau,
                              f(self.B), f(self.C), self.s_min, self.s_max, ablation=self.ablation)
 
-    def contour(self, L, dtype=None, eps=None, M=None):
-        """``(M, rho)`` of the kernel synthesis for length ``L``: ``M = nextpow2(2L)`` unless set, ``eps``
-        automatic for that ``M`` (:func:`ddesys.choose_contour` with no decay assumed, so no device sync)."""
-        M = M or self.M or next_pow2(2 * L)
+    def contour(self, L, dtype=None, eps=None, M=None, out_dtype=None):
+        """``(M, rho)`` of the kernel synthesis for length ``L`` in precision ``dtype`` (default
+        ``kernel_dtype``), delivered in ``out_dtype`` (default ``dtype``). ``M`` unless set: with the
+        automatic ``eps``, :func:`ddesys.fft_length` (``nextpow2(L)`` when its predicted error is within the
+        rounding of ``out_dtype``: a float64 synthesis for a float32 forward; else ``nextpow2(2L)``);
+        with a given ``eps``, ``nextpow2(2L)`` (the paper's). ``eps`` automatic for that ``M``
+        (:func:`ddesys.choose_contour` with no decay assumed, so no device sync)."""
         eps = eps if eps is not None else self.eps
-        ct = choose_contour(L, np.ones(1), unit_roundoff(dtype or self.kernel_dtype), eps=eps, M=M)
+        u = unit_roundoff(dtype or self.kernel_dtype)
+        if not (M or self.M):
+            auto = isinstance(eps, str)
+            M = fft_length(L, u, unit_roundoff(out_dtype or dtype or self.kernel_dtype)) if auto else next_pow2(2 * L)
+        ct = choose_contour(L, np.ones(1), u, eps=eps, M=M or self.M)
         return ct.M, float(ct.rho[0])
 
-    def kernel(self, L, eps=None, M=None):
+    def kernel(self, L, eps=None, M=None, out_dtype=None):
         """Real kernels ``(H, L)`` (bidirectional: ``(2, H, L)``), in ``kernel_dtype``; ``eps``/``M``
-        override the layer's contour settings for this call."""
+        override the layer's contour settings for this call; ``out_dtype``: the dtype the caller will
+        round the kernel to (the forward: its input's), which lets :meth:`contour` pick a shorter FFT."""
         if self.s_max is None:
             self._set_range(L)
         d = self.discrete()
-        M, rho = self.contour(L, eps=eps, M=M)
+        M, rho = self.contour(L, eps=eps, M=M, out_dtype=out_dtype)
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
@@ -238,7 +248,7 @@ class DS4D(DelayRange, DiagonalSSM):
         return split_channels(K, self.H, self.bidirectional)
 
     def _kernel_for(self, x):
-        return self.kernel(x.shape[-1]).to(x.dtype)
+        return self.kernel(x.shape[-1], out_dtype=x.dtype).to(x.dtype)
 
     @torch.no_grad()
     def _recurrent(self, x):
