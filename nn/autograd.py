@@ -41,7 +41,12 @@ def _real(dtype):
 @torch.library.custom_op("ddesys::fused_kernel_fwd", mutates_args=())
 def _fused_fwd(A: torch.Tensor, cb: torch.Tensor, k: torch.Tensor, M: int, L: int) -> torch.Tensor:
     S = fused.sample_forward(A.detach().numpy(), cb.detach().numpy(), k.numpy(), M)   # (C, M)
-    K = 2 * sfft.ifft(S, axis=-1, workers=thread_budget())[..., :L].real              # (C, L)
+    # 2 Re(IFFT_M S) = IFFT_M of S + conj(S_{-m}), Hermitian: one real inverse FFT of half the spectrum
+    n = M // 2 + 1
+    Hs = S[..., :n].copy()                                                             # (C, M/2 + 1)
+    Hs[..., 0] += np.conj(S[..., 0])
+    Hs[..., 1:] += np.conj(S[..., M - 1:M - n:-1])                                     # S_{M-m}, m = 1 .. n-1
+    K = sfft.irfft(Hs, n=M, axis=-1, workers=thread_budget())[..., :L]                 # (C, L)
     return torch.from_numpy(np.ascontiguousarray(K))
 
 
@@ -53,7 +58,11 @@ def _(A, cb, k, M, L):
 @torch.library.custom_op("ddesys::fused_kernel_bwd", mutates_args=())
 def _fused_bwd(A: torch.Tensor, cb: torch.Tensor, k: torch.Tensor, M: int,
                G: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    V = (2.0 / M) * sfft.fft(G.detach().numpy(), n=M, axis=-1, workers=thread_budget())   # (C, M)
+    R = sfft.rfft(G.detach().numpy(), n=M, axis=-1, workers=thread_budget())          # (C, M/2 + 1): G is real
+    V = np.empty(R.shape[:-1] + (M,), R.dtype)                                         # (C, M) = FFT_M G, Hermitian
+    V[..., :R.shape[-1]] = R
+    V[..., R.shape[-1]:] = np.conj(R[..., 1:M - R.shape[-1] + 1][..., ::-1])
+    V *= 2.0 / M
     gA, gcb = fused.sample_backward(A.numpy(), cb.numpy(), k.numpy(), M, V)
     return torch.from_numpy(gA), torch.from_numpy(gcb)
 
