@@ -20,7 +20,7 @@ import torch
 
 import ddesys
 from ddesys.parameterization import delay_steps
-from ddesys.tap import check_width, tap_filter, tap_kernel, tap_support
+from ddesys.tap import check_width, offset_fir, tap_filter, tap_kernel, tap_support
 
 from .delay_range import RangeBranch, place_delays
 from .optim import register
@@ -187,9 +187,16 @@ class TapBranch(RangeBranch):
         if need > Rx:
             raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
                                f"allocation), past the cache's {Rx - 1}: allocate a new cache")
+        P = 0 if t0 == 0 else Rx                  # inputs kept before the chunk (a fresh ring holds none)
+        if xb.device.type == "cpu" and not (torch.is_grad_enabled() and (xb.requires_grad or we.requires_grad)):
+            xw = xb.detach().to(we.dtype)                                               # (B, C, L)
+            if P:                                 # the compiled FIR (ddesys.tap.offset_fir), one pass
+                pos = torch.arange(t0 - Rx, t0)
+                past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)     # (B, C, Rx)
+                xw = torch.cat([torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype)), xw], -1)
+            return torch.from_numpy(offset_fir(xw.numpy(), j.numpy(), we.detach().numpy(), P))
         t = torch.arange(L, device=xb.device)
         xw = xb.to(we.dtype)                                                            # (B, C, L)
-        P = 0 if t0 == 0 else Rx                  # inputs kept before the chunk (a fresh ring holds none)
         if P:
             pos = torch.arange(t0 - Rx, t0, device=xb.device)                          # (Rx,) positions before t0
             past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)         # (B, C, Rx)
