@@ -188,13 +188,6 @@ class TapBranch(RangeBranch):
             raise RuntimeError(f"the layer's tap now reads {need - 1} steps back (delay or tap_width changed since "
                                f"allocation), past the cache's {Rx - 1}: allocate a new cache")
         P = 0 if t0 == 0 else Rx                  # inputs kept before the chunk (a fresh ring holds none)
-        if xb.device.type == "cpu" and not (torch.is_grad_enabled() and (xb.requires_grad or we.requires_grad)):
-            xw = xb.detach().to(we.dtype)                                               # (B, C, L)
-            if P:                                 # the compiled FIR (ddesys.tap.offset_fir), one pass
-                pos = torch.arange(t0 - Rx, t0)
-                past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)     # (B, C, Rx)
-                xw = torch.cat([torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype)), xw], -1)
-            return torch.from_numpy(offset_fir(xw.numpy(), j.numpy(), we.detach().numpy(), P))
         t = torch.arange(L, device=xb.device)
         xw = xb.to(we.dtype)                                                            # (B, C, L)
         if P:
@@ -202,6 +195,8 @@ class TapBranch(RangeBranch):
             past = xbuf[:, pos.clamp_min(0) % Rx].transpose(1, 2).to(we.dtype)         # (B, C, Rx)
             past = torch.where(pos >= 0, past, torch.zeros((), dtype=we.dtype, device=xb.device))
             xw = torch.cat([past, xw], -1)                                              # (B, C, Rx + L)
+        if xw.device.type == "cpu" and not (torch.is_grad_enabled() and (xw.requires_grad or we.requires_grad)):
+            return torch.from_numpy(offset_fir(xw.detach().numpy(), j.numpy(), we.detach().numpy(), P))   # compiled
         y = torch.zeros((B, C, L), dtype=we.dtype, device=xb.device)
         zero = torch.zeros((), dtype=we.dtype, device=xb.device)
         for i in range(j.shape[1]):                                                     # J offsets, few
