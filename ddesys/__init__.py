@@ -3,11 +3,7 @@
 NumPy always; CuPy arrays are accepted where noted; Numba compiles the CPU recurrences when installed;
 torch and CuPy are never imported here. See the README for a tour.
 """
-from ._legacy import install_source_finder as _install_source_finder
-
-_install_source_finder(__file__)         # a source checkout without install: ddesys.nn etc. from its folders
-
-from ._array import next_pow2, unit_roundoff  # noqa: E402
+from ._array import next_pow2, unit_roundoff
 from ._validate import MAX_DELAY_STEPS
 from .contour import Contour, choose_contour, fft_length
 from .continuous import DelaySystem
@@ -21,12 +17,12 @@ from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_disc
 from .tap import DelayTap
 from .sum_system import SumSystem
 from .lti import DelayLTI, FrequencyResponse
-from .statespace import DelayStateSpace
-from .discrete_ss import DiscreteDelayStateSpace, zoh_statespace
-from .chart import StabilityChart, delay_chart, stability_chart
-from .crossings import Crossing
-from .roots import RootsResult
-from .timeresp import TimeResponse
+from .matrix.statespace import DelayStateSpace
+from .matrix.discrete import DiscreteDelayStateSpace, zoh_statespace
+from .matrix.chart import StabilityChart, delay_chart, stability_chart
+from .matrix.crossings import Crossing
+from .matrix.roots import RootsResult
+from .matrix.timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 from .clock import clock_index, clocked_simulate
 

@@ -3,7 +3,7 @@
 ``choose(x)`` names the path for data ``x``:
 
 * ``"numba"``: NumPy arrays and CPU torch tensors, when Numba is installed (the fused CPU loops of
-  :mod:`ddesys.fused`, the compiled recurrence);
+  :mod:`ddesys.cpu.fused`, the compiled recurrence);
 * ``"triton"``: CUDA torch tensors and CuPy arrays, when Triton imports and torch sees a CUDA device
   (the kernels of ``gpu/``; CuPy reaches them through DLPack). Under ``TRITON_INTERPRET=1`` with
   ``DDESYS_GPU_INTERPRET=1`` CPU torch tensors take this path too (how CI runs the GPU kernels);

@@ -337,7 +337,7 @@ class DelaySystem(ContinuousResponses, DelayLTI):
         """
         idx = channel_index(self.batch_shape, index)
         A, Ad, B, C, D = pair_matrices(self.a[idx], self.ad[idx], self.b[idx], self.c[idx], self.d[idx])
-        from .statespace import DelayStateSpace
+        from .matrix.statespace import DelayStateSpace
         return DelayStateSpace(A, Ad, [float(self.tau[idx])], B, C, D)
 
 

@@ -408,7 +408,7 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
         idx = channel_index(self.batch_shape, index)
         lam, mu, bbar, c = (to_numpy(v)[idx] for v in (self.lam, self.mu, self.bbar, self.c))
         Phi, G, Bd, C, D = pair_matrices(lam, mu, bbar, c, to_numpy(self.d)[idx])
-        from .discrete_ss import DiscreteDelayStateSpace
+        from .matrix.discrete import DiscreteDelayStateSpace
         return DiscreteDelayStateSpace(Phi, G, [float(to_numpy(self.delay)[idx])], Bd, C, D, dt=self.dt)
 
 

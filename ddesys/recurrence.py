@@ -19,7 +19,7 @@ import numpy as np
 from ._array import get_namespace, is_numpy
 from ._validate import MAX_DELAY_STEPS
 
-from ._numba import nb as _nb          # None without Numba (or DDESYS_DISABLE_NUMBA): the vector path below
+from .cpu._numba import nb as _nb          # None without Numba (or DDESYS_DISABLE_NUMBA): the vector path below
 
 
 def numba_available() -> bool:
@@ -146,7 +146,7 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
         B, L = x.shape
         y = np.zeros((B, L), dtype=np.float64)
         states = np.zeros((B, lam.shape[1], L) if return_states else (1, 1, 1), dtype=np.complex128)
-        from .threads import numba_threads
+        from .cpu.threads import numba_threads
         with numba_threads():
             _recurrence_nb(np.ascontiguousarray(lam, np.complex128), np.ascontiguousarray(mu, np.complex128),
                            np.ascontiguousarray(bbar, np.complex128), np.ascontiguousarray(c, np.complex128),

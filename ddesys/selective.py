@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._numba import nb
+from .cpu._numba import nb
 
 __all__ = ["soft_scan", "soft_scan_grad"]
 
@@ -175,7 +175,7 @@ def soft_scan(loglam, mu, bbar, cout, s, x, c, dtype=np.float64):
     w = np.zeros((B, H, L), rdt)
     y = np.zeros((B, H, L), rdt)
     if h.size:
-        from .threads import numba_threads
+        from .cpu.threads import numba_threads
         with numba_threads():
             _forward(loglam, mu, bbar, cout, s, x, c.astype(rdt), tau, h, E, q, w, y)
     return y, (h, tau, q, w, E)
@@ -200,7 +200,7 @@ def soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy):
     g_s = np.zeros((B, H))
     g_x, g_cd, g_tau = (np.zeros((B, H, L)) for _ in range(3))
     if h.size:
-        from .threads import numba_threads
+        from .cpu.threads import numba_threads
         with numba_threads():
             _backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co, g_s, g_x, g_cd, g_tau)
     gt = g_tau.sum(axis=1)                                                  # (B, L): dL/dtau_t

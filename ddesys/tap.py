@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy
-from ._numba import nb as _nb
+from .cpu._numba import nb as _nb
 from ._validate import MAX_DELAY_STEPS, as_array, check_batch, check_length, check_real_dtype
 from .lti import DelayLTI
 

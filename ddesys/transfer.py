@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from . import fused
+from .cpu import fused
 from ._array import get_namespace, is_cupy, is_numpy
 from .backend import NUMBA, REFERENCE, TRITON, choose
 from .charpoly import coefficients, q_eval
@@ -227,7 +227,7 @@ def _sample_blocks(xp, A, cb, Z):
 def vandermonde_kernel(lam, cb, L, per_mode=False):
     """Kernel of a diagonal SSM without delay, ``K_t = 2 Re sum_n cb_n lam_n^t`` (``mu = 0``).
 
-    The S4D kernel (Vandermonde product). NumPy arrays use a fused Numba loop (:mod:`ddesys.fused`; the
+    The S4D kernel (Vandermonde product). NumPy arrays use a fused Numba loop (:mod:`ddesys.cpu.fused`; the
     layers wrap it with its own backward in :mod:`nn.autograd`); other arrays the reference
     ``exp(t log lam)`` product, ``O(N2 L)`` memory per channel.
 

@@ -12,11 +12,6 @@ CI tests them).
 
 from __future__ import annotations
 
-if __name__ != "ddesys.gpu":             # the old top-level name `gpu`: the same modules, with a warning
-    import sys as _sys
-
-    from ddesys._legacy import alias as _alias
-    _sys.modules[__name__] = _alias(__name__)
 
 import contextlib
 import functools

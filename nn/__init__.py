@@ -3,11 +3,6 @@
 Requires torch (``pip install torch==2.13.0`` on a CPU machine); ``ddesys`` owns the mathematics.
 """
 
-if __name__ != "ddesys.nn":             # the old top-level name `nn`: the same modules, with a warning
-    import sys as _sys
-
-    from ddesys._legacy import alias as _alias
-    _sys.modules[__name__] = _alias(__name__)
 
 from .clock import Clocked, ClockedCache, TokenClock
 from .common import NonFiniteInputError

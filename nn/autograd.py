@@ -22,9 +22,9 @@ import numpy as np
 import scipy.fft as sfft
 import torch
 
-from ddesys import fused
+from ddesys.cpu import fused
 from ddesys.backend import NUMBA, TRITON, choose
-from ddesys.threads import thread_budget
+from ddesys.cpu.threads import thread_budget
 from ddesys.transfer import CHUNK_ELEMENTS, contour_points, sample_transfer, vandermonde_kernel
 
 __all__ = ["kernel_sampler", "vandermonde"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ddesys.step import is_channel_major, new_ring
+from ddesys.cpu.step import is_channel_major, new_ring
 
 __all__ = ["DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major"]
 
@@ -24,7 +24,7 @@ _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 
 def cpu_ring(shape, dtype, per_row=False):
     """A zero CPU ring ``(B, R, H, N2)`` (``(..., 2)`` for a 16-bit ``dtype``) in the fused step's
-    channel-major memory (:func:`ddesys.step.new_ring`; ``per_row``: each batch row on its own)."""
+    channel-major memory (:func:`ddesys.cpu.step.new_ring`; ``per_row``: each batch row on its own)."""
     ring = new_ring(shape, _NP.get(dtype, np.uint16), per_row=per_row)
     return torch.from_numpy(ring).view(dtype)
 

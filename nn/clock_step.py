@@ -1,7 +1,7 @@
 """The decode engines of :class:`nn.clock.Clocked` (given clock): one per cache, chosen at allocation.
 
 ``"fused"`` (the CPU default for a DS4D inner layer): each ticking row is one call of the fused decode
-step (:func:`ddesys.step.bind_step`, the loop of ``DS4D.step``) on that row's ring at its own write
+step (:func:`ddesys.cpu.step.bind_step`, the loop of ``DS4D.step``) on that row's ring at its own write
 position ``w``; a pausing row keeps its state and outputs ``2 Re(c . h_prev) + d x``. The position in
 the ring replaces the tick count in the step's "read before the start is zero" test: a clocked ring's
 slots before a row's first tick hold zero states (a fresh or reset ring is zero, and a prefill writes
@@ -15,7 +15,7 @@ import torch
 
 from ddesys.backend import force_reference
 from ddesys.recurrence import readout
-from ddesys.step import bind_step, step_available
+from ddesys.cpu.step import bind_step, step_available
 
 from .cache import channel_major
 

@@ -283,7 +283,7 @@ class DS4D(DelayRange, DiagonalSSM):
             update in float32. Anything else raises ``TypeError``.
         history_dtype : None, torch.float16 or torch.bfloat16
             A 16-bit history (half complex64's memory, update in float32; about 1e-3 / 1e-2 relative output
-            error, :func:`ddesys.step.history_error_bound`); float16 overflows past 65504 (``step`` and
+            error, :func:`ddesys.cpu.step.history_error_bound`); float16 overflows past 65504 (``step`` and
             ``prefill`` then warn once), bfloat16 has float32's range. CPU and CUDA.
         engine : None, "fused", "triton" or "reference"
             None: fused Numba on the CPU, Triton on CUDA, the torch reference elsewhere or with
@@ -312,7 +312,7 @@ class DS4D(DelayRange, DiagonalSSM):
         if self.has_tap:                             # the tap's input ring (B, Rx, H), real
             xdt = torch.float64 if rdt == torch.float64 else torch.float32
             xbuf = torch.zeros((batch_size, self._tap_slots(), self.H), dtype=xdt, device=self.D.device)
-        if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.step.new_ring)
+        if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
             buf = cpu_ring(shape, dt)
         else:
             buf = torch.zeros(shape, dtype=dt, device=self.D.device)

@@ -3,7 +3,7 @@
 =============  =====================================================  ==========================================
 engine         runs                                                   caches
 =============  =====================================================  ==========================================
-``"fused"``    :func:`ddesys.step.decode_step` (Numba, one pass)      CPU, complex64 / complex128 / 16-bit
+``"fused"``    :func:`ddesys.cpu.step.decode_step` (Numba, one pass)      CPU, complex64 / complex128 / 16-bit
 ``"triton"``   :func:`gpu.decode.triton_step` (Triton, one kernel)    CUDA (or the interpreter in tests), all
 ``"reference"`` the torch update of :mod:`ddesys.recurrence`          any device, all
 =============  =====================================================  ==========================================
@@ -13,14 +13,14 @@ engine         runs                                                   caches
 reference). ``DS4D.step`` then calls ``cache``'s engine directly: no dispatch, no backend choice per token.
 
 Each engine has ``layout(buf)``: the ring in the memory order it reads (channel-major for the fused
-engine, ``ddesys.step.new_ring``; slot-major for Triton; a copy where ``buf`` is not), applied at
+engine, ``ddesys.cpu.step.new_ring``; slot-major for Triton; a copy where ``buf`` is not), applied at
 allocation and by ``bind``; ``bind(cache, consts)``, run when a cache first meets a set of constants
 (after allocation, and after every recomputation of the constants): the token-independent checks
 (device, the delays still fit the ring) and the per-cache views; and ``step(cache, x_t, consts)``, which
 returns ``y_t`` ``(B, H)`` in the cache's real dtype without the tap's term.
 
 Determinism. The fused engine's default (``parallel=None``) is a fixed rule: the serial loop below
-:data:`ddesys.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of channel blocks
+:data:`ddesys.cpu.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of channel blocks
 (every batch row in each), whose arithmetic does not depend on how many threads run it: outputs are
 bitwise equal whatever the thread count or the machine's load. ``parallel="auto"`` (opt-in) times both
 loops and keeps the faster (they agree to float rounding); it is ignored while
@@ -40,7 +40,7 @@ import torch
 
 from ddesys.backend import NUMBA, TRITON, choose
 from ddesys.recurrence import delay_update, readout
-from ddesys.step import bind_step, decode_step, step_available
+from ddesys.cpu.step import bind_step, decode_step, step_available
 
 from .cache import channel_major
 
@@ -164,7 +164,7 @@ class ReferenceEngine:
 
 
 class FusedEngine:
-    """The fused Numba step on a CPU ring (:func:`ddesys.step.decode_step`), read through a NumPy view
+    """The fused Numba step on a CPU ring (:func:`ddesys.cpu.step.decode_step`), read through a NumPy view
     of the cache's buffer taken once per cache. The ring is channel-major in memory (as
     ``allocate_inference_cache`` makes it); a cache whose ``buf`` was built otherwise (by hand, or a
     state from another layout) gets a channel-major copy of it when first bound."""
@@ -178,7 +178,7 @@ class FusedEngine:
 
     @staticmethod
     def layout(buf):
-        """The ring channel-major in memory (a copy when it is not; ``ddesys.step.new_ring``)."""
+        """The ring channel-major in memory (a copy when it is not; ``ddesys.cpu.step.new_ring``)."""
         return channel_major(buf)
 
     def bind(self, cache, consts):

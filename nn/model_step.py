@@ -4,7 +4,7 @@
 linear, dropout, the residual), each a few microseconds of dispatch at batch 1, which together cost
 as much as the layers' own fused steps. When every block is a plain DS4D block decoding with the fused
 engine, ``step`` runs :class:`ModelStep` instead: per block the layer's compiled step
-(:func:`ddesys.step.bind_step`, as ``DS4D.step``) and one compiled pass for the rest::
+(:func:`ddesys.cpu.step.bind_step`, as ``DS4D.step``) and one compiled pass for the rest::
 
     a = act(s)                        s: the layer's output (B, H)
     r = GLU(W a + b)                  W: (2H, H) (or W a + b without GLU)

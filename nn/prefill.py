@@ -1,4 +1,4 @@
-"""Prefill on the CPU in one compiled pass (:func:`ddesys.prefill.run_ring`): a prompt costs one run of
+"""Prefill on the CPU in one compiled pass (:func:`ddesys.cpu.prefill.run_ring`): a prompt costs one run of
 the recurrence over it, not one FFT per mode (DS4D) or a Vandermonde matrix per mode (S4D).
 
 Used by ``DS4D.prefill`` for caches of the ``"fused"`` engine and by ``S4D.prefill`` for CPU caches
@@ -6,7 +6,7 @@ when Numba is present (``DDESYS_REFERENCE=1`` at the call turns it off for S4D; 
 engine chosen at allocation). The pass runs the decode step's recurrence with the decode step's
 constants and precision, so a prefilled cache holds every state that later steps read as stepping
 through the prompt leaves it (to float rounding: each channel's last ``k + 1``; older slots are
-unspecified, :mod:`ddesys.prefill`) and its outputs are the stepping outputs. Elsewhere (CUDA, no Numba, the reference
+unspecified, :mod:`ddesys.cpu.prefill`) and its outputs are the stepping outputs. Elsewhere (CUDA, no Numba, the reference
 engine) the layers keep their spectral prefill.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ddesys.backend import force_reference
-from ddesys.prefill import NO_DELAY, prefill_available, run_ring
+from ddesys.cpu.prefill import NO_DELAY, prefill_available, run_ring
 from ddesys.transfer import synthesize_kernel
 
 __all__ = ["fused_ds4d", "fused_s4d", "s4d_uses_fused", "spectral_ds4d", "PREFILL_BLOCK"]

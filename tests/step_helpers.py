@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ddesys.step import decode_step, new_ring
+from ddesys.cpu.step import decode_step, new_ring
 
 
 def oracle(lam, m1, m2, bbar, c, d, k, x):

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import numba_available
-from ddesys.threads import numba_threads
+from ddesys.cpu.threads import numba_threads
 
 __all__ = ["selective_scan", "accelerate"]
 

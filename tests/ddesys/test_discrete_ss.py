@@ -21,8 +21,8 @@ import scipy.linalg
 import scipy.optimize
 
 import ddesys
-from ddesys.discrete_ss import DiscreteDelayStateSpace, zoh_statespace
-from ddesys.discrete_ss_stability import lag_form, winding_count
+from ddesys.matrix.discrete import DiscreteDelayStateSpace, zoh_statespace
+from ddesys.matrix.discrete_stability import lag_form, winding_count
 
 
 # ----------------------------------------------------------------------------- references (no ddesys)
@@ -473,7 +473,7 @@ def test_bad_calls_and_immutability():
     assert "DiscreteDelayStateSpace(n=1" in repr(s)
 
 
-@pytest.mark.parametrize("name", ["ddesys.discrete_ss", "ddesys.discrete_ss_response", "ddesys.discrete_ss_stability"])
+@pytest.mark.parametrize("name", ["ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability"])
 def test_doctests(name):
     res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0

@@ -1,11 +1,11 @@
-"""Stability charts (ddesys.chart) against independent references: the closed-form boundary of
+"""Stability charts (ddesys.matrix.chart) against independent references: the closed-form boundary of
 x' = -k x(t - tau) and a brute-force search for the rightmost root of a scalar two-delay equation."""
 import time
 
 import numpy as np
 import pytest
 
-from ddesys.chart import StabilityChart, delay_chart, stability_chart
+from ddesys.matrix.chart import StabilityChart, delay_chart, stability_chart
 
 
 def rightmost_scalar(a, b1, b2, t1, t2, re_min=-1.2, h=0.2):

@@ -1,4 +1,4 @@
-"""ddesys.crossings: imaginary-axis crossings and the delay margin of x' = A x + A1 x(t - tau).
+"""ddesys.matrix.crossings: imaginary-axis crossings and the delay margin of x' = A x + A1 x(t - tau).
 
 Every expected number is independent of the code under test: closed forms derived in the comments,
 published values (cited), or brute force written here with NumPy only (eigenvalues on a dense theta grid
@@ -10,8 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
-import ddesys.crossings as cr
-from ddesys.crossings import Crossing, crossing_frequencies, crossings, delay_margin
+import ddesys.matrix.crossings as cr
+from ddesys.matrix.crossings import Crossing, crossing_frequencies, crossings, delay_margin
 
 TWO_PI = 2 * np.pi
 
@@ -356,7 +356,7 @@ def test_bad_inputs():
 
 
 def test_ten_states_against_brute_force():
-    # speed is measured by experiments/bench_dss.py (0.03-0.15 s here), not asserted in a unit test
+    # speed is measured by experiments/bench/dss.py (0.03-0.15 s here), not asserted in a unit test
     rng = np.random.default_rng(0)
     A = rng.standard_normal((10, 10)) - 1.5 * np.eye(10)
     A1 = rng.standard_normal((10, 10))

@@ -1,4 +1,4 @@
-"""ddesys.norms (freqresp, H2, Hinf of matrix delay systems) against independent references.
+"""ddesys.matrix.norms (freqresp, H2, Hinf of matrix delay systems) against independent references.
 
 References: the scalar delay Lyapunov function (a 2x2 boundary value problem solved with expm), the
 Lyapunov equation without delayed coupling, sums / maxima over the blocks of block-diagonal systems hidden
@@ -12,8 +12,8 @@ from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq, minimize_scalar
 
 from dss_reference import mos_reference, random_similarity, random_unitary
-from ddesys.charmatrix import check_statespace
-from ddesys.norms import HinfNorm, freqresp, h2_norm, hinf_norm
+from ddesys.matrix.charmatrix import check_statespace
+from ddesys.matrix.norms import HinfNorm, freqresp, h2_norm, hinf_norm
 
 
 def scalar_h2_squared(a, b, tau):
@@ -269,7 +269,7 @@ def test_plot_bode_returns_a_figure_with_magnitude_and_phase():
     pytest.importorskip("matplotlib")
     from ddesys.lti import FrequencyResponse
     from ddesys.plot import pyplot
-    from ddesys.plot_dss import plot_bode
+    from ddesys.matrix.plot import plot_bode
 
     d = check_statespace(np.array([[-1.0, 0.2], [0.0, -2.0]]), np.eye(2) * 0.3, 1.0, np.eye(2), np.ones((3, 2)))
     w = np.concatenate([[0.0], np.logspace(-2, 2, 50)])          # w = 0 is dropped on the log axis

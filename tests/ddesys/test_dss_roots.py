@@ -1,4 +1,4 @@
-"""Characteristic roots of matrix delay systems (ddesys.roots): certified roots against independent
+"""Characteristic roots of matrix delay systems (ddesys.matrix.roots): certified roots against independent
 references: Lambert W closed forms (scipy.special.lambertw), published problems (NLEVP), Hayes'
 stability region, and brute-force Newton searches written here without ddesys."""
 import doctest
@@ -9,10 +9,10 @@ import pytest
 from scipy.optimize import brentq
 from scipy.special import lambertw
 
-import ddesys.chart
-import ddesys.roots
-from ddesys._roots_igd import igd_eigvals
-from ddesys.roots import (RootsResult, characteristic_roots, is_stable, rightmost_roots_batch,
+import ddesys.matrix.chart
+import ddesys.matrix.roots
+from ddesys.matrix._roots_igd import igd_eigvals
+from ddesys.matrix.roots import (RootsResult, characteristic_roots, is_stable, rightmost_roots_batch,
                           spectral_abscissa)
 
 
@@ -318,7 +318,7 @@ def test_speed_20_states_3_delays():
     assert res.roots[0].real == pytest.approx(a, abs=1e-12)
 
 
-@pytest.mark.parametrize("module", [ddesys.roots, ddesys.chart])
+@pytest.mark.parametrize("module", [ddesys.matrix.roots, ddesys.matrix.chart])
 def test_doctests(module):
     r = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert r.attempted > 0 and r.failed == 0

@@ -1,4 +1,4 @@
-"""ddesys.timeresp (simulate / impulse / step of matrix delay systems) against independent references.
+"""ddesys.matrix.timeresp (simulate / impulse / step of matrix delay systems) against independent references.
 
 The reference is the method of steps of tests/dss_reference.py (an ODE of size J n per delay interval,
 DOP853 at rtol 1e-12), written without ddesys; the DC gain is the closed form -C (A + sum Ad)^-1 B + D.
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dss_reference import mos_reference
-from ddesys.charmatrix import check_statespace
-from ddesys.timeresp import breakpoints, impulse, simulate, step
+from ddesys.matrix.charmatrix import check_statespace
+from ddesys.matrix.timeresp import breakpoints, impulse, simulate, step
 
 A2 = np.array([[-1.0, 0.5], [-0.3, -0.8]])
 AD2 = np.array([[0.2, -0.4], [0.5, 0.1]])

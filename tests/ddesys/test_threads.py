@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 numba = pytest.importorskip("numba")
 
-from ddesys.threads import numba_threads, thread_budget  # noqa: E402
+from ddesys.cpu.threads import numba_threads, thread_budget  # noqa: E402
 
 
 @pytest.mark.integration
@@ -58,7 +58,7 @@ def test_env_override(monkeypatch):
 
 _POOL = """
 import os, numpy as np
-from ddesys.prefill import run_ring
+from ddesys.cpu.prefill import run_ring
 z = np.zeros((2, 2), np.complex64)
 run_ring(np.zeros((1, 3, 2, 2), np.complex64), np.zeros((1, 2, 4), np.float32), z, z, z, z, z,
          np.zeros(2, np.float32), np.array([1, 2]), 0)

@@ -1,10 +1,10 @@
-"""``python -m ddesys.experiments.bench_dss``: runs, meets its accuracy goals, writes twice into one folder, and
+"""``python -m ddesys.experiments.bench.dss``: runs, meets its accuracy goals, writes twice into one folder, and
 refuses an unusable ``--out`` before any work."""
 import json
 
 import pytest
 
-from ddesys.experiments import bench_dss
+from ddesys.experiments.bench import dss as bench_dss
 
 
 def test_quick_run_twice_into_one_folder(tmp_path, capsys):

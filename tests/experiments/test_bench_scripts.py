@@ -2,7 +2,9 @@
 (smoke: no timing is asserted)."""
 from __future__ import annotations
 
-from ddesys.experiments import bench_clock, bench_decode, bench_nn
+from ddesys.experiments.bench import clock as bench_clock
+from ddesys.experiments.bench import decode as bench_decode
+from ddesys.experiments.bench import layers as bench_nn
 from ddesys.verification import bounds
 
 
@@ -47,7 +49,7 @@ def test_ring_layout_probe_same_update_in_both_layouts():
     import numpy as np
     import pytest
 
-    from ddesys.experiments import bench_ring_layout as probe
+    from ddesys.experiments.bench import ring_layout as probe
     if not probe.numba_available():
         pytest.skip("Numba not available")
     slot_major, channel_major = probe._loops()

@@ -15,7 +15,7 @@ import torch
 
 import ddesys.nn.engine as engine_mod
 from ddesys import backend
-from ddesys import step as fstep
+from ddesys.cpu import step as fstep
 from ddesys.nn import DS4D, S4D
 from ddesys.nn.engine import DS4DConstants, S4DConstants
 
@@ -80,7 +80,7 @@ def test_constants_are_named_tuples():
 
 
 def test_the_two_step_functions_have_distinct_names():
-    """Regression: ``ddesys.step.decode_step`` (NumPy, writes y_out) and ``gpu.decode.decode_step`` (torch,
+    """Regression: ``ddesys.cpu.step.decode_step`` (NumPy, writes y_out) and ``gpu.decode.decode_step`` (torch,
     returns y) shared a name. The GPU one is ``triton_step``; the old name warns."""
     pytest.importorskip("triton")
     from ddesys.gpu import decode as gd
@@ -204,7 +204,7 @@ def test_torch_save_whole_layer_loads_with_weights_only(kind):
 _TRITON_SCRIPT = r"""
 import json, torch
 from ddesys.nn import DS4D
-from ddesys.step import history_error_bound
+from ddesys.cpu.step import history_error_bound
 layer = DS4D(3, 8, l_max=10, seed=0)
 x = torch.randn(2, 24, 3, generator=torch.Generator().manual_seed(1))
 out = {}
@@ -242,7 +242,7 @@ def test_triton_engine_runs_16bit_histories_under_the_interpreter():
 @needs_numba
 @pytest.mark.parametrize("history", [None, torch.bfloat16])
 def test_cpu_ring_is_channel_major_and_another_layout_is_copied_once(history):
-    """The fused engine reads a channel-major ring (ddesys.step.new_ring): the layer allocates one, a state
+    """The fused engine reads a channel-major ring (ddesys.cpu.step.new_ring): the layer allocates one, a state
     from a training forward is one, and a cache handed a slot-major buffer before its first step decodes
     from a channel-major copy, with the same outputs bitwise."""
     layer = DS4D(6, 4, l_max=16, seed=0)

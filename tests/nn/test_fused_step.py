@@ -1,4 +1,4 @@
-"""ddesys.step.decode_step, the fused CPU decode step, against an independent float64 oracle
+"""ddesys.cpu.step.decode_step, the fused CPU decode step, against an independent float64 oracle
 (tests/step_helpers.py; hostile input and allocation: test_fused_step_inputs.py).
 
 The oracle is a plain loop over time and channels on a full history array (no ring buffer, no fast path):
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-step = pytest.importorskip("ddesys.step")
+step = pytest.importorskip("ddesys.cpu.step")
 if not step.step_available():
     pytest.skip("the fused step needs Numba", allow_module_level=True)
 
@@ -286,7 +286,7 @@ def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
 
 @pytest.mark.parametrize("torch_threads", [1, 2])
 def test_parallel_step_keeps_the_thread_budget(torch_threads):
-    """A parallel step runs inside ddesys.threads.numba_threads: torch's and Numba's thread counts are
+    """A parallel step runs inside ddesys.cpu.threads.numba_threads: torch's and Numba's thread counts are
     what they were, whatever the setting (with a budget of one thread the parallel loop runs on one)."""
     torch = pytest.importorskip("torch")
     import numba

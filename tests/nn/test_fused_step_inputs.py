@@ -1,4 +1,4 @@
-"""ddesys.step.decode_step refuses hostile input (and writes nothing), and allocates nothing per token."""
+"""ddesys.cpu.step.decode_step refuses hostile input (and writes nothing), and allocates nothing per token."""
 from __future__ import annotations
 
 import tracemalloc
@@ -6,7 +6,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-step = pytest.importorskip("ddesys.step")
+step = pytest.importorskip("ddesys.cpu.step")
 if not step.step_available():
     pytest.skip("the fused step needs Numba", allow_module_level=True)
 

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 import ddesys.nn.prefill as prefill_mod  # noqa: E402
 import ddesys.nn.engine as engine_mod  # noqa: E402
-from ddesys import step as fstep  # noqa: E402
+from ddesys.cpu import step as fstep  # noqa: E402
 from ddesys.nn import DS4D  # noqa: E402
 
 from nn_helpers import bhl, layer_oracle  # noqa: E402

@@ -1,4 +1,4 @@
-"""ddesys.prefill.run_ring (a prompt through the decode ring in one compiled pass) and the layers'
+"""ddesys.cpu.prefill.run_ring (a prompt through the decode ring in one compiled pass) and the layers'
 prefill on top of it, against an independent float64 oracle: a plain loop over a full history array
 (no ring, no project code), and the ring stepping leaves (the slot of position ``s`` is ``s mod R``)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-prefill = pytest.importorskip("ddesys.prefill")
+prefill = pytest.importorskip("ddesys.cpu.prefill")
 if not prefill.prefill_available():
     pytest.skip("the compiled prefill needs Numba", allow_module_level=True)
 
@@ -41,8 +41,8 @@ def _system(H=5, N2=3, R=9, seed=0, cdt=np.complex128):
 @pytest.mark.parametrize("cuts", [(0, 40), (0, 3, 4, 17, 40), (0, 12, 40)])
 def test_run_ring_matches_the_oracle_in_chunks(cuts, layout):
     """Chunks before, at and after the ring wraps (R = 9, 40 tokens); outputs and the ring, in the decode
-    step's layout (ddesys.step.new_ring) and in a plain C-contiguous array."""
-    from ddesys.step import new_ring
+    step's layout (ddesys.cpu.step.new_ring) and in a plain C-contiguous array."""
+    from ddesys.cpu.step import new_ring
     B, R = 2, 9
     sysd = _system(R=R)
     x = np.random.default_rng(1).standard_normal((B, 5, 40))
@@ -54,8 +54,8 @@ def test_run_ring_matches_the_oracle_in_chunks(cuts, layout):
 
 
 def test_run_ring_more_batch_rows_than_an_item():
-    """B = 11 rows: items of up to 8 rows (ddesys.prefill._RB) and a partial one."""
-    from ddesys.step import new_ring
+    """B = 11 rows: items of up to 8 rows (ddesys.cpu.prefill._RB) and a partial one."""
+    from ddesys.cpu.step import new_ring
     B, R = 11, 9
     sysd = _system(R=R, seed=5)
     x = np.random.default_rng(6).standard_normal((B, 5, 40))
@@ -94,7 +94,7 @@ def test_run_ring_complex64_and_16bit():
 
 
 def prefill_ring16(ring, fmt):
-    from ddesys.step import decode16
+    from ddesys.cpu.step import decode16
     return decode16(ring, fmt)
 
 

@@ -338,7 +338,7 @@ def test_bad_input_is_named():
 # ---------------------------------------------------------------- 6. without Numba
 _SCRIPT = """
 import json, sys, numpy as np
-from ddesys import _numba
+from ddesys.cpu import _numba
 from ddesys.selective import soft_scan, soft_scan_grad
 a = json.loads(sys.argv[1])
 cplx = lambda v: np.array(v[0]) + 1j * np.array(v[1])

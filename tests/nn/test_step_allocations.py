@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
-from ddesys.step import step_available
+from ddesys.cpu.step import step_available
 
 pytestmark = pytest.mark.skipif(not step_available(), reason="the fused engine needs Numba")
 

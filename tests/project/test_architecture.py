@@ -79,21 +79,6 @@ def test_tests_use_the_new_import_paths():
     assert not bad, "\n".join(bad)
 
 
-def test_old_import_paths_alias_the_same_modules():
-    """``import nn`` (and gpu, verification, experiments) still works for a release, with a
-    DeprecationWarning, and gives the very modules of ``ddesys.nn`` (one class, not two copies)."""
-    code = ("import warnings, sys\n"
-            "with warnings.catch_warnings(record=True) as w:\n"
-            "    warnings.simplefilter('always')\n"
-            "    import nn, nn.s4compat, experiments.synthetic.train, verification.oracle, gpu\n"
-            "import ddesys.nn, ddesys.nn.s4compat, ddesys.experiments.synthetic.train, ddesys.verification.oracle\n"
-            "assert nn is ddesys.nn and nn.s4compat is ddesys.nn.s4compat and nn.DS4D is ddesys.nn.ds4d.DS4D\n"
-            "assert experiments.synthetic.train is ddesys.experiments.synthetic.train\n"
-            "assert verification.oracle is ddesys.verification.oracle and gpu is sys.modules['ddesys.gpu']\n"
-            "print(sorted({str(x.message).split('`')[1] for x in w if x.category is DeprecationWarning}))\n")
-    assert _python(code) == "['import experiments', 'import gpu', 'import nn', 'import verification']"
-
-
 def _python(code, *flags):
     """Run ``code`` in a fresh interpreter from the repository root; its stripped stdout (exit 0 asserted)."""
     out = subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -130,16 +115,3 @@ def test_one_home_per_formula():
             text = f.read_text()
             gate = f.name == "selective.py"                        # the clock gate's own logistic, not p's map
             assert "(1 - p) * abar" not in text and ("torch.sigmoid(" not in text or gate), f
-
-
-def test_a_source_checkout_imports_without_an_install(tmp_path):
-    """Without site-packages' editable finder (``python -S``, the checkout on ``PYTHONPATH``, as on a copied
-    working tree): ``ddesys.nn`` and ``ddesys.verification`` come from the folders beside ``ddesys/``."""
-    import site
-    sp = [p for p in site.getsitepackages() if pathlib.Path(p, "numpy").is_dir()]
-    code = ("import ddesys.nn, ddesys.verification.oracle, ddesys.experiments._runs, pathlib\n"
-            "print(pathlib.Path(ddesys.nn.__file__).parent.name, pathlib.Path(ddesys.verification.__file__).parent.name)")
-    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=300, env={"PYTHONPATH": ":".join([str(ROOT)] + sp), "PATH": "/usr/bin:/bin"})
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["nn", "verification"]

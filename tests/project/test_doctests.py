@@ -10,9 +10,9 @@ import pytest
 
 DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "ddesys.continuous_response",
           "ddesys.stability", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
-          "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.statespace", "ddesys.roots",
-          "ddesys.chart", "ddesys.crossings", "ddesys.norms", "ddesys.timeresp", "ddesys.lti", "ddesys.charmatrix",
-          "ddesys.discrete_ss", "ddesys.discrete_ss_response", "ddesys.discrete_ss_stability", "ddesys.plot_dss"]
+          "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.matrix.statespace", "ddesys.matrix.roots",
+          "ddesys.matrix.chart", "ddesys.matrix.crossings", "ddesys.matrix.norms", "ddesys.matrix.timeresp", "ddesys.lti", "ddesys.matrix.charmatrix",
+          "ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot"]
 NN = ["ddesys.nn.ds4d", "ddesys.nn.model", "ddesys.nn.optim", "ddesys.nn.s4compat"]
 
 

@@ -1,4 +1,4 @@
-"""Search and refinement for :mod:`ddesys.crossings`: starting points from the quadratic eigenvalue
+"""Search and refinement for :mod:`ddesys.matrix.crossings`: starting points from the quadratic eigenvalue
 problem or the theta sweep, the roots on the imaginary axis for every delay, and the Newton iterations
 in ``(omega, theta)`` and in ``s``.
 
@@ -14,7 +14,7 @@ to a generalized eigenproblem of size ``2 n^2``. Its unit-modulus eigenvalues co
 point to the next (assignment on the distance to the first-order prediction ``lambda + h
 dlambda/dtheta``), and each branch's real part is interpolated on each step by
 the cubic Hermite polynomial of its values and slopes. A sign change, or a near-zero minimum, of that
-cubic gives a starting point ``(omega, theta)`` for the Newton refinement in :mod:`ddesys.crossings`.
+cubic gives a starting point ``(omega, theta)`` for the Newton refinement in :mod:`ddesys.matrix.crossings`.
 Not a certified search: a branch that crosses and crosses back within one grid step, with a cubic
 that misses it, is lost (refine ``n_theta``).
 """

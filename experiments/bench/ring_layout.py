@@ -1,18 +1,18 @@
 """Design probe: how the ring buffer's memory layout alone sets the cost of a decode step.
 
-    python -m ddesys.experiments.bench_ring_layout [--quick] [--slots R]
+    python -m ddesys.experiments.bench.ring_layout [--quick] [--slots R]
 
 The decode cache keeps ``R`` past states per channel in a ring. Slot-major, ``(B, R, H, N2)`` in memory
 (the Triton kernel's layout, and the CPU's until 2026-12-01), one token's states are contiguous, and each
 channel's two delayed rows (slots ``t - k`` and ``t - k - 1``, ``N2`` complex numbers each) sit in two
 different places of a multi-gigabyte buffer, for every batch row. Channel-major, ``(H, R, B, N2)`` (the
-CPU's fused step now, :func:`ddesys.step.new_ring`), puts one channel's history in one place: its two
+CPU's fused step now, :func:`ddesys.cpu.step.new_ring`), puts one channel's history in one place: its two
 delayed rows are adjacent, and so are all batch rows' copies.
 
 Both columns run the same plain update loop (one thread, no prefetching, no interpolation weights:
 ``h_t = lam h_{t-1} + mu (h_{t-k} + h_{t-k-1}) + x_t``), H = 256, N2 = 32, complex64, delays spread over
 ``[1, R - 2]`` as the default grid does, past the longest delay. The figure to read is the ratio, printed
-per batch size; the real step (``ddesys.step``) adds prefetching and the readout to the first column.
+per batch size; the real step (``ddesys.cpu.step``) adds prefetching and the readout to the first column.
 Memory: one ring at a time, ``B R H N2 x 8`` bytes (batch 8, R = 8192: 4.3 GB).
 """
 from __future__ import annotations

@@ -25,7 +25,7 @@ import contextlib
 import os
 import sys
 
-from ._env import value
+from .._env import value
 
 __all__ = ["thread_budget", "numba_threads"]
 

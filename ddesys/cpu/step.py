@@ -32,7 +32,7 @@ state error stays below ``(u max|h| + a) / (1 - rho)`` and::
     |y_t - y_t(exact)| <= 2 sum_n |c_n| (u max_s |h_{n,s}| + a) / (1 - rho_n)   (+ the float32 update's own)
 
 (:func:`history_error_bound`). Measured on a DS4D layer's own parameters (H=256, N=64, l_max=256, 3R
-tokens; experiments/bench_step.py), ``max |dy| / max |y|`` against the float64 recurrence: float16
+tokens; experiments/bench/step.py), ``max |dy| / max |y|`` against the float64 recurrence: float16
 ``2.1e-4``, bfloat16 ``1.6e-3``, the complex64 cache ``3.0e-7``; the bound above is about 30 times the
 measured error (tests/nn/test_fused_step.py checks it). float16 keeps 8 times more bits but has a narrow
 range: a state past 65504 in magnitude becomes infinite and one below ``6e-5`` loses relative precision;
@@ -44,13 +44,13 @@ Memory. A step past the delays reads, per channel, the previous slot (hot) and t
 tokens ago, each channel's elsewhere: cold. Channel-major, the two delayed slots are adjacent and hold
 every batch row's modes side by side, so a channel's delayed reads are one contiguous run of
 ``2 B N2`` values (a slot-major ring, ``(B, R, H, N2)`` in memory, scatters them into ``2 B`` places:
-``python -m ddesys.experiments.bench_ring_layout`` measures the difference, 2.5x at batch 1 and 6.6x at
+``python -m ddesys.experiments.bench.ring_layout`` measures the difference, 2.5x at batch 1 and 6.6x at
 batch 8 for a plain loop at R = 8192). The loop prefetches them ``_PD`` channels ahead. Large rings also
 want huge pages: :func:`new_ring` allocates through NumPy, which advises the kernel to back large buffers
 with huge pages (``torch.zeros`` does not; about 1.5x at R ~ 1000).
 
 Threads and determinism. The parallel loop splits a fixed partition, blocks of ``_CH`` channels (every
-batch row in each), over Numba's threads (``prange``) inside :func:`ddesys.threads.numba_threads` (never beyond
+batch row in each), over Numba's threads (``prange``) inside :func:`ddesys.cpu.threads.numba_threads` (never beyond
 torch's budget). Each item's arithmetic is the same code whatever thread runs it and however many
 there are, so the parallel loop's outputs are bitwise equal at 1, 2 or 16 threads and under any load.
 The serial loop is compiled separately (LLVM may vectorize or contract it differently: the two agree to
@@ -104,7 +104,7 @@ def step_available() -> bool:
     return _nb is not None
 
 
-from ._step_loops import _KERNELS, _encode16_nb, _kernel  # noqa: E402,F401  (compiled loops)
+from .step_loops import _KERNELS, _encode16_nb, _kernel  # noqa: E402,F401  (compiled loops)
 from .ring import _memory_view, is_channel_major, new_ring  # noqa: E402  (the ring's memory layout)
 
 
@@ -145,7 +145,7 @@ def check_step_args(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None):
         _fail(TypeError, f"buf must be complex64, complex128 or uint16 (a 16-bit history), got {dt}")
     if not is_channel_major(buf):
         _fail(ValueError, f"buf must be channel-major in memory, (H, R, B, N2): buf.transpose(2, 1, 0, 3) "
-                          f"C-contiguous, as ddesys.step.new_ring allocates it; got strides {buf.strides}")
+                          f"C-contiguous, as ddesys.cpu.step.new_ring allocates it; got strides {buf.strides}")
     if not buf.flags.writeable:
         _fail(ValueError, "buf is read-only; the step writes h_t into it")
     B, R, H, N2 = buf.shape[:4]
@@ -227,7 +227,7 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         fmt16: ``"float16"`` or ``"bfloat16"`` for a uint16 buffer; None for a complex one.
         parallel: None (the default: a fixed rule of the shapes, bitwise reproducible at any thread
             count, see the module docstring), True (the parallel loop, within the budget of
-            :func:`ddesys.threads.thread_budget`), False (the serial loop) or ``"auto"`` (timed, opt-in).
+            :func:`ddesys.cpu.threads.thread_budget`), False (the serial loop) or ``"auto"`` (timed, opt-in).
 
     Precision: complex128 buffer -> complex128 parameters and float64 reals, the update in float64; a
     complex64 or 16-bit buffer -> complex64 and float32, the update in float32. Anything else is refused

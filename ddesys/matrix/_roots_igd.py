@@ -1,6 +1,6 @@
 """Spectral discretization of a matrix delay system and Newton's method on its characteristic matrix.
 
-Private helpers of :mod:`ddesys.roots` and :mod:`ddesys.chart` (docs/theory.md, "Characteristic roots
+Private helpers of :mod:`ddesys.matrix.roots` and :mod:`ddesys.matrix.chart` (docs/theory.md, "Characteristic roots
 of matrix delay systems"). Two pieces:
 
 * :func:`igd_matrix`: the infinitesimal generator of ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k])``

@@ -6,8 +6,8 @@ A continuous linear system with ``K`` discrete delays::
 
 has the characteristic matrix ``M(s) = s I - A - sum_k Ad[k] exp(-s tau[k])``; its characteristic
 roots are the zeros of ``det M(s)``. This module holds the one implementation of ``M``, its
-derivative and its scale (for relative residuals), used by :mod:`ddesys.roots`,
-:mod:`ddesys.crossings`, :mod:`ddesys.norms` and :class:`ddesys.DelayStateSpace`.
+derivative and its scale (for relative residuals), used by :mod:`ddesys.matrix.roots`,
+:mod:`ddesys.matrix.crossings`, :mod:`ddesys.matrix.norms` and :class:`ddesys.DelayStateSpace`.
 
 Conventions: ``A`` ``(n, n)``, ``Ad`` ``(K, n, n)``, ``tau`` ``(K,)`` float64 ``> 0``, ``B`` ``(n, m)``,
 ``C`` ``(p, n)``, ``D`` ``(p, m)``. Entries are float64 or complex128 (complex when any matrix is).
@@ -90,7 +90,7 @@ def check_statespace(A, Ad, tau, B=None, C=None, D=None):
 
     Examples
     --------
-    >>> from ddesys.charmatrix import check_statespace
+    >>> from ddesys.matrix.charmatrix import check_statespace
     >>> d = check_statespace([[-1.0, 0.0], [0.0, -2.0]], [[0.0, 1.0], [0.0, 0.0]], 1.0, B=[1.0, 0.0])
     >>> d.Ad.shape, d.B.shape, d.C.shape, d.D.shape           # one delay; C = I, D = 0 by default
     ((1, 2, 2), (2, 1), (2, 2), (2, 1))
@@ -166,7 +166,7 @@ def char_matrix(A, Ad, tau, s):
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.charmatrix import char_matrix
+    >>> from ddesys.matrix.charmatrix import char_matrix
     >>> M = char_matrix(np.array([[0.0]]), np.array([[[-1.0]]]), np.array([1.0]), np.array([0.0, 1j]))
     >>> M.shape, complex(M[0, 0, 0])                          # M(0) = 0 - 0 + 1
     ((2, 1, 1), (1+0j))

@@ -1,6 +1,6 @@
 """Decoding benchmark: DS4D's step against S4D's, prefill memory, cache sizes, decode accuracy.
 
-    python -m ddesys.experiments.bench_decode [--quick] [--only step|model|cache|prefill|memory|load|accuracy]
+    python -m ddesys.experiments.bench.decode [--quick] [--only step|model|cache|prefill|memory|load|accuracy]
 
 Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer tokens):
 

@@ -1,6 +1,6 @@
 """Benchmark of the matrix delay-system analysis (issue 19's goals), in one run on this machine.
 
-    python -m ddesys.experiments.bench_dss [--quick] [--out DIR]
+    python -m ddesys.experiments.bench.dss [--quick] [--out DIR]
 
 Prints, and writes to ``DIR/bench_dss.json`` / ``DIR/bench_dss.md`` when ``--out`` is given:
 
@@ -24,7 +24,7 @@ from scipy.linalg import expm
 from scipy.special import lambertw
 
 import ddesys
-from ddesys.threads import thread_budget
+from ddesys.cpu.threads import thread_budget
 
 
 def _lambert(a, b, tau, branches=range(-8, 9)):

@@ -8,7 +8,7 @@
 
 with real or complex matrices. Its transfer function is ``F(z) = C P(z)^-1 B + D`` with
 ``P(z) = I - Phi z^-1 - sum_k G_k ((1 - a_k) z^-k_k + a_k z^-(k_k+1))``; stability is decided by a certified
-winding count of ``det P`` on the unit circle (:mod:`ddesys.discrete_ss_stability`), never by the dense
+winding count of ``det P`` on the unit circle (:mod:`ddesys.matrix.discrete_stability`), never by the dense
 lifted companion matrix. :func:`zoh_statespace` discretizes the continuous
 ``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` (the input and the delayed state held over a step).
 """
@@ -20,12 +20,12 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from . import discrete_ss_stability as _st
-from ._validate import MAX_DELAY_STEPS, as_array, check_delay, check_memory
+from . import discrete_stability as _st
+from .._validate import MAX_DELAY_STEPS, as_array, check_delay, check_memory
 from .charmatrix import check_statespace
-from .interpolation import split_delay
-from .discrete_ss_response import DiscreteSSResponses
-from .lti import DelayLTI
+from ..interpolation import split_delay
+from .discrete_response import DiscreteSSResponses
+from ..lti import DelayLTI
 
 KERNEL_MAX_BYTES = 2**30     # working memory of transfer() / kernel(method="fft") (argument max_bytes)
 POLES_MAX_SIZE = 1024        # poles(): largest lifted companion size n J by default
@@ -83,7 +83,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+    >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
     >>> sys = DiscreteDelayStateSpace([[0.5, 0.1], [0.0, 0.3]], [[0.2, 0.0], [0.1, 0.2]], delay=2.5,
     ...                               B=[1.0, 0.0], C=[0.0, 1.0])
     >>> sys
@@ -188,7 +188,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
 
         Examples
         --------
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
         >>> sys.transfer([1.0]).real                  # 1 / (1 - 0.5 - 0.25)
         array([[[4.]]])
@@ -207,7 +207,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         Examples
         --------
         >>> import numpy as np
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
         >>> np.round(sys.freqresp([0.0, np.pi])[0, 0].real, 4)      # 1/(1-0.75), 1/(1+0.5-0.25)
         array([4. , 0.8])
@@ -233,7 +233,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         return self.sufficient_margin() > 0
 
     def stability_report(self, max_bytes=None, max_evals=None):
-        """The exact test with its certificate (:class:`~ddesys.discrete_ss_stability.StabilityReport`).
+        """The exact test with its certificate (:class:`~ddesys.matrix.discrete_stability.StabilityReport`).
 
         Skipped (answered True) when :meth:`sufficient_margin` is positive; otherwise the certified
         winding count of ``det P`` on the unit circle, ``O(n J)`` samples plus local refinement.
@@ -242,7 +242,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         Parameters
         ----------
         max_bytes : int, optional
-            Memory budget (default ``ddesys.discrete_ss_stability.EXACT_MAX_BYTES``, 1 GiB); the test is
+            Memory budget (default ``ddesys.matrix.discrete_stability.EXACT_MAX_BYTES``, 1 GiB); the test is
             refused with ``ValueError`` before allocating when it does not fit.
         max_evals : int, optional
             Evaluation budget of the refinement; past it the report says ``certified=False``.
@@ -254,7 +254,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
 
         Examples
         --------
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> r = DiscreteDelayStateSpace([[0.5]], [[0.7]], delay=2.0).stability_report()
         >>> r.stable, r.certified, r.roots_outside, r.method
         (False, True, 1, 'winding')
@@ -344,7 +344,7 @@ def zoh_statespace(A, Ad, tau, B=None, C=None, D=None, dt=None, method="zoh"):
     Parameters
     ----------
     A, Ad, tau, B, C, D :
-        As :func:`ddesys.charmatrix.check_statespace`.
+        As :func:`ddesys.matrix.charmatrix.check_statespace`.
     dt : float
         Step ``> 0``, at most ``min(tau)`` (every delay at least one step) and at least
         ``max(tau) / MAX_DELAY_STEPS``.
@@ -364,7 +364,7 @@ def zoh_statespace(A, Ad, tau, B=None, C=None, D=None, dt=None, method="zoh"):
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.discrete_ss import zoh_statespace
+    >>> from ddesys.matrix.discrete import zoh_statespace
     >>> sd = zoh_statespace([[-1.0]], [[0.5]], tau=1.0, B=[1.0], C=[1.0], dt=0.1)
     >>> float(sd.delay[0]), round(float(sd.Phi[0, 0]), 4), round(float(sd.G[0, 0, 0]), 4), sd.dt
     (10.0, 0.9048, 0.0476, 0.1)

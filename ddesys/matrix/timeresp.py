@@ -2,7 +2,7 @@
 
 ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t)``, ``y = C x + D u`` with zero history before
 ``t = 0`` (and optionally a state ``x0`` at ``t = 0``, as right after an impulse), matrices validated by
-:func:`ddesys.charmatrix.check_statespace` (real or complex).
+:func:`ddesys.matrix.charmatrix.check_statespace` (real or complex).
 
 Method of steps with classical Runge-Kutta 4 and the delayed states read by cubic Hermite
 interpolation of the stored states and derivatives (Oberle & Pesch 1981, Numer. Math. 37, 235-255):
@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import check_memory
+from .._validate import check_memory
 from .charmatrix import real_vector
 
 SIMULATE_MAX_BYTES = 2**30     # memory budget of the grid (argument ``max_bytes``)
@@ -193,7 +193,7 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=SIMULATE_M
     Parameters
     ----------
     A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.charmatrix.check_statespace`), real or complex.
+        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`), real or complex.
     u : callable
         Vectorized ``u(times) -> (m, len(times))`` (``(len(times),)`` allowed for ``m = 1``); only
         ``t >= 0`` is asked (``u = 0`` before). Should be smooth on ``t > 0`` for fourth order.
@@ -230,8 +230,8 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=SIMULATE_M
     ``x' = -x + 0.5 x(t - 1) + u`` with ``u = 1`` settles to the DC gain ``1 / (1 - 0.5) = 2``:
 
     >>> import numpy as np
-    >>> from ddesys.charmatrix import check_statespace
-    >>> from ddesys.timeresp import simulate
+    >>> from ddesys.matrix.charmatrix import check_statespace
+    >>> from ddesys.matrix.timeresp import simulate
     >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]])
     >>> r = simulate(*d, np.ones_like, [0.0, 1.0, 80.0])
     >>> np.round(r.y[0], 6)
@@ -283,7 +283,7 @@ def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
     Parameters
     ----------
     A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.charmatrix.check_statespace`).
+        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`).
     t : array_like, real ``(T,)``
         Output times ``>= 0``.
     h, max_bytes
@@ -299,8 +299,8 @@ def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
     Before the delay acts, ``x' = -x + 0.5 x(t - 1)`` decays as ``exp(-t)``:
 
     >>> import numpy as np
-    >>> from ddesys.charmatrix import check_statespace
-    >>> from ddesys.timeresp import impulse
+    >>> from ddesys.matrix.charmatrix import check_statespace
+    >>> from ddesys.matrix.timeresp import impulse
     >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]])
     >>> r = impulse(*d, [0.0, 0.5])
     >>> r.y.shape, np.allclose(r.y[0, 0], np.exp(-r.t), atol=1e-9)
@@ -319,7 +319,7 @@ def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
     Parameters
     ----------
     A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.charmatrix.check_statespace`).
+        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`).
     t : array_like, real ``(T,)``
         Output times ``>= 0``.
     h, max_bytes
@@ -334,8 +334,8 @@ def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.charmatrix import check_statespace
-    >>> from ddesys.timeresp import step
+    >>> from ddesys.matrix.charmatrix import check_statespace
+    >>> from ddesys.matrix.timeresp import step
     >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]], [[0.25]])
     >>> np.round(step(*d, [0.0, 80.0]).y[0, 0], 6)
     array([0.25, 2.25])

@@ -1,10 +1,10 @@
 """Cheap estimates of the rightmost characteristic roots of a matrix delay system (private helper).
 
-Used by :mod:`ddesys.norms` to place quadrature breakpoints and frequency grids at the lightly damped
-roots, and as a default stability screen. Not a certified root finder (that is :mod:`ddesys.roots`).
+Used by :mod:`ddesys.matrix.norms` to place quadrature breakpoints and frequency grids at the lightly damped
+roots, and as a default stability screen. Not a certified root finder (that is :mod:`ddesys.matrix.roots`).
 
 Method: the Chebyshev collocation of the infinitesimal generator and the Newton iteration on the exact
-``M(s)`` of :mod:`ddesys._roots_igd` (the one implementation, shared with :mod:`ddesys.roots`), sized to a
+``M(s)`` of :mod:`ddesys.matrix._roots_igd` (the one implementation, shared with :mod:`ddesys.matrix.roots`), sized to a
 disk and capped in rows; refined roots are kept when the relative residual is ``< 1e-10``.
 
 Size: every root with ``Re s >= -1 / tau_max`` satisfies ``|s| <= R = ||A|| + e sum_k ||Ad_k||`` (from

@@ -1,8 +1,8 @@
-"""The compiled loops of the fused CPU decode step (:mod:`ddesys.step` documents them: layout, precision,
-prefetching, threads). Numba only; :mod:`ddesys.step` validates, dispatches and times them.
+"""The compiled loops of the fused CPU decode step (:mod:`ddesys.cpu.step` documents them: layout, precision,
+prefetching, threads). Numba only; :mod:`ddesys.cpu.step` validates, dispatches and times them.
 
 The loops index the ring in its memory order, channel-major ``(H, R, B, N2)`` (``ring[h, s, b, n]``:
-:func:`ddesys.step.new_ring`), the transpose of the ``(B, R, H, N2)`` buffer the public functions take."""
+:func:`ddesys.cpu.step.new_ring`), the transpose of the ``(B, R, H, N2)`` buffer the public functions take."""
 from __future__ import annotations
 
 import sys
@@ -318,5 +318,5 @@ if _nb is not None:
         return _KERNELS[i]
 
 _KERNELS = [None, None, None, None]
-if _nb is None:                # no Numba: ddesys.step.step_available() is False and nothing below is called
+if _nb is None:                # no Numba: ddesys.cpu.step.step_available() is False and nothing below is called
     _kernel = _encode16_nb = None

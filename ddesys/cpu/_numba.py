@@ -5,7 +5,7 @@ compiled loop of the package then has a documented fallback (:func:`ddesys.numba
 """
 from __future__ import annotations
 
-from ._env import flag
+from .._env import flag
 
 __all__ = ["nb", "available"]
 

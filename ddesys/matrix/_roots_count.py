@@ -1,6 +1,6 @@
 """Counting characteristic roots of a matrix delay system: a priori box, argument principle, clusters.
 
-Private helpers of :mod:`ddesys.roots` (docs/theory.md, "Characteristic roots of matrix delay
+Private helpers of :mod:`ddesys.matrix.roots` (docs/theory.md, "Characteristic roots of matrix delay
 systems"):
 
 * :func:`region_box`: a rectangle that holds every root with ``Re s >= re_min``;

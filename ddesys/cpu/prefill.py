@@ -1,6 +1,6 @@
 """A prompt through the decode ring in one compiled pass (CPU, Numba): ``L`` decode steps at once.
 
-:func:`run_ring` does what ``L`` calls of :func:`ddesys.step.decode_step` at positions ``t0 .. t0+L-1``
+:func:`run_ring` does what ``L`` calls of :func:`ddesys.cpu.step.decode_step` at positions ``t0 .. t0+L-1``
 do, in the same precision (float32 for a complex64 or 16-bit ring, float64 for complex128), with the
 same recurrence::
 
@@ -21,7 +21,7 @@ halves the bytes a long prompt writes (a reader that masks those slots sees the 
 the ring was filled). Work ``O(B H N2 L)``, one pass: the
 per-token dispatch of stepping and the ``O(N2 M log M)`` per-mode FFTs of a spectral prefill are gone.
 
-Threads and determinism: items are split over Numba's threads inside :func:`ddesys.threads.numba_threads`
+Threads and determinism: items are split over Numba's threads inside :func:`ddesys.cpu.threads.numba_threads`
 (torch's budget); an item's arithmetic does not depend on the thread running it, so the outputs and
 the ring are bitwise equal at any thread count. Delays ``k`` are those of the ring's contract,
 ``1 <= k <= R - 1``; a delay that no position of the run reaches (``k > t0 + L - 1``, e.g. S4D's "no
@@ -50,7 +50,7 @@ if _nb is not None:
     from numba import types as _types
     from numba.extending import overload as _overload
 
-    from ._step_loops import _pack16, _unpack16
+    from .step_loops import _pack16, _unpack16
 
     _FM = {"contract", "reassoc", "nsz"}         # the decode step's flags: FMA, reordered sums (no NaN/inf change)
 
@@ -140,7 +140,7 @@ if _nb is not None:
     def _ring_run(ring, fmt, t0, x, cs, k, d, y, sr, si, wr, wi):   # pragma: no cover - jitted
         """The pass. ``ring`` in memory order, ``(H, R, B, N2)``: complex, or a 16-bit history's packed pairs
         as uint32 (``fmt`` 0 float16, 1 bfloat16: loads widen exactly, stores round to nearest
-        even, :mod:`ddesys.step`); ``x``, ``y`` ``(B, H, L)``; ``cs`` ``(10, H, N2)`` real: the real and
+        even, :mod:`ddesys.cpu.step`); ``x``, ``y`` ``(B, H, L)``; ``cs`` ``(10, H, N2)`` real: the real and
         imaginary parts of lam, m1, m2, bbar, c; ``sr``/``si`` and ``wr``/``wi``: the workers' scratch
         planes ``(nw, rows, rb, N2)`` (:func:`_scratch`; the same arrays, read and written handles), one
         worker each (``nw``: the thread budget).
@@ -192,7 +192,7 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     outputs ``y`` ``(B, H, L)`` (``y_out``, or a new array).
 
     Args:
-        ring: writeable, any strides (fastest channel-major, :func:`ddesys.step.new_ring`): complex64 /
+        ring: writeable, any strides (fastest channel-major, :func:`ddesys.cpu.step.new_ring`): complex64 /
             complex128 ``(B, R, H, N2)``, or uint16 ``(B, R, H, N2, 2)`` with ``fmt16`` ``"float16"`` /
             ``"bfloat16"`` (a 16-bit history).
         x: real ``(B, H, L)``; lam, m1, m2, bbar, c: complex ``(H, N2)`` (``m1 = mu (1 - alpha)``,

@@ -2,9 +2,9 @@
 "Characteristic roots of matrix delay systems", stability charts).
 
 At every grid point the rightmost characteristic roots are estimated by the batched fast path
-(:func:`ddesys.roots.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
+(:func:`ddesys.matrix.roots.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
 eigenvalues refined by Newton's method on the exact characteristic matrix). No point is certified;
-:func:`ddesys.roots.characteristic_roots` certifies one point when needed.
+:func:`ddesys.matrix.roots.characteristic_roots` certifies one point when needed.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class StabilityChart:
         """
         if self.x.size < 2 or self.y.size < 2:
             raise ValueError("plot needs at least 2 points along x and along y")
-        from .plot import pyplot
+        from ..plot import pyplot
 
         plt = pyplot()
         fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4.5))
@@ -107,9 +107,9 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
     x : array_like ``(nx,)``;  y : array_like ``(ny,)``
     n_grid : int or "auto"
         Chebyshev degree. ``"auto"``: per point, enough for the roots with ``Re s >= 0``, whose modulus
-        is at most ``||A|| + sum_k ||Ad_k||`` (:func:`ddesys._roots_igd.auto_grid`, 12 to 64).
+        is at most ``||A|| + sum_k ||Ad_k||`` (:func:`ddesys.matrix._roots_igd.auto_grid`, 12 to 64).
     workers : int, optional
-        Threads (default :func:`ddesys.threads.thread_budget`); each runs single-threaded BLAS.
+        Threads (default :func:`ddesys.cpu.threads.thread_budget`); each runs single-threaded BLAS.
     xlabel, ylabel : str
         Axis labels of :meth:`StabilityChart.plot`.
 
@@ -120,7 +120,7 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.chart import stability_chart
+    >>> from ddesys.matrix.chart import stability_chart
     >>> fn = lambda t, k: ([[0.0]], [[-k]], [t])       # x' = -k x(t - t): stable iff k t < pi/2
     >>> ch = stability_chart(fn, [0.5, 1.0, 2.0], [0.5, 1.0], workers=1)
     >>> ch.stable
@@ -134,7 +134,7 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
                              or n_grid < 2):
         raise ValueError(f"n_grid must be 'auto' or an integer >= 2, got {n_grid!r}")
     if workers is None:
-        from .threads import thread_budget
+        from ..cpu.threads import thread_budget
         workers = thread_budget()
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
@@ -205,7 +205,7 @@ def delay_chart(A, Ad, tau1, tau2, *, n_grid="auto", workers=None):
 
     Examples
     --------
-    >>> from ddesys.chart import delay_chart
+    >>> from ddesys.matrix.chart import delay_chart
     >>> ch = delay_chart([[-1.0]], [[[-0.5]], [[-1.5]]], [0.1, 3.0], [0.1, 3.0], workers=1)
     >>> ch.stable.tolist()             # at tau1 = tau2 = 3: x' = -x - 2 x(t - 3), unstable
     [[True, True], [True, False]]

@@ -250,7 +250,7 @@ def crossing_frequencies(A, A1, *, method="auto", n_theta=512):
 
     Examples
     --------
-    >>> from ddesys.crossings import crossing_frequencies
+    >>> from ddesys.matrix.crossings import crossing_frequencies
     >>> [tuple(round(x, 6) for x in p) for p in crossing_frequencies([[0.0]], [[-1.0]])]
     [(1.0, 1.570796, 1)]
     """
@@ -286,7 +286,7 @@ def crossings(A, A1, tau_max, *, method="auto", n_theta=512):
 
     Examples
     --------
-    >>> from ddesys.crossings import crossings
+    >>> from ddesys.matrix.crossings import crossings
     >>> [(round(c.tau, 6), c.omega, c.direction) for c in crossings([[0.0]], [[-1.0]], 10.0)]
     [(1.570796, 1.0, 1), (7.853982, 1.0, 1)]
     """
@@ -340,7 +340,7 @@ def delay_margin(A, A1, *, method="auto", n_theta=512):
 
     Examples
     --------
-    >>> from ddesys.crossings import delay_margin
+    >>> from ddesys.matrix.crossings import delay_margin
     >>> round(delay_margin([[-2.0, 0.0], [0.0, -0.9]], [[-1.0, 0.0], [-1.0, -1.0]]), 5)
     6.17258
     """

@@ -1,8 +1,8 @@
 """The decode ring's memory layout on the CPU: indexed ``buf[b, s, h, n]`` ``(B, R, H, N2)``, stored
 channel-major, ``(H, R, B, N2)`` (docs/theory.md §6.2). One channel's history lies in one place: its two
 delayed slots are adjacent and hold every batch row side by side, so a step's delayed reads are one
-contiguous run per channel (``python -m ddesys.experiments.bench_ring_layout`` measures the difference).
-:mod:`ddesys.step` and :mod:`ddesys.prefill` read rings made here."""
+contiguous run per channel (``python -m ddesys.experiments.bench.ring_layout`` measures the difference).
+:mod:`ddesys.cpu.step` and :mod:`ddesys.cpu.prefill` read rings made here."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +16,7 @@ _ROW_ORDER = {4: (0, 2, 1, 3), 5: (0, 2, 1, 3, 4)}         # (B, R, H, N2[, 2]) 
 def new_ring(shape, dtype, per_row=False):
     """A zero ring buffer of ``shape`` ``(B, R, H, N2)`` (or ``(B, R, H, N2, 2)`` for a 16-bit history's
     uint16 pairs), indexed ``buf[b, s, h, n]``, channel-major in memory: ``(H, R, B, N2)``, the layout the
-    compiled step and prefill read fast (:mod:`ddesys.step`, Memory). ``per_row=True``: each batch row
+    compiled step and prefill read fast (:mod:`ddesys.cpu.step`, Memory). ``per_row=True``: each batch row
     channel-major on its own (memory ``(B, H, R, N2)``), so that every ``buf[b:b + 1]`` is a ring of its own
     (the clocked layers step their rows one at a time). Every page is touched here, so no step stalls on
     a first-touch fault; NumPy asks for huge pages. Wrap it with ``torch.from_numpy`` for a torch cache."""
@@ -31,8 +31,8 @@ def new_ring(shape, dtype, per_row=False):
 
 def is_channel_major(buf, per_row=False):
     """Whether ``buf`` ``(B, R, H, N2[, 2])`` is laid out as :func:`new_ring` makes it (every row at once,
-    ``buf.transpose(2, 1, 0, 3)`` C-contiguous), as :func:`ddesys.step.decode_step` and
-    :func:`ddesys.step.bind_step` need; ``per_row``: every row ``buf[b:b + 1]`` on its own."""
+    ``buf.transpose(2, 1, 0, 3)`` C-contiguous), as :func:`ddesys.cpu.step.decode_step` and
+    :func:`ddesys.cpu.step.bind_step` need; ``per_row``: every row ``buf[b:b + 1]`` on its own."""
     order = _MEMORY_ORDER.get(getattr(buf, "ndim", 0))
     if order is None:
         return False

@@ -1,7 +1,7 @@
 """Frequency response, H2 and Hinf norms of matrix delay systems (docs/theory.md §9).
 
 For ``x' = A x + sum_k Ad[k] x(t - tau[k]) + B u``, ``y = C x + D u`` (validated by
-:func:`ddesys.charmatrix.check_statespace`; real or complex) the transfer matrix is
+:func:`ddesys.matrix.charmatrix.check_statespace`; real or complex) the transfer matrix is
 ``G(s) = C M(s)^{-1} B + D``. Complex systems are not conjugate symmetric (``G(-i w) != conj G(i w)``),
 so their norms take the whole frequency line; real ones use ``w >= 0``.
 
@@ -13,7 +13,7 @@ so their norms take the whole frequency line; real ones use ``w >= 0``.
   maximum refined by a bounded scalar maximizer, and a proven bound on ``sigma_max`` beyond the grid.
 
 Both norms need the rightmost roots for their grids: they are estimated by
-:func:`ddesys._spectral_est.estimate_roots` (a Chebyshev discretization of the generator plus Newton).
+:func:`ddesys.matrix._spectral_est.estimate_roots` (a Chebyshev discretization of the generator plus Newton).
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def freqresp(A, Ad, tau, B, C, D, omega):
     Parameters
     ----------
     A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.charmatrix.check_statespace`): ``(n, n)``, ``(K, n, n)``,
+        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`): ``(n, n)``, ``(K, n, n)``,
         ``(K,)``, ``(n, m)``, ``(p, n)``, ``(p, m)``.
     omega : array_like, real ``(F,)``
         Frequencies, rad per time unit (any sign).
@@ -88,8 +88,8 @@ def freqresp(A, Ad, tau, B, C, D, omega):
     ``x' = -x + 0.5 x(t - 1) + u``: ``G(0) = 1 / (1 - 0.5) = 2``.
 
     >>> import numpy as np
-    >>> from ddesys.charmatrix import check_statespace
-    >>> from ddesys.norms import freqresp
+    >>> from ddesys.matrix.charmatrix import check_statespace
+    >>> from ddesys.matrix.norms import freqresp
     >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]])
     >>> np.round(freqresp(*d, [0.0, 1.0])[0, 0], 4)
     array([2.    +0.j    , 0.2861-0.5569j])
@@ -168,12 +168,12 @@ def h2_norm(A, Ad, tau, B, C, D, *, rtol=1e-8, is_stable=None, max_panels=2_000_
     Parameters
     ----------
     A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.charmatrix.check_statespace`), real or complex.
+        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`), real or complex.
     rtol : float, default 1e-8
         Target relative accuracy of the norm.
     is_stable : bool or callable, optional
         The caller's stability verdict (e.g. an exact test); default: a spectral estimate of the
-        rightmost roots (:mod:`ddesys._spectral_est`), which warns when it cannot cover every unstable root.
+        rightmost roots (:mod:`ddesys.matrix._spectral_est`), which warns when it cannot cover every unstable root.
     max_panels : int, default 2e6
         Cap on the quadrature panels (10 points each).
 
@@ -209,8 +209,8 @@ def h2_norm(A, Ad, tau, B, C, D, *, rtol=1e-8, is_stable=None, max_panels=2_000_
     --------
     Without delayed coupling, ``x' = -2 x + u`` has ``H2^2 = 1 / 4``:
 
-    >>> from ddesys.charmatrix import check_statespace
-    >>> from ddesys.norms import h2_norm
+    >>> from ddesys.matrix.charmatrix import check_statespace
+    >>> from ddesys.matrix.norms import h2_norm
     >>> round(h2_norm(*check_statespace([[-2.0]], [[0.0]], 1.0, [[1.0]], [[1.0]])), 8)
     0.5
     """
@@ -280,7 +280,7 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
     Parameters
     ----------
     A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.charmatrix.check_statespace`), real or complex.
+        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`), real or complex.
     rtol : float, default 1e-9
         Relative accuracy of each refined local maximum.
     is_stable : bool or callable, optional
@@ -324,8 +324,8 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
     --------
     ``x' = -2 x + u``: ``|G(i w)| = 1 / |i w + 2|``, largest (``1/2``) at ``w = 0``:
 
-    >>> from ddesys.charmatrix import check_statespace
-    >>> from ddesys.norms import hinf_norm
+    >>> from ddesys.matrix.charmatrix import check_statespace
+    >>> from ddesys.matrix.norms import hinf_norm
     >>> v, w = hinf_norm(*check_statespace([[-2.0]], [[0.0]], 1.0, [[1.0]], [[1.0]]))
     >>> round(v, 10), round(w, 6)
     (0.5, 0.0)

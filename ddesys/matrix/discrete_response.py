@@ -12,9 +12,9 @@ import warnings
 
 import numpy as np
 
-from ._array import unit_roundoff
-from ._validate import as_array, check_length
-from .contour import choose_contour
+from .._array import unit_roundoff
+from .._validate import as_array, check_length
+from ..contour import choose_contour
 
 
 class DiscreteSSResponses:
@@ -41,7 +41,7 @@ class DiscreteSSResponses:
 
         Examples
         --------
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> c = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0).contour(64)
         >>> c.M, bool(c.predicted_error < 1e-12)
         (128, True)
@@ -87,7 +87,7 @@ class DiscreteSSResponses:
         Examples
         --------
         >>> import numpy as np
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
         >>> np.round(sys.kernel(5)[0, 0], 4)
         array([1.    , 0.5   , 0.5   , 0.375 , 0.3125])
@@ -120,7 +120,7 @@ class DiscreteSSResponses:
 
         Examples
         --------
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0], D=2.0)
         >>> sys.impulse(3, method="recurrence")[0, 0]
         array([3. , 0.5, 0.5])
@@ -161,7 +161,7 @@ class DiscreteSSResponses:
         Examples
         --------
         >>> import numpy as np
-        >>> from ddesys.discrete_ss import DiscreteDelayStateSpace
+        >>> from ddesys.matrix.discrete import DiscreteDelayStateSpace
         >>> sys = DiscreteDelayStateSpace([[0.5]], [[0.25]], delay=2.0, B=[1.0], C=[1.0])
         >>> sys.simulate(np.ones(4))                           # step response
         array([[1.   , 1.5  , 2.   , 2.375]])

@@ -1,10 +1,10 @@
-"""Benchmark: the fused CPU decode step (ddesys.step) against the torch step of nn.DS4D and nn.S4D.
+"""Benchmark: the fused CPU decode step (ddesys.cpu.step) against the torch step of nn.DS4D and nn.S4D.
 
-    python -m ddesys.experiments.bench_step [--quick] [--l-max L] [--threads T] [--no-accuracy]
+    python -m ddesys.experiments.bench.step [--quick] [--l-max L] [--threads T] [--no-accuracy]
 
 1. Seconds per token at H=256, N=64 (N2 = 32), batch 1 and 8, of
 
-   * ``fused``: :func:`ddesys.step.decode_step` on a complex64 ring from :func:`ddesys.step.new_ring`, constants from
+   * ``fused``: :func:`ddesys.cpu.step.decode_step` on a complex64 ring from :func:`ddesys.cpu.step.new_ring`, constants from
      ``layer.discrete(torch.float32)`` (``m1 = mu (1 - alpha)``, ``m2 = mu alpha``);
    * ``fused f16`` / ``fused bf16``: the same with a 16-bit history (uint16 bit patterns, half the bytes);
    * ``fused cache``: the fused step on the layer cache's own ring (``allocate_inference_cache``: it should
@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ddesys import nn as dnn
-from ddesys import step as fstep
+from ddesys.cpu import step as fstep
 from ddesys.verification.timing import interleaved
 
 

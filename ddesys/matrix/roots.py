@@ -2,7 +2,7 @@
 roots of matrix delay systems").
 
 For ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k])`` the roots are the zeros of ``det M(s)``,
-``M(s) = s I - A - sum_k Ad[k] exp(-s tau[k])`` (:mod:`ddesys.charmatrix`). In every half-plane
+``M(s) = s I - A - sum_k Ad[k] exp(-s tau[k])`` (:mod:`ddesys.matrix.charmatrix`). In every half-plane
 ``Re s >= re_min`` there are finitely many, inside a box known in advance. :func:`characteristic_roots`
 
 1. discretizes the infinitesimal generator on Chebyshev points (its eigenvalues approximate the roots),
@@ -11,10 +11,10 @@ For ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k])`` the roots are the zeros of ``
    root on a small circle around it, and grows the discretization until the two agree.
 
 ``certified=True`` means the count and the roots found agree (numerically: the phase of ``det M`` is
-resolved on every arc of the boundary, see :func:`ddesys._roots_count.winding_numbers`; this is not
+resolved on every arc of the boundary, see :func:`ddesys.matrix._roots_count.winding_numbers`; this is not
 interval arithmetic). :func:`spectral_abscissa` and :func:`is_stable` build on it, and
 :func:`rightmost_roots_batch` is the fast path without certificate for parameter studies
-(:mod:`ddesys.chart`).
+(:mod:`ddesys.matrix.chart`).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ class RootsResult:
         Roots closer than ``1e-6 (1 + |s|)`` are one cluster: a double root that rounding split into
         two simple ones ``1e-8`` apart is reported as one root of multiplicity 2.
     residuals : float ndarray ``(r,)``
-        ``sigma_min(M(s)) / scale(s)`` (:func:`ddesys.charmatrix.relative_residual`).
+        ``sigma_min(M(s)) / scale(s)`` (:func:`ddesys.matrix.charmatrix.relative_residual`).
     certified : bool
         The argument principle counts exactly ``len(roots)`` zeros in the region.
     count : int or None
@@ -149,14 +149,14 @@ def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, to
     ------
     ValueError
         Non-finite ``re_min``, ``exp(-re_min tau_max)`` beyond float64, bad degrees or ``tol``, and
-        every bad system input (:func:`ddesys.charmatrix.check_statespace`).
+        every bad system input (:func:`ddesys.matrix.charmatrix.check_statespace`).
     TypeError
         Non-numeric input.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.roots import characteristic_roots
+    >>> from ddesys.matrix.roots import characteristic_roots
     >>> res = characteristic_roots([[0.0]], [[-1.0]], [1.0], re_min=-2.5)     # x' = -x(t - 1)
     >>> res.certified, res.count
     (True, 4)
@@ -286,7 +286,7 @@ def spectral_abscissa(A, Ad, tau, *, certify=True):
 
     Examples
     --------
-    >>> from ddesys.roots import spectral_abscissa
+    >>> from ddesys.matrix.roots import spectral_abscissa
     >>> round(spectral_abscissa([[0.0]], [[-1.0]], [1.0]), 6)                # Re W_0(-1)
     -0.318132
     """
@@ -330,7 +330,7 @@ def is_stable(A, Ad, tau):
 
     Examples
     --------
-    >>> from ddesys.roots import is_stable
+    >>> from ddesys.matrix.roots import is_stable
     >>> is_stable([[0.0]], [[-1.0]], [1.5]), is_stable([[0.0]], [[-1.0]], [1.6])    # pi/2 = 1.5708
     (True, False)
     """
@@ -375,7 +375,7 @@ def rightmost_roots_batch(A, Ad, tau, *, n_grid, n_roots=1, n_newton=None, tol=1
     Examples
     --------
     >>> import numpy as np
-    >>> from ddesys.roots import rightmost_roots_batch
+    >>> from ddesys.matrix.roots import rightmost_roots_batch
     >>> tau = np.array([[1.0], [1.6]])                                      # x' = -x(t - tau)
     >>> roots, est, ok = rightmost_roots_batch(np.zeros((2, 1, 1)), -np.ones((2, 1, 1, 1)), tau, n_grid=16)
     >>> np.round(est, 4), ok                 # Re W_0(-tau) / tau

@@ -3,17 +3,17 @@
     x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),      y(t) = C x(t) + D u(t)
 
 The class holds the validated matrices and delegates each analysis to the module of its concept:
-:mod:`ddesys.roots` (characteristic roots, spectral abscissa, exact stability), :mod:`ddesys.crossings`
-(delay sweeps and margins), :mod:`ddesys.chart` (stability charts), :mod:`ddesys.norms` (frequency
-response, H2, Hinf), :mod:`ddesys.timeresp` (simulation, impulse and step responses) and
-:mod:`ddesys.discrete_ss` (discretization). NumPy only: analysis runs on the host.
+:mod:`ddesys.matrix.roots` (characteristic roots, spectral abscissa, exact stability), :mod:`ddesys.matrix.crossings`
+(delay sweeps and margins), :mod:`ddesys.matrix.chart` (stability charts), :mod:`ddesys.matrix.norms` (frequency
+response, H2, Hinf), :mod:`ddesys.matrix.timeresp` (simulation, impulse and step responses) and
+:mod:`ddesys.matrix.discrete` (discretization). NumPy only: analysis runs on the host.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .charmatrix import char_matrix, check_statespace
-from .lti import DelayLTI
+from ..lti import DelayLTI
 
 
 class DelayStateSpace(DelayLTI):
@@ -138,7 +138,7 @@ class DelayStateSpace(DelayLTI):
             Left edge of the region. Default: one unit left of the spectral abscissa (so at least the
             rightmost roots are returned).
         **kwargs
-            Passed to :func:`ddesys.roots.characteristic_roots` (``n_grid``, ``max_grid``, ``tol``,
+            Passed to :func:`ddesys.matrix.roots.characteristic_roots` (``n_grid``, ``max_grid``, ``tol``,
             ``certify``).
 
         Returns
@@ -179,7 +179,7 @@ class DelayStateSpace(DelayLTI):
         return self.roots(re_min, **kwargs).roots
 
     def spectral_abscissa(self):
-        """Largest real part of the characteristic roots (certified; see :func:`ddesys.roots.spectral_abscissa`).
+        """Largest real part of the characteristic roots (certified; see :func:`ddesys.matrix.roots.spectral_abscissa`).
 
         Returns
         -------
@@ -254,7 +254,7 @@ class DelayStateSpace(DelayLTI):
 
         See Also
         --------
-        delay_margin, ddesys.crossings.crossings
+        delay_margin, ddesys.matrix.crossings.crossings
 
         Examples
         --------
@@ -343,7 +343,7 @@ class DelayStateSpace(DelayLTI):
         return freqresp(*self._full(), omega)
 
     def h2_norm(self, rtol=1e-8):
-        """H2 norm ``sqrt((1/2 pi) int trace(G(i w)^H G(i w)) dw)`` (see :func:`ddesys.norms.h2_norm`).
+        """H2 norm ``sqrt((1/2 pi) int trace(G(i w)^H G(i w)) dw)`` (see :func:`ddesys.matrix.norms.h2_norm`).
 
         Returns
         -------
@@ -367,7 +367,7 @@ class DelayStateSpace(DelayLTI):
         return h2_norm(*self._full(), rtol=rtol, is_stable=True)     # the exact test above
 
     def hinf_norm(self, rtol=1e-9):
-        """Hinf norm ``sup_w sigma_max(G(i w))`` and the peak frequency (see :func:`ddesys.norms.hinf_norm`).
+        """Hinf norm ``sup_w sigma_max(G(i w))`` and the peak frequency (see :func:`ddesys.matrix.norms.hinf_norm`).
 
         Returns
         -------
@@ -398,7 +398,7 @@ class DelayStateSpace(DelayLTI):
 
     # ---------------------------------------------------------------- time domain
     def simulate(self, u, t, x0=None, h=None):
-        """Response to the input ``u`` on the times ``t`` (zero history; see :func:`ddesys.timeresp.simulate`).
+        """Response to the input ``u`` on the times ``t`` (zero history; see :func:`ddesys.matrix.timeresp.simulate`).
 
         Parameters
         ----------
@@ -484,7 +484,7 @@ class DelayStateSpace(DelayLTI):
         >>> sd.dt, float(sd.delay[0]), bool(sd.is_stable())
         (0.1, 10.0, True)
         """
-        from .discrete_ss import zoh_statespace
+        from .discrete import zoh_statespace
 
         return zoh_statespace(*self._full(), dt, method=method)
 
@@ -509,7 +509,7 @@ class DelayStateSpace(DelayLTI):
         >>> len(fig.axes)                                            # magnitude and phase
         2
         """
-        from .plot_dss import plot_bode
+        from .plot import plot_bode
 
         if omega is None:
             scale = max(1.0 / float(self.tau.max()), float(np.abs(np.linalg.eigvals(self.A)).max(initial=1.0)))
@@ -517,7 +517,7 @@ class DelayStateSpace(DelayLTI):
         return plot_bode(*self.frequency_response(omega), axes=axes)
 
     def stability_chart(self, tau1, tau2):
-        """Stability chart over the two delays of a two-delay system (see :func:`ddesys.chart.delay_chart`).
+        """Stability chart over the two delays of a two-delay system (see :func:`ddesys.matrix.chart.delay_chart`).
 
         Parameters
         ----------

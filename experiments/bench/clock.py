@@ -1,7 +1,7 @@
 """The selective clock's costs: decoding against attention as the context grows, and training against
 the unclocked layers.
 
-    python -m ddesys.experiments.bench_clock [--quick]
+    python -m ddesys.experiments.bench.clock [--quick]
 
 Measured in one run, batch 1 decoding and the synthetic copy preset's models (vocabulary 16, 2 layers,
 N = 64, widths matched to S4D's parameter count at H = 64, as ``experiments.synthetic``):

@@ -1,6 +1,6 @@
 """Benchmark: DS4D against S4D on this machine, measured in one run.
 
-    python -m ddesys.experiments.bench_nn [--quick] [--threads T] [--only threads|train|decode]
+    python -m ddesys.experiments.bench.layers [--quick] [--threads T] [--only threads|train|decode]
 
 0. Thread hygiene: a train step of S4D and DS4D after ``torch.set_num_threads(T)`` for T = 1 and 2
    (the setting of a user's script), the ratio DS4D / S4D (goal <= 1.3 at 1 thread), and torch's

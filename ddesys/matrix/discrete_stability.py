@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import check_memory
+from .._validate import check_memory
 
 EXACT_MAX_BYTES = 2**30     # default memory budget of one count
 MAX_DEPTH = 16              # refinement levels before giving up certification
@@ -243,7 +243,7 @@ def winding_count(form, r=1.0, max_bytes=None, max_evals=None, max_depth=MAX_DEP
     check_memory(min(M, 4096) * pb, budget,
                  f"exact stability test (certified winding count, n = {n}, largest lag J = {form.degree}, "
                  f"{M} samples on the circle)",
-                 f"pass max_bytes= (default ddesys.discrete_ss_stability.EXACT_MAX_BYTES = {EXACT_MAX_BYTES}) "
+                 f"pass max_bytes= (default ddesys.matrix.discrete_stability.EXACT_MAX_BYTES = {EXACT_MAX_BYTES}) "
                  "or use the sufficient test (is_stable(method='sufficient'))")
     max_evals = 64 * M + 2**20 if max_evals is None else int(max_evals)
     c = 2.0 ** (1.0 / n) - 1.0

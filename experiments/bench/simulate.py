@@ -1,7 +1,7 @@
 """Benchmark: ``DiscreteDelaySystem.simulate`` (Numba) against a plain Python loop.
 
-    python -m ddesys.experiments.bench_simulate            # L = 8192, N2 = 32 modes, 16 channels, float64
-    python -m ddesys.experiments.bench_simulate --quick    # L = 1024, N2 = 8, 4 channels
+    python -m ddesys.experiments.bench.simulate            # L = 8192, N2 = 32 modes, 16 channels, float64
+    python -m ddesys.experiments.bench.simulate --quick    # L = 1024, N2 = 8, 4 channels
 
 Both run the same recurrence (docs/theory.md §2)::
 
