@@ -92,6 +92,38 @@ def check_delay(delay, name="delay"):
                          "branch (mu = 0) if the delay is meant to be infinite")
 
 
+def check_dt(dt, allow_true=True):
+    """``dt`` of a discrete system: ``True`` (unspecified step) or a finite step ``> 0`` in time units.
+
+    The one validator of ``dt`` (every discrete class and :func:`~ddesys.zoh_statespace`).
+
+    Parameters
+    ----------
+    dt : True or real scalar
+    allow_true : bool, default True
+        False where a numeric step is required (discretization): ``True`` is then a ``TypeError``.
+
+    Returns
+    -------
+    True or float
+        ``True`` or the step as a float; anything else raises (``TypeError`` for a non-number or an
+        array, ``ValueError`` for ``False``, ``0``, a negative or non-finite step).
+    """
+    if dt is True or (isinstance(dt, np.bool_) and bool(dt)):
+        if allow_true:
+            return True
+        raise TypeError("dt must be a step > 0 in time units here, got True (unspecified step)")
+    if dt is False or isinstance(dt, np.bool_):
+        raise ValueError("dt must be True (unspecified step) or a step > 0 in time units, got False "
+                         "(dt = 0 means a continuous system)")
+    if np.ndim(dt) != 0 or not isinstance(np.asarray(dt).item(), (int, float)):
+        raise TypeError(f"dt must be True or a real scalar step > 0 in time units, got {dt!r}")
+    step = float(np.asarray(dt).item())
+    if not (np.isfinite(step) and step > 0):
+        raise ValueError(f"dt must be True (unspecified step) or a finite step > 0 in time units, got {dt!r}")
+    return step
+
+
 _REAL_DTYPES = ("float32", "float64")
 
 
@@ -124,5 +156,5 @@ def check_memory(nbytes, budget, what, remedy):
                          f"{budget / 2**30:.3g} GiB; {remedy}")
 
 
-__all__ = ["MAX_DELAY_STEPS", "as_array", "broadcast_modes", "check_batch", "check_delay", "check_length",
+__all__ = ["MAX_DELAY_STEPS", "as_array", "broadcast_modes", "check_batch", "check_delay", "check_dt", "check_length",
            "check_memory", "check_real_dtype", "get_namespace"]

@@ -27,8 +27,8 @@ def force_reference() -> bool:
 
 
 def _numba_ok():
-    from .recurrence import numba_available
-    return numba_available()
+    from .cpu import available
+    return available()
 
 
 def _gpu():

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._array import next_pow2
+from ._array import next_pow2, unit_roundoff
 
 KAPPA = 1.0
 TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
@@ -112,7 +112,7 @@ def fft_length(L, u, u_out):
     predicted error at ``rho*`` is within ``u_out`` (the output's own rounding then dominates: float64
     synthesis delivering float32, about ``2 sqrt(u) = 2e-8``), else ``nextpow2(2L)``.
 
-    >>> from ddesys import unit_roundoff
+    >>> from ddesys.contour import unit_roundoff
     >>> fft_length(4096, unit_roundoff(np.float64), unit_roundoff(np.float32))
     4096
     >>> fft_length(4096, unit_roundoff(np.float64), unit_roundoff(np.float64))
@@ -160,7 +160,8 @@ def choose_contour(L, r, u, eps="auto", M=None):
     A fast channel needs no shift (``rho = 1``); a slow one gets ``rho < 1`` and ``M = nextpow2(4L)``:
 
     >>> import numpy as np
-    >>> from ddesys import choose_contour, unit_roundoff
+    >>> from ddesys import choose_contour
+    >>> from ddesys.contour import unit_roundoff
     >>> c = choose_contour(1024, np.array([0.5, 0.999]), unit_roundoff(np.float64))
     >>> c.M, np.round(c.rho, 4)
     (4096, array([1.    , 0.9935]))
@@ -202,3 +203,7 @@ def choose_contour(L, r, u, eps="auto", M=None):
                              f"{eps ** (-(L - 1) / M):.3g}: the kernel would be meaningless in this precision; "
                              "use a larger eps, a larger M, or eps='auto'")
     return Contour(M=M, rho=rho, eps=rho**M, predicted_error=err)
+
+
+__all__ = ["Contour", "KAPPA", "TOLERANCE", "choose_contour", "fft_length", "next_pow2", "optimal_rho",
+           "predicted_error", "unit_roundoff"]

@@ -11,36 +11,18 @@ import numpy as np
 from . import stability as _st
 from ._array import get_namespace, to_numpy
 from ._pairs import channel_index, pair_matrices
-from ._validate import as_array, broadcast_modes, check_batch, check_delay
+from ._validate import MAX_DELAY_STEPS, as_array, broadcast_modes, check_batch, check_delay, check_dt
 from .charpoly import poly_coefficients
 from .contour import Contour
 from .discrete_response import DiscreteResponses
 from .interpolation import split_delay
 from .lti import DelayLTI, warn_renamed
-from .tap import DelayTap
+from .sum_system import Summable
+from .tap import as_tap
 from .transfer import transfer_function
 
 
-def check_dt(dt):
-    """``dt`` of a discrete system: ``True`` (unspecified step) or a finite step ``> 0`` in time units.
-
-    Returns ``True`` or the step as a float; anything else raises (``TypeError`` for a non-number or an
-    array, ``ValueError`` for ``False``, ``0``, a negative or non-finite step).
-    """
-    if dt is True or (isinstance(dt, np.bool_) and bool(dt)):
-        return True
-    if dt is False or isinstance(dt, np.bool_):
-        raise ValueError("dt must be True (unspecified step) or a step > 0 in time units, got False "
-                         "(dt = 0 means a continuous system)")
-    if np.ndim(dt) != 0 or not isinstance(np.asarray(dt).item(), (int, float)):
-        raise TypeError(f"dt must be True or a real scalar step > 0 in time units, got {dt!r}")
-    step = float(np.asarray(dt).item())
-    if not (np.isfinite(step) and step > 0):
-        raise ValueError(f"dt must be True (unspecified step) or a finite step > 0 in time units, got {dt!r}")
-    return step
-
-
-class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
+class DiscreteDelaySystem(Summable, DiscreteResponses, DelayLTI):
     """A batch of discrete diagonal delayed systems (docs/theory.md §2)::
 
         h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,   h_{t<0} = 0
@@ -134,14 +116,7 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
         warn_renamed("DiscreteDelaySystem(..., tap=...)", "DiscreteDelaySystem(...) + DelayTap(e, delay, width), "
                      "a SumSystem (it is what tap= now returns)")
         iir = cls(*args[:6], **kwargs)
-        return iir + _as_tap(tap, iir)
-
-    def __add__(self, other):
-        """``self + other``: the :class:`~ddesys.SumSystem` of both (e.g. a :class:`~ddesys.DelayTap`)."""
-        from .sum_system import SumSystem
-        return SumSystem(self, other)
-
-    __radd__ = __add__
+        return iir + as_tap(tap, iir.dt, iir.batch_shape)
 
     def __init__(self, lam, mu, bbar, c, delay, d=0.0, tap=None, *, dt=True):
         xp = get_namespace(lam, mu, bbar, c, delay, d)
@@ -412,15 +387,4 @@ class DiscreteDelaySystem(DiscreteResponses, DelayLTI):
         return DiscreteDelayStateSpace(Phi, G, [float(to_numpy(self.delay)[idx])], Bd, C, D, dt=self.dt)
 
 
-def _as_tap(tap, system):
-    """The deprecated ``tap=`` argument as a :class:`~ddesys.DelayTap` on ``system``'s batch and ``dt``."""
-    if isinstance(tap, DelayTap):
-        tap = tuple(tap)
-    if not isinstance(tap, (tuple, list)) or not 2 <= len(tap) <= 3:
-        raise TypeError(f"tap must be a DelayTap or a tuple (e, delay[, width]), got {type(tap).__name__}")
-    out = DelayTap(*tap, dt=system.dt)
-    check_batch("tap", out.batch_shape, system.batch_shape)
-    return out
-
-
-__all__ = ["DiscreteDelaySystem", "Contour"]
+__all__ = ["DiscreteDelaySystem", "Contour", "MAX_DELAY_STEPS"]

@@ -288,58 +288,57 @@ class DiscreteResponses:
                              flat(self.k, ()), flat(self.alpha, ()), flat(self.d if d is None else d, ()),
                              flat(x, (L,)), return_states=return_states)
         y = res[0] if return_states else res
-        _warn_unstable(self, y, B * self.n_modes * L, warn_unstable)
+        self._warn_unstable(y, B * self.n_modes * L, warn_unstable)
         odt = x.dtype
         if return_states:
             return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,)), \
                 xp.reshape(res[1], tuple(batch) + N2 + (L,))
         return xp.reshape(xp.asarray(y, dtype=odt), tuple(batch) + (L,))
 
-
-def _warn_unstable(system, y, work, check_stability):
-    """One ``RuntimeWarning`` for :meth:`DiscreteDelaySystem.simulate` (see its docstring)."""
-    xp = system.xp
-    nonfinite = int(xp.sum(xp.astype(~xp.isfinite(y), xp.int64))) if y.size else 0
-    margin = system.sufficient_margin()                                 # (..., N2)
-    uncertified = ~(margin > 0)
-    unstable, skipped = None, False
-    if check_stability and uncertified.any():
-        k = np.broadcast_to(to_numpy(system.k)[..., None], margin.shape)[uncertified]
-        cost = int(_st.samples_per_mode(k).sum())
-        if "stable_modes" in system._cache or cost <= max(2**20, work):
-            try:
-                unstable = ~np.asarray(system.is_stable())
-            except ValueError:
+    def _warn_unstable(self, y, work, check_stability):
+        """One ``RuntimeWarning`` for :meth:`DiscreteDelaySystem.simulate` (see its docstring)."""
+        xp = self.xp
+        nonfinite = int(xp.sum(xp.astype(~xp.isfinite(y), xp.int64))) if y.size else 0
+        margin = self.sufficient_margin()                                 # (..., N2)
+        uncertified = ~(margin > 0)
+        unstable, skipped = None, False
+        if check_stability and uncertified.any():
+            k = np.broadcast_to(to_numpy(self.k)[..., None], margin.shape)[uncertified]
+            cost = int(_st.samples_per_mode(k).sum())
+            if "stable_modes" in self._cache or cost <= max(2**20, work):
+                try:
+                    unstable = ~np.asarray(self.is_stable())
+                except ValueError:
+                    skipped = True
+            else:
                 skipped = True
+        bad = unstable is not None and bool(unstable.any())
+        if not nonfinite and not bad:
+            return
+        if bad:
+            chans, what = unstable, "not stable"
+        elif unstable is None and uncertified.any():
+            chans = np.any(uncertified, axis=-1)
+            what = ("not certified stable (|lam| + |mu| >= 1; the exact test was "
+                    + ("skipped as too costly)" if skipped else "not run)"))
         else:
-            skipped = True
-    bad = unstable is not None and bool(unstable.any())
-    if not nonfinite and not bad:
-        return
-    if bad:
-        chans, what = unstable, "not stable"
-    elif unstable is None and uncertified.any():
-        chans = np.any(uncertified, axis=-1)
-        what = ("not certified stable (|lam| + |mu| >= 1; the exact test was "
-                + ("skipped as too costly)" if skipped else "not run)"))
-    else:
-        warnings.warn(f"simulate: the output holds {nonfinite} non-finite value(s) although the system is "
-                      "stable: the inputs or parameters are too large for the floating-point range",
-                      RuntimeWarning, stacklevel=4)
-        return
-    idx = [tuple(int(j) for j in i) for i in np.argwhere(chans)] if np.ndim(chans) else []
-    where = f"{len(idx)} of {chans.size} channel(s), first {idx[:5]}" if np.ndim(chans) else "its only channel"
-    sel = np.broadcast_to(np.asarray(chans)[..., None], margin.shape)
-    lam, mu, k, alpha = (np.broadcast_to(a, margin.shape)[sel] for a in system._host())
-    if int(k.max()) + 1 < _st.EIG_MAX_DEGREE:
-        radius = f"spectral radius {float(_st.spectral_radius(lam, mu, k, alpha).max()):.6g}"
-    else:
-        radius = (f"spectral radius <= {float(_st.radius_bound(lam, mu, k, alpha).max()):.6g} (Rouche bound; "
-                  "spectral_radius() gives it exactly)")
-    out = f"; here the output holds {nonfinite} non-finite value(s)" if nonfinite else ""
-    warnings.warn(f"simulate: the system is {what} in {where}: sufficient margin 1 - |lam| - |mu| down to "
-                  f"{float(margin[sel].min()):.6g}, {radius}. Its response may grow without bound{out}. "
-                  "Check is_stable() (the exact test) before simulating long sequences.", RuntimeWarning, stacklevel=4)
+            warnings.warn(f"simulate: the output holds {nonfinite} non-finite value(s) although the system is "
+                          "stable: the inputs or parameters are too large for the floating-point range",
+                          RuntimeWarning, stacklevel=4)
+            return
+        idx = [tuple(int(j) for j in i) for i in np.argwhere(chans)] if np.ndim(chans) else []
+        where = f"{len(idx)} of {chans.size} channel(s), first {idx[:5]}" if np.ndim(chans) else "its only channel"
+        sel = np.broadcast_to(np.asarray(chans)[..., None], margin.shape)
+        lam, mu, k, alpha = (np.broadcast_to(a, margin.shape)[sel] for a in self._host())
+        if int(k.max()) + 1 < _st.EIG_MAX_DEGREE:
+            radius = f"spectral radius {float(_st.spectral_radius(lam, mu, k, alpha).max()):.6g}"
+        else:
+            radius = (f"spectral radius <= {float(_st.radius_bound(lam, mu, k, alpha).max()):.6g} (Rouche bound; "
+                      "spectral_radius() gives it exactly)")
+        out = f"; here the output holds {nonfinite} non-finite value(s)" if nonfinite else ""
+        warnings.warn(f"simulate: the system is {what} in {where}: sufficient margin 1 - |lam| - |mu| down to "
+                      f"{float(margin[sel].min()):.6g}, {radius}. Its response may grow without bound{out}. "
+                      "Check is_stable() (the exact test) before simulating long sequences.", RuntimeWarning, stacklevel=4)
 
 
 __all__ = ["DiscreteResponses"]

@@ -5,8 +5,9 @@
 
 Two paths, one formula:
 
-* NumPy input with Numba available: a compiled loop, parallel over channels (``numba.prange``),
-  complex128 states. Set ``DDESYS_DISABLE_NUMBA=1`` (or lack Numba) to take the next path instead.
+* NumPy input with Numba available: a compiled loop (:mod:`ddesys.cpu.recurrence_loops`), parallel
+  over channels, complex128 states. Set ``DDESYS_DISABLE_NUMBA=1`` (or lack Numba) to take the next
+  path instead.
 * Anything else (CuPy, torch, NumPy without Numba): the array module's vector path, one vectorized
   update over all channels and modes per time step, ``O(L)`` steps.
 
@@ -16,85 +17,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import cpu
 from ._array import get_namespace, is_numpy
 from ._validate import MAX_DELAY_STEPS
 
-from .cpu._numba import nb as _nb          # None without Numba (or DDESYS_DISABLE_NUMBA): the vector path below
-
 
 def numba_available() -> bool:
-    """Whether the compiled (Numba) CPU recurrence is in use.
+    """Whether the compiled (Numba) CPU loops are in use (an alias of :func:`ddesys.cpu.available`).
 
     Returns
     -------
     bool
         False when Numba is absent or ``DDESYS_DISABLE_NUMBA=1``.
     """
-    return _nb is not None
-
-
-if _nb is not None:
-
-    @_nb.njit(cache=True, fastmath=True, inline="always")
-    def _channel_nb(lr, li, m1r, m1i, m2r, m2i, br, bi, cr, ci, kb, d, x, y, hr, hi, P, live):  # pragma: no cover
-        """One channel, all modes: time outer, modes inner (contiguous, SIMD), real arithmetic in the
-        dtype of ``hr`` (float64 or float32).
-
-        ``hr``/``hi`` ``(P + L, N2)``: rows ``0 .. P-1`` hold the states before the run (zero for
-        positions before 0), row ``P + t`` receives ``h_t``. ``live``: the delayed terms reach a position
-        of the run (then ``P >= kb + 1``: every read is in bounds, no test in the loop); else they are
-        zero throughout and ``P >= 1``."""
-        N2 = lr.shape[0]
-        L = x.shape[0]
-        for t in range(L):
-            r = P + t
-            xt = x[t]
-            acc = xt - xt                          # zero in the working precision
-            if live:
-                for n in range(N2):
-                    pr = hr[r - 1, n]
-                    pi = hi[r - 1, n]
-                    qr = hr[r - kb, n]
-                    qi = hi[r - kb, n]
-                    sr = hr[r - kb - 1, n]
-                    si = hi[r - kb - 1, n]
-                    vr = br[n] * xt + (lr[n] * pr - li[n] * pi) + (m1r[n] * qr - m1i[n] * qi) \
-                        + (m2r[n] * sr - m2i[n] * si)
-                    vi = bi[n] * xt + (lr[n] * pi + li[n] * pr) + (m1r[n] * qi + m1i[n] * qr) \
-                        + (m2r[n] * si + m2i[n] * sr)
-                    hr[r, n] = vr
-                    hi[r, n] = vi
-                    acc += cr[n] * vr - ci[n] * vi
-            else:
-                for n in range(N2):
-                    pr = hr[r - 1, n]
-                    pi = hi[r - 1, n]
-                    vr = br[n] * xt + (lr[n] * pr - li[n] * pi)
-                    vi = bi[n] * xt + (lr[n] * pi + li[n] * pr)
-                    hr[r, n] = vr
-                    hi[r, n] = vi
-                    acc += cr[n] * vr - ci[n] * vi
-            y[t] = (acc + acc) + d * xt
-
-    @_nb.njit(parallel=True, cache=True, fastmath={"contract", "reassoc", "nsz"})   # the loop's flags (inlined)
-    def _recurrence_nb(lam, mu, bbar, c, k, alpha, d, x, y, states, keep):  # pragma: no cover - jitted
-        B, N2 = lam.shape
-        L = x.shape[1]
-        for b in _nb.prange(B):
-            kb = k[b]
-            live = kb <= L - 1
-            P = kb + 1 if live else 1
-            hr = np.zeros((P + L, N2))
-            hi = np.zeros((P + L, N2))
-            m1 = mu[b] * (1.0 - alpha[b])
-            m2 = mu[b] * alpha[b]
-            _channel_nb(lam[b].real.copy(), lam[b].imag.copy(), m1.real.copy(), m1.imag.copy(),
-                        m2.real.copy(), m2.imag.copy(), bbar[b].real.copy(), bbar[b].imag.copy(),
-                        c[b].real.copy(), c[b].imag.copy(), kb, d[b], x[b], y[b], hr, hi, P, live)
-            if keep:
-                for n in range(N2):
-                    for t in range(L):
-                        states[b, n, t] = hr[P + t, n] + 1j * hi[P + t, n]
+    return cpu.available()
 
 
 def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
@@ -142,18 +78,9 @@ def run_recurrence(lam, mu, bbar, c, k, alpha, d, x, return_states=False):
     """
     xp = get_namespace(lam, x)
     _check_inputs(xp, lam, mu, bbar, c, k, alpha, d, x)
-    if is_numpy(xp) and _nb is not None:
-        B, L = x.shape
-        y = np.zeros((B, L), dtype=np.float64)
-        states = np.zeros((B, lam.shape[1], L) if return_states else (1, 1, 1), dtype=np.complex128)
-        from .cpu.threads import numba_threads
-        with numba_threads():
-            _recurrence_nb(np.ascontiguousarray(lam, np.complex128), np.ascontiguousarray(mu, np.complex128),
-                           np.ascontiguousarray(bbar, np.complex128), np.ascontiguousarray(c, np.complex128),
-                           np.ascontiguousarray(k, np.int64), np.ascontiguousarray(alpha, np.float64),
-                           np.ascontiguousarray(d, np.float64), np.ascontiguousarray(x, np.float64),
-                           y, states, bool(return_states))
-        return (y, states) if return_states else y
+    if is_numpy(xp) and cpu.available():
+        from .cpu import recurrence_loops
+        return recurrence_loops.run(lam, mu, bbar, c, k, alpha, d, x, return_states)
     with np.errstate(over="ignore", invalid="ignore"):   # NumPy without Numba: an unstable system
         return _recurrence_vector(xp, lam, mu, bbar, c, k, alpha, d, x, return_states)  # overflows quietly
 

@@ -21,8 +21,8 @@ segments (steps with ``c = 0``) are never read inside.
 
 :func:`soft_scan` runs (1) and its readout for a batch of rows and channels; :func:`soft_scan_grad` is
 its adjoint (reverse-time scan), with gradients for ``log lam``, ``mu``, ``bbar``, ``c``, the delays ``s``,
-the inputs and the clock. Both are compiled with Numba (parallel over (row, channel) pairs, complex128 arithmetic) and run
-as plain Python loops without it (slow: a documented fallback for tiny inputs).
+the inputs and the clock. Both are compiled with Numba (:mod:`ddesys.cpu.selective_loops`: parallel over
+(row, channel) pairs) and run as plain Python loops without it (slow: a documented fallback for tiny inputs).
 
 Gradient convention for complex arrays: ``G = dL/d Re z + i dL/d Im z`` (torch's).
 """
@@ -30,110 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cpu._numba import nb
+from .cpu import selective_loops
 
 __all__ = ["soft_scan", "soft_scan_grad"]
-
-
-def _jit(fn):
-    return nb.njit(parallel=True, cache=True)(fn) if nb is not None else fn
-
-
-_prange = nb.prange if nb is not None else range
-
-
-@_jit
-def _forward(loglam, mu, bbar, cout, s, x, c, tau, h, E, q, w, y):  # pragma: no cover - jitted
-    B, H, L = x.shape
-    N2 = loglam.shape[1]
-    for i in _prange(B * H):
-        b, ch = i // H, i % H
-        p = 0                                        # read pointer: first index with tau >= r
-        for t in range(L):
-            ct = c[b, t]
-            r = tau[b, t] - s[ch]
-            pt = -1
-            wt = 0.0
-            if r > 0.0:
-                while p < t - 1 and tau[b, p] < r:     # r <= tau_{t-1} (up to rounding)
-                    p += 1
-                lo = tau[b, p - 1] if p > 0 else 0.0
-                wt = (r - lo) / (tau[b, p] - lo)
-                pt = p
-            q[b, ch, t] = pt
-            w[b, ch, t] = wt
-            wr = w[b, ch, t]                         # the weight in the states' precision
-            xt = ct * x[b, ch, t]
-            acc = 0.0
-            for n in range(N2):
-                e = np.exp(ct * loglam[ch, n])
-                E[b, ch, t, n] = e
-                v = bbar[ch, n] * xt
-                if t > 0:
-                    v += e * h[b, ch, t - 1, n]
-                if pt >= 0:
-                    hd = wr * h[b, ch, pt, n]
-                    if pt > 0:
-                        hd += (1 - wr) * h[b, ch, pt - 1, n]
-                    v += ct * mu[ch, n] * hd
-                h[b, ch, t, n] = v
-                acc += (cout[ch, n] * v).real
-            y[b, ch, t] = 2.0 * acc
-
-
-@_jit
-def _backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co, g_s, g_x, g_cd,
-              g_tau):  # pragma: no cover - jitted
-    B, H, L = x.shape
-    N2 = loglam.shape[1]
-    for i in _prange(B * H):
-        b, ch = i // H, i % H
-        A = np.empty((L, N2), h.dtype)               # adjoints, completed in reverse time
-        for t in range(L):
-            for n in range(N2):                      # from the readout y = 2 Re(sum c h)
-                A[t, n] = 2 * gy[b, ch, t] * np.conj(cout[ch, n])
-                g_co[b, ch, n] += 2 * gy[b, ch, t] * np.conj(h[b, ch, t, n])
-        zc = A[0, 0] * 0                             # zero in the states' precision
-        for t in range(L - 1, -1, -1):
-            ct = c[b, t]
-            p = q[b, ch, t]
-            wt = w[b, ch, t]
-            xt = x[b, ch, t]
-            gw = 0.0
-            gc = 0.0
-            gx = 0.0
-            for n in range(N2):
-                at = A[t, n]
-                e = E[b, ch, t, n]
-                prev = h[b, ch, t - 1, n] if t > 0 else zc
-                hd = zc
-                if p >= 0:
-                    left = h[b, ch, p - 1, n] if p > 0 else zc
-                    right = h[b, ch, p, n]
-                    hd = (1 - wt) * left + wt * right
-                    cm = np.conj(ct * mu[ch, n]) * at
-                    if p > 0:
-                        A[p - 1, n] += (1 - wt) * cm
-                    A[p, n] += wt * cm
-                    gw += (at * np.conj(ct * mu[ch, n] * (right - left))).real
-                    g_mu[b, ch, n] += at * np.conj(ct * hd)
-                if t > 0:
-                    A[t - 1, n] += np.conj(e) * at
-                g_ll[b, ch, n] += at * np.conj(ct * e * prev)
-                g_bb[b, ch, n] += at * (ct * xt)
-                gx += (at * np.conj(ct * bbar[ch, n])).real
-                gc += (at * np.conj(loglam[ch, n] * e * prev + mu[ch, n] * hd + bbar[ch, n] * xt)).real
-            g_x[b, ch, t] = gx
-            g_cd[b, ch, t] = gc
-            if p >= 0:
-                lo = tau[b, p - 1] if p > 0 else 0.0
-                inv = 1.0 / (tau[b, p] - lo)
-                wt = np.float64(w[b, ch, t])
-                g_tau[b, ch, t] += gw * inv
-                g_s[b, ch] -= gw * inv
-                if p > 0:
-                    g_tau[b, ch, p - 1] -= gw * (1.0 - wt) * inv
-                g_tau[b, ch, p] -= gw * wt * inv
 
 
 def _check(loglam, mu, bbar, s, x, c):
@@ -177,7 +76,7 @@ def soft_scan(loglam, mu, bbar, cout, s, x, c, dtype=np.float64):
     if h.size:
         from .cpu.threads import numba_threads
         with numba_threads():
-            _forward(loglam, mu, bbar, cout, s, x, c.astype(rdt), tau, h, E, q, w, y)
+            selective_loops.forward(loglam, mu, bbar, cout, s, x, c.astype(rdt), tau, h, E, q, w, y)
     return y, (h, tau, q, w, E)
 
 
@@ -202,7 +101,8 @@ def soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy):
     if h.size:
         from .cpu.threads import numba_threads
         with numba_threads():
-            _backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co, g_s, g_x, g_cd, g_tau)
+            selective_loops.backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co,
+                                     g_s, g_x, g_cd, g_tau)
     gt = g_tau.sum(axis=1)                                                  # (B, L): dL/dtau_t
     g_c = g_cd.sum(axis=1) + np.cumsum(gt[:, ::-1], axis=1)[:, ::-1]        # tau_t = sum_{j <= t} c_j
     c128 = np.complex128

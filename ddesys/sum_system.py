@@ -10,17 +10,37 @@ from __future__ import annotations
 import numpy as np
 
 from ._array import real_dtype_of
+from ._pairs import refuse_tap
 from ._validate import as_array, check_batch
 from .lti import DelayLTI
 
-__all__ = ["SumSystem"]
+__all__ = ["SumSystem", "Summable"]
 
 # attributes a sum with exactly one pole-carrying part reads from that part (the delay system's own)
 _IIR_ATTRS = frozenset(("lam", "mu", "bbar", "c", "delay", "d", "k", "alpha", "n_modes", "xp", "sufficient_margin",
                         "stability_margin", "spectral_radius", "poles", "decay_bound", "contour", "states"))
 
 
-class SumSystem(DelayLTI):
+class Summable:
+    """What a part of a :class:`SumSystem` is: a discrete batch of SISO channels that adds with ``+``.
+
+    A mixin of :class:`~ddesys.DiscreteDelaySystem`, :class:`~ddesys.DelayTap` and :class:`SumSystem`
+    (this module imports none of the first two: they import it). ``sys + other`` is the
+    :class:`SumSystem` of both. ``has_poles`` says whether the part has poles (False for an FIR part,
+    whose stability is given and which adds nothing to the poles of a sum); a part offers
+    ``batch_shape``, ``dt``, ``kernel``, ``impulse``, ``transfer``, ``simulate`` and ``is_stable``.
+    """
+
+    has_poles = True
+
+    def __add__(self, other):
+        """``self + other``: the :class:`SumSystem` of both (e.g. a :class:`~ddesys.DelayTap`)."""
+        return SumSystem(self, other)
+
+    __radd__ = __add__
+
+
+class SumSystem(Summable, DelayLTI):
     """The sum of discrete systems driven by the same input.
 
     Parameters
@@ -33,7 +53,7 @@ class SumSystem(DelayLTI):
     parts : tuple
         The parts, in order.
     iir : tuple
-        The parts with poles (every part that is not a :class:`~ddesys.DelayTap`).
+        The parts with poles (``has_poles``: every part that is not a :class:`~ddesys.DelayTap`).
     tap : DelayTap or None
         The one FIR tap, or None (a sum of several taps: see ``parts``).
     batch_shape, dt
@@ -66,8 +86,6 @@ class SumSystem(DelayLTI):
     """
 
     def __init__(self, *parts):
-        from .discrete import DiscreteDelaySystem
-        from .tap import DelayTap
         flat = []
         for p in parts:
             flat.extend(p.parts if isinstance(p, SumSystem) else (p,))
@@ -75,7 +93,7 @@ class SumSystem(DelayLTI):
             raise TypeError("SumSystem needs at least one part")
         batch = ()
         for i, p in enumerate(flat):
-            if not isinstance(p, (DiscreteDelaySystem, DelayTap)):
+            if not isinstance(p, Summable) or isinstance(p, SumSystem):
                 raise TypeError(f"SumSystem part {i} must be a DiscreteDelaySystem or a DelayTap, got "
                                 f"{type(p).__name__}")
             batch = check_batch(f"SumSystem part {i} ({type(p).__name__})", p.batch_shape, batch)
@@ -83,8 +101,8 @@ class SumSystem(DelayLTI):
         if len(dts) > 1:
             raise ValueError(f"SumSystem parts must share dt, got {sorted(map(str, dts))}")
         self.parts = tuple(flat)
-        self.iir = tuple(p for p in flat if not isinstance(p, DelayTap))
-        taps = [p for p in flat if isinstance(p, DelayTap)]
+        self.iir = tuple(p for p in flat if p.has_poles)
+        taps = [p for p in flat if not p.has_poles]
         self.tap = taps[0] if len(taps) == 1 else None
         self.dt, self._batch = flat[0].dt, tuple(batch)
         self._freeze()
@@ -105,11 +123,6 @@ class SumSystem(DelayLTI):
 
     def __repr__(self):
         return f"SumSystem({', '.join(map(repr, self.parts))})"
-
-    def __add__(self, other):
-        return SumSystem(self, other)
-
-    __radd__ = __add__
 
     # ------------------------------------------------------------------ stability: the poles' parts
     def _is_stable_exact(self, **kwargs):
@@ -173,10 +186,8 @@ class SumSystem(DelayLTI):
     def to_statespace(self, index=None):
         """Refused while a tap is part of the sum (an FIR term is not a state-space term); a sum of
         delay systems alone has no single state-space form here either (``ValueError``)."""
-        from ._pairs import refuse_tap
-        from .tap import DelayTap
         for p in self.parts:
-            if isinstance(p, DelayTap):
+            if not p.has_poles:
                 refuse_tap(p)
         raise ValueError("to_statespace(): a sum of several delay systems has no one diagonal state-space form "
                          "here; convert the parts (SumSystem.parts) one by one")

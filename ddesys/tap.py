@@ -26,11 +26,13 @@ import math
 import numpy as np
 
 from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy
-from .cpu._numba import nb as _nb
-from ._validate import MAX_DELAY_STEPS, as_array, check_batch, check_length, check_real_dtype
+from ._pairs import refuse_tap
+from . import cpu
+from ._validate import MAX_DELAY_STEPS, as_array, check_batch, check_dt, check_length, check_real_dtype
 from .lti import DelayLTI
+from .sum_system import Summable
 
-__all__ = ["DelayTap", "check_width", "offset_fir", "tap_filter", "tap_kernel", "tap_span", "tap_support",
+__all__ = ["DelayTap", "as_tap", "check_width", "offset_fir", "tap_filter", "tap_kernel", "tap_span", "tap_support",
            "tap_transfer", "tap_weights"]
 
 KERNEL_METHODS = ("fft", "recurrence")
@@ -135,7 +137,8 @@ def offset_fir(x, j, we, P=0):
     """``y[b, c, t] = sum_i we[c, i] x[b, c, P + t - j[c, i]]`` over the terms whose index lies in
     ``[0, P + L)`` (the others are zero): the tap's output from its offsets ``j`` and weights ``we``
     (``(C, J)``, e.g. the decode constants) over inputs ``x`` ``(B, C, P + L)`` whose first ``P`` columns
-    precede the chunk. NumPy, real; compiled (Numba) when available, one pass, ``O(B C L J)``.
+    precede the chunk. NumPy, real; compiled when Numba is available (:mod:`ddesys.cpu.tap_loops`), one
+    pass, ``O(B C L J)``.
     Returns ``(B, C, L)`` in ``x``'s dtype."""
     x = np.ascontiguousarray(x)
     j = np.ascontiguousarray(j, np.int64)
@@ -145,8 +148,9 @@ def offset_fir(x, j, we, P=0):
         raise ValueError(f"offset_fir: x (B, C, P + L) = {x.shape}, j and we (C, J), P = {P}: got j {j.shape}, "
                          f"we {we.shape}")
     y = np.zeros((B, C, T - P), x.dtype)
-    if _nb is not None:
-        _fir_nb(x, j, we, P, y)
+    if cpu.available():
+        from .cpu.tap_loops import offset_fir_into
+        offset_fir_into(x, j, we, P, y)
         return y
     t = np.arange(T - P)
     for i in range(j.shape[1]):
@@ -156,27 +160,11 @@ def offset_fir(x, j, we, P=0):
     return y
 
 
-if _nb is not None:
-    @_nb.njit(cache=True, fastmath={"contract", "nsz"}, error_model="numpy")
-    def _fir_nb(x, j, we, P, y):                                     # pragma: no cover - jitted
-        B, C, T = x.shape
-        L = y.shape[2]
-        for b in range(B):
-            for c in range(C):
-                for i in range(j.shape[1]):
-                    w = we[c, i]
-                    off = P - j[c, i]                                # y_t += w x[t + off]
-                    lo = max(0, -off)
-                    hi = min(L, T - off)
-                    for t in range(lo, hi):
-                        y[b, c, t] += w * x[b, c, t + off]
-
-
 def _arr(xp, v):
     return v if hasattr(v, "shape") else xp.asarray(v)
 
 
-class DelayTap(DelayLTI):
+class DelayTap(Summable, DelayLTI):
     """A batch of delayed input taps as a discrete FIR system::
 
         y_t = e sum_{j >= 0} w_j x_{t-j},    w_j = hat((j - delay) / width) / Z   (see the module docstring)
@@ -207,7 +195,7 @@ class DelayTap(DelayLTI):
 
     Notes
     -----
-    An FIR system: no poles (only trivial ones at ``z = 0``), so it is stable and adds nothing to the
+    An FIR system (``has_poles = False``): no poles (only trivial ones at ``z = 0``), so it is stable and adds nothing to the
     poles or the stability of a sum it is part of. Its kernel is exact (no contour): the ``method``,
     ``eps`` and ``M`` options of :meth:`kernel` are accepted so that a :class:`~ddesys.SumSystem` can
     pass them to every part. Immutable, like every ddesys system. Unpacks as ``e, delay, width`` (the
@@ -227,8 +215,9 @@ class DelayTap(DelayLTI):
     (True, array([1.   , 0.5  , 1.25 , 0.125]))
     """
 
+    has_poles = False
+
     def __init__(self, e, delay, width=1.0, *, dt=True):
-        from .discrete import check_dt
         xp = get_namespace(e, delay)
         e = as_array(xp, e, "tap gain e", "real")
         s = as_array(xp, delay, "tap delay", "real")
@@ -255,12 +244,6 @@ class DelayTap(DelayLTI):
         rng = f"[{float(s.min()):.4g}, {float(s.max()):.4g}]" if s.size else "[]"
         step = "" if self.dt is True else f", dt={self.dt:.6g}"
         return f"DelayTap(batch_shape={self.batch_shape}, delay in {rng}, width={self.width:.4g}{step})"
-
-    def __add__(self, other):
-        from .sum_system import SumSystem
-        return SumSystem(self, other)
-
-    __radd__ = __add__
 
     # ------------------------------------------------------------------ stability: an FIR is stable
     def _is_stable_exact(self, max_bytes=None):
@@ -321,5 +304,17 @@ class DelayTap(DelayLTI):
 
     def to_statespace(self, index=None):
         """Refused: the FIR tap is not a state-space term (``ValueError``)."""
-        from ._pairs import refuse_tap
         refuse_tap(self)
+
+
+def as_tap(tap, dt, batch_shape):
+    """The deprecated ``tap=`` argument of :class:`~ddesys.DiscreteDelaySystem` (a :class:`DelayTap` or
+    a tuple ``(e, delay[, width])``) as a :class:`DelayTap` with step ``dt``, checked against the
+    system's ``batch_shape``."""
+    if isinstance(tap, DelayTap):
+        tap = tuple(tap)
+    if not isinstance(tap, (tuple, list)) or not 2 <= len(tap) <= 3:
+        raise TypeError(f"tap must be a DelayTap or a tuple (e, delay[, width]), got {type(tap).__name__}")
+    out = DelayTap(*tap, dt=dt)
+    check_batch("tap", out.batch_shape, batch_shape)
+    return out

@@ -3,9 +3,9 @@
 tap delays, the tap's window half-width, and the tap removed (the layers' ``"tap_zero"`` ablation).
 
 Shared by :mod:`experiments.delay` and :mod:`experiments.synthetic` (family ``ds4d-tap``), which train
-the tap with :class:`nn.TapWidthSchedule` (:func:`width_schedule`): the window's half-width falls
-from ``w0`` to 1 (linear interpolation) over the first ``frac`` of the steps. The width is also saved
-in the layer's state dict, so a checkpoint's weights come back with the window they were trained at.
+the tap with :class:`nn.TapWidthSchedule` (:meth:`experiments._models.TapSchedule.schedule`). The width is
+also saved in the layer's state dict, so a checkpoint's weights come back with the window they were
+trained at.
 """
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys.parameterization import ablation_kinds
-
-W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
 
 def tap_layers(model):
@@ -43,14 +41,6 @@ def tap_delays(model):
 def tap_widths(model):
     """The current window half-width of every tap layer (list of float)."""
     return [float(layer.tap_width) for layer in tap_layers(model)]
-
-
-def width_schedule(model, steps, w0=W0, frac=FRAC):
-    """A :class:`nn.TapWidthSchedule` for ``model`` over ``steps`` optimizer steps (it sets the width
-    ``w0`` now; step it after every optimizer step), or ``None`` when ``model`` has no tap."""
-    if not tap_layers(model):
-        return None
-    return dnn.TapWidthSchedule(model, w0=w0, steps=steps, frac=frac)
 
 
 def ds4d_layers(model):
@@ -84,5 +74,4 @@ def tap_zero(model):
     return ablate(model, "tap_zero", tap_layers(model))
 
 
-__all__ = ["FRAC", "W0", "ablate", "ds4d_layers", "tap_delays", "tap_layers", "tap_widths", "tap_zero",
-           "width_schedule"]
+__all__ = ["ablate", "ds4d_layers", "tap_delays", "tap_layers", "tap_widths", "tap_zero"]

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddesys.verification.outdir import LOCK, OutError, atomic_write, locked, prepare_out, written_by  # noqa: F401
+from ddesys.io import LOCK, OutError, atomic_write, locked, prepare_out, written_by  # noqa: F401
 
 RESULTS = "results.json"
 SCHEMA_VERSION = 2      # of the results files this code writes; see migrate()

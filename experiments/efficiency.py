@@ -28,12 +28,12 @@ from pathlib import Path
 
 import torch
 
-from ddesys import nn as dnn
+from ddesys.experiments._models import ModelSpec
 from ddesys.experiments._runs import OutError, atomic_write, prepare_out
 from ddesys.experiments._sizes import closest_width
 from ddesys.experiments._sizes import n_params as _count
-from ddesys.verification.outdir import check_owner
-from ddesys.verification.timing import decoder, interleaved, trainer
+from ddesys.io import check_owner
+from ddesys.nn.timing import decoder, interleaved, trainer
 
 PROGRAM = "ddesys.experiments.efficiency"      # the owner named in efficiency.json
 
@@ -48,12 +48,16 @@ SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode 
 N_LAYERS, D_STATE = 4, 64
 
 
-def backbone(layer, H, l_max=None):
-    """The benchmark's 4-layer model ``(B, L, H) -> (B, L, H)``."""
+S4D, DS4D = ModelSpec("s4d"), ModelSpec("ds4d")
+
+
+def backbone(spec, H, l_max=None):
+    """The benchmark's 4-layer model ``(B, L, H) -> (B, L, H)`` of ``spec`` (a
+    :class:`~experiments._models.ModelSpec`; DS4D's delays up to ``l_max``)."""
     kw = {"d_state": D_STATE}
-    if layer == "ds4d":
+    if spec.is_ds4d:
         kw["l_max"] = l_max
-    return dnn.SequenceModel(H, H, d_model=H, n_layers=N_LAYERS, layer=layer, layer_kw=kw)
+    return spec.sequence_model(H, H, kw, d_model=H, n_layers=N_LAYERS)
 
 
 def n_params(model):
@@ -63,8 +67,8 @@ def n_params(model):
 def matched_width(H):
     """DS4D width whose 4 blocks (the backbone, without the input and output projections) have the
     parameter count closest to S4D's at ``H``."""
-    budget = n_params(backbone("s4d", H).blocks)
-    return closest_width(lambda w: n_params(backbone("ds4d", w, 1024).blocks), budget, H // 2, H)
+    budget = n_params(backbone(S4D, H).blocks)
+    return closest_width(lambda w: n_params(backbone(DS4D, w, 1024).blocks), budget, H // 2, H)
 
 
 def _peak_memory(fn, device, reps=20):
@@ -86,7 +90,7 @@ def run(scale="cpu", device="cpu", progress=True):
     s = SCALES[scale]
     H, B = s["H"], s["batch"]
     Hm = matched_width(H)
-    specs = [("S4D", "s4d", H), ("DS4D hidden-matched", "ds4d", H), ("DS4D param-matched", "ds4d", Hm)]
+    specs = [("S4D", S4D, H), ("DS4D hidden-matched", DS4D, H), ("DS4D param-matched", DS4D, Hm)]
     rows = []
     for L in tqdm(s["Ls"], desc="lengths", disable=not progress):
         torch.manual_seed(0)

@@ -10,8 +10,9 @@ group per distinct ``_optim`` dict, and ``CosineAnnealingLR(optimizer, epochs)``
 The data: scikit-learn's 8x8 digits as 64-step pixel sequences of one feature
 (:func:`experiments.general.data.sdigits`: a fixed stratified split, 1437 train / 360 test).
 
-Arms (``--arms``, by name; :data:`ARMS`): the layer class and the keyword arguments added to the layer
-call, plus an optional change of the ``_optim`` hints. Each arm differs from ``ds4d`` (the swap as a user
+Arms (``--arms``, by name; :data:`ARMS`): the layer and the keyword arguments added to the layer call (a
+:class:`~experiments._models.ModelSpec` and its ``options``), plus an optional change of the ``_optim`` hints
+(through :mod:`nn.optim`'s public ``declared_hints`` / ``register_optim``). Each arm differs from ``ds4d`` (the swap as a user
 writes it) in one thing, to measure what each difference between the drop-ins costs.
 
 Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step) and
@@ -27,12 +28,15 @@ import json
 import os
 import statistics
 import time
+from typing import Callable, NamedTuple
 
 import torch
 from torch import nn
 
 from ddesys.nn import s4compat
+from ddesys.nn.optim import declared_hints, register_optim
 
+from ._models import ModelSpec
 from ._runs import positive_int, unit_fraction
 
 DELAY_PARAMS = ("r", "theta", "nu_tau")
@@ -42,10 +46,9 @@ def _hints_main_rate(names):
     """A hint change: ``names`` of every DS4D core lose S4's ``lr`` (main rate, still no weight decay)."""
     def apply(model, **ctx):
         for layer in model.s4_layers:
-            for n in names:
-                p = getattr(layer.kernel, n, None)
-                if p is not None:
-                    p._optim = {k: v for k, v in p._optim.items() if k != "lr"}
+            for owner, n, hint, ssm in declared_hints(layer.kernel):
+                if owner is layer.kernel and n in names:
+                    register_optim(owner, n, {k: v for k, v in hint.items() if k != "lr"}, ssm=ssm)
     return apply
 
 
@@ -69,23 +72,39 @@ def _s4d_init(model, seed, d_model, n_layers, dropout, lr, prenorm):
             own[n].copy_(v)
 
 
-# arm name -> (class name in nn.s4compat, layer kwargs, change(model, **ctx) or None, description)
+class Arm(NamedTuple):
+    """One arm: ``model`` (the layer, and in its ``options`` the keyword arguments added to the layer
+    call), ``change(model, **ctx)`` of the built model or ``None``, and the report's description."""
+    model: ModelSpec
+    change: Callable | None
+    description: str
+
+
+def _arm(layer, options=None, change=None, description=""):
+    return Arm(ModelSpec(layer, options=tuple((options or {}).items())), change, description)
+
+
+LAYER_CLASSES = {"s4d": s4compat.S4D, "ds4d": s4compat.DS4D}      # the drop-ins of nn.s4compat
+
 ARMS = {
-    "s4d": ("S4D", {}, None, "nn.s4compat.S4D (the reference)"),
-    "s4d-lin": ("S4D", {"init": "lin"}, None, "S4D with S4D-Lin poles (as the S4 repository's S4D)"),
-    "s4d-fixB": ("S4D", {"init": "lin"}, _freeze_B, "S4D-Lin, B fixed at 1: the S4 repository's S4D"),
-    "ds4d": ("DS4D", {}, None, "nn.s4compat.DS4D, the one-line swap (drop-in defaults: p0 = 0.015)"),
-    "ds4d-p0.1": ("DS4D", {"p0": 0.1}, None, "DS4D with the paper's p0 = 0.1 (the drop-in's default before issue 21)"),
-    "ds4d-p0.1-mainlr": ("DS4D", {"p0": 0.1}, _hints_main_rate(DELAY_PARAMS),
-                         "p0 = 0.1, r/theta/nu_tau at the main rate (no weight decay) instead of S4's lr"),
-    "ds4d-p0": ("DS4D", {"p0": 0.0}, None, "DS4D with p0 = 0 (S4D at initialization)"),
-    "ds4d-theta0": ("DS4D", {"theta0": 0.0}, None, "DS4D (p0 = 0.015) with theta0 = 0 (the paper's sMNIST phase)"),
-    "ds4d-mainlr": ("DS4D", {}, _hints_main_rate(DELAY_PARAMS),
-                    "DS4D (p0 = 0.015), r/theta/nu_tau at the main rate (no weight decay)"),
-    "ds4d-p0-lin": ("DS4D", {"p0": 0.0, "init": "lin"}, None, "DS4D p0 = 0 with S4D-Lin poles"),
-    "ds4d-lmax": ("DS4D", {"l_max": 16}, None, "DS4D (p0 = 0.015) with delays in [1, 15] (l_max = 16)"),
-    "ds4d-s4dinit": ("DS4D", {}, _s4d_init, "DS4D (p0 = 0.015), shared parameters drawn as the s4d arm's"),
-    "ds4d-p0-s4dinit": ("DS4D", {"p0": 0.0}, _s4d_init, "DS4D p0 = 0, shared parameters drawn as the s4d arm's"),
+    "s4d": _arm("s4d", {}, None, "nn.s4compat.S4D (the reference)"),
+    "s4d-lin": _arm("s4d", {"init": "lin"}, None, "S4D with S4D-Lin poles (as the S4 repository's S4D)"),
+    "s4d-fixB": _arm("s4d", {"init": "lin"}, _freeze_B, "S4D-Lin, B fixed at 1: the S4 repository's S4D"),
+    "ds4d": _arm("ds4d", {}, None, "nn.s4compat.DS4D, the one-line swap (drop-in defaults: p0 = 0.015)"),
+    "ds4d-p0.1": _arm("ds4d", {"p0": 0.1}, None,
+                      "DS4D with the paper's p0 = 0.1 (the drop-in's default before issue 21)"),
+    "ds4d-p0.1-mainlr": _arm("ds4d", {"p0": 0.1}, _hints_main_rate(DELAY_PARAMS),
+                             "p0 = 0.1, r/theta/nu_tau at the main rate (no weight decay) instead of S4's lr"),
+    "ds4d-p0": _arm("ds4d", {"p0": 0.0}, None, "DS4D with p0 = 0 (S4D at initialization)"),
+    "ds4d-theta0": _arm("ds4d", {"theta0": 0.0}, None,
+                        "DS4D (p0 = 0.015) with theta0 = 0 (the paper's sMNIST phase)"),
+    "ds4d-mainlr": _arm("ds4d", {}, _hints_main_rate(DELAY_PARAMS),
+                        "DS4D (p0 = 0.015), r/theta/nu_tau at the main rate (no weight decay)"),
+    "ds4d-p0-lin": _arm("ds4d", {"p0": 0.0, "init": "lin"}, None, "DS4D p0 = 0 with S4D-Lin poles"),
+    "ds4d-lmax": _arm("ds4d", {"l_max": 16}, None, "DS4D (p0 = 0.015) with delays in [1, 15] (l_max = 16)"),
+    "ds4d-s4dinit": _arm("ds4d", {}, _s4d_init, "DS4D (p0 = 0.015), shared parameters drawn as the s4d arm's"),
+    "ds4d-p0-s4dinit": _arm("ds4d", {"p0": 0.0}, _s4d_init,
+                            "DS4D p0 = 0, shared parameters drawn as the s4d arm's"),
 }
 
 
@@ -119,19 +138,20 @@ class S4Model(nn.Module):
 def setup_optimizer(model, lr, weight_decay, epochs):
     """S4's ``setup_optimizer`` (example.py): plain parameters in one AdamW group, one group per distinct
     ``_optim`` dict, cosine schedule over ``epochs``. Parameters that do not require grad are left out."""
+    hints = {id(getattr(owner, name)): hp for owner, name, hp, _ in declared_hints(model)}   # S4's _optim dicts
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW([p for p in params if not hasattr(p, "_optim")], lr=lr, weight_decay=weight_decay)
-    hps = [p._optim for p in params if hasattr(p, "_optim")]
+    optimizer = torch.optim.AdamW([p for p in params if id(p) not in hints], lr=lr, weight_decay=weight_decay)
+    hps = [hints[id(p)] for p in params if id(p) in hints]
     for hp in [dict(s) for s in sorted(dict.fromkeys(frozenset(hp.items()) for hp in hps))]:
-        optimizer.add_param_group({"params": [p for p in params if getattr(p, "_optim", None) == hp], **hp})
+        optimizer.add_param_group({"params": [p for p in params if hints.get(id(p)) == hp], **hp})
     return optimizer, torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, epochs)
 
 
 def build(arm, seed, d_model=64, n_layers=4, dropout=0.1, lr=0.01, prenorm=True):
-    cls_name, kw, change, _ = ARMS[arm]
+    spec, change, _ = ARMS[arm]
     torch.manual_seed(seed)
-    model = S4Model(getattr(s4compat, cls_name), 1, 10, d_model, n_layers, dropout, min(0.001, lr),
-                    prenorm=prenorm, **kw)
+    model = S4Model(LAYER_CLASSES[spec.layer], 1, 10, d_model, n_layers, dropout, min(0.001, lr),
+                    prenorm=prenorm, **dict(spec.options))
     if change is not None:
         change(model, seed=seed, d_model=d_model, n_layers=n_layers, dropout=dropout, lr=lr, prenorm=prenorm)
     return model
@@ -186,7 +206,7 @@ def summarize(results, arms):
             continue
         f = [r["final"] for r in rs]
         sd = statistics.stdev(f) if len(f) > 1 else 0.0
-        lines.append(f"| `{arm}` | {ARMS[arm][3]} | {statistics.mean(f):.1f} +- {sd:.1f} | "
+        lines.append(f"| `{arm}` | {ARMS[arm].description} | {statistics.mean(f):.1f} +- {sd:.1f} | "
                      f"{statistics.mean(r['best'] for r in rs):.1f} | "
                      f"{statistics.median(r['ms_per_step'] for r in rs):.0f} | "
                      f"{', '.join(str(r['seed']) for r in rs)} |")
@@ -233,7 +253,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)
-    from ddesys.verification.outdir import OutError, atomic_write, check_owner, prepare_out
+    from ddesys.io import OutError, atomic_write, check_owner, prepare_out
     try:
         prepare_out(args.out)                        # before any work: an unusable folder fails at once
         check_owner(args.out, PROGRAM)               # another program's results.json is refused untouched

@@ -14,7 +14,7 @@ all the block's modes) and reduces over the frequencies at the end.
 
 Why Triton: one source runs on CUDA (``nn`` on torch tensors; ``ddesys`` on CuPy arrays through DLPack)
 and, with ``TRITON_INTERPRET=1``, on CPU tensors, so CI checks the very kernels that run on a GPU. (Numba
-CUDA's simulator costs ~0.2 ms per simulated thread: far too slow for meaningful shapes.)
+CUDA's simulator runs Python per simulated thread: far too slow for meaningful shapes.)
 
 Complex numbers travel as trailing real pairs (``torch.view_as_real``). Launches run under
 :func:`gpu.device_guard` (the data's CUDA device, not the current one).

@@ -1,15 +1,16 @@
 """What DS4D and S4D share: parameters of the base dynamics, input and output, the FFT forward path."""
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
+
 import torch
 from torch import nn
-
-import warnings
 
 from .common import (NonFiniteInputError, check_alloc_sizes, check_cache, check_dtype, check_finite_params,
                      check_input, check_sizes,
                      compute_dtype, fft_conv, init_dt, no_autocast, s4d_modes)
-from .engine import StepMemo
+from .decode.engine import StepMemo
 
 
 class DiagonalSSM(nn.Module):
@@ -135,13 +136,18 @@ class DiagonalSSM(nn.Module):
         n = check_lengths(lengths, x.shape[0], x.shape[dim], device=x.device)
         return right_align(self.prefill(left_align(x, n, dim=dim), cache), n, dim=dim)
 
-    def _fft(self, xin):
+    def ssm_forward(self, xb):
+        """The FFT outputs ``(B, H, L)`` of a chunk ``xb`` ``(B, H, L)`` from a zero history, of the SSM alone
+        (without optional branches such as the tap; the engines' spectral prefill)."""
+        return self._fft(xb, branches=False)
+
+    def _fft(self, xin, branches=True):
         """FFT path on ``(B, H, L)`` input of any float dtype -> ``(B, H, L)`` in that dtype."""
         if xin.shape[0] == 0:                                       # empty batch: empty output
             return self.D[:, None] * xin
         with no_autocast(xin):                                      # FFTs and the kernel in float32 or better
             x = xin.to(compute_dtype(xin))                          # (B, H, L)
-            K = self._kernel_for(x)                                 # (H, L) or (2, H, L), x's dtype
+            K = self._kernel_for(x, branches)                       # (H, L) or (2, H, L), x's dtype
             if self.bidirectional:
                 y = fft_conv(x, K[0]) + fft_conv(x.flip(-1), K[1]).flip(-1)
             else:
@@ -158,48 +164,75 @@ class DiagonalSSM(nn.Module):
                              "continue from (state=, return_state=)")
         if state is not None:
             check_cache(self, state, xin.shape[0], what="forward")
-        from .history import chunk_forward
         y = self._fft(xin)                                          # (B, H, L), zero history
-        y_hist, new = chunk_forward(self, xin, state, return_state)
+        y_hist, new = self._state_path(xin, state, return_state)    # nn.decode.carry
         if y_hist is not None:
             cdt = compute_dtype(xin)
             y = (y.to(cdt) + y_hist.to(cdt)).to(xin.dtype)
         return y, new
 
     # ------------------------------------------------------------------ decoding
-    def _check_decodable(self):
+    @contextmanager
+    def as_prompt(self):
+        """Inside this context forward passes read their inputs as prompts (a layer with a delay range
+        then skips its "delays never act" warning; here nothing changes)."""
+        yield
+
+    def branches(self):
+        """The optional branches beside the SSM (none here; DS4D's tap)."""
+        return ()
+
+    def check_decodable(self):
+        """``ValueError`` for a layer that cannot decode (bidirectional)."""
         if self.bidirectional:
             raise ValueError(f"a bidirectional {type(self).__name__} layer sees the future; it cannot decode "
                              "step by step")
 
-    def _begin_prefill(self, x, cache, outputs=True):
+    def _begin_prefill(self, x, cache):
         """Validate a prompt and its cache (fresh, or holding ``cache.t`` tokens: the prompt continues
-        them); return the prompt ``(B, H, L)`` and the FFT outputs from a zero history in the caller's
-        layout (None without ``outputs``: the compiled pass of :mod:`nn.prefill` makes its own)."""
+        them); return the prompt ``(B, H, L)``."""
         xb = check_input(self, x)                                   # (B, H, L)
         check_cache(self, cache, xb.shape[0], what="prefill")
         if cache.state.requires_grad:
             raise RuntimeError(f"{type(self).__name__}.prefill: this cache carries autograd history (from forward(..., "
                                "return_state=True)); prefill writes in place: pass cache.detach()")
         check_finite_params(self)
-        if not outputs:
-            return xb, None
-        y = self._fft(xb)                                           # (B, H, L); a prompt may be short
-        return xb, (y if self.transposed else y.transpose(-1, -2))
+        return xb
 
     @staticmethod
     def _end_prefill(cache, slots, t, y):
         """Set the cache's position; a float16 history whose new states overflowed warns once."""
         cache.t = t
-        if cache.state.dtype == torch.float16 and "_warned" not in cache.__dict__ and \
+        if cache.state.dtype == torch.float16 and not cache.warned and \
                 not bool(torch.isfinite(cache.state[:, slots]).all()):
-            cache._warned = True
+            cache.warned = True
             warnings.warn("prefill: states passed 65504, float16's largest value, and became infinite in the "
                           "float16 decode history; use history_dtype=torch.bfloat16 (float32's range), a complex "
                           "cache, or smaller inputs", RuntimeWarning, stacklevel=3)
         return y
 
     # ------------------------------------------------------------------ decode constants
+    def decode_constants(self, rdt):
+        """The decode constants in real precision ``rdt`` (:meth:`step_constants`), memoized
+        (:class:`nn.decode.engine.StepMemo`): recomputed only after a parameter changed."""
+        return self._step_memo.get(self, rdt, self.step_constants)
+
+    def bind_cache(self, cache):
+        """The memoized decode constants, bound to ``cache``: when they are new to the cache (first use,
+        after a reset, after a parameter changed) its engine's ``bind`` runs and ``cache.handle`` is set."""
+        consts = self._step_memo.get(self, cache.real_dtype, self.step_constants)
+        hd = cache.handle
+        if hd is None or hd.consts is not consts:
+            cache.handle = cache.engine.bind(cache, consts)
+        return consts
+
+    def prepare_decode(self, batch_size, max_seqlen, dtype):
+        """Validate ``allocate_inference_cache``'s common arguments for this layer (decodable, sizes,
+        dtype; a layer whose delay range is still open takes it from ``max_seqlen``). Returns
+        ``(max_seqlen, rdt)``, the real precision of the update (float32 or float64)."""
+        self.check_decodable()
+        max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
+        return max_seqlen, torch.float64 if rdt == torch.float64 else torch.float32
     def setup_step(self, dtype=None):
         """Recompute the decode constants now (``step`` then reuses them until a parameter changes).
 
@@ -211,7 +244,7 @@ class DiagonalSSM(nn.Module):
         self._step_memo.clear()
         rdt = torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
         with torch.no_grad():
-            self._step_memo.get(self, rdt, self._step_constants)
+            self._step_memo.get(self, rdt, self.step_constants)
 
     def __getstate__(self):
         """Pickled without derived state (the decode memo): ``torch.save(model)`` then ``torch.load`` with
@@ -239,7 +272,7 @@ class DiagonalSSM(nn.Module):
         return max_seqlen, check_dtype(layer, dtype)
 
     @staticmethod
-    def _cache_dtype(dtype):
+    def cache_dtype(dtype):
         """Complex dtype of a decode cache: complex128 for ``torch.float64``, else complex64."""
         return torch.complex128 if dtype == torch.float64 else torch.complex64
 

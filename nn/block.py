@@ -1,14 +1,16 @@
 """The residual block around a DS4D / S4D layer (pre- or post-norm, GLU output), optionally clocked."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from torch import nn
 
 from .clock import Clocked
 from .ds4d import DS4D
-from .generate import allocate_caches, split_dtype_arg
+from .decode.generate import allocate_caches, split_dtype_arg
 from .s4d import S4D
 
-__all__ = ["SequenceBlock", "norm_layer"]
+__all__ = ["BlockForm", "SequenceBlock", "norm_layer", "runs_hooks"]
 
 LAYERS = {"ds4d": DS4D, "s4d": S4D}
 NORMS = ("layer", "none")
@@ -18,6 +20,29 @@ def norm_layer(kind, d_model):
     if kind not in NORMS:
         raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
     return nn.LayerNorm(d_model) if kind == "layer" else nn.Identity()
+
+
+def runs_hooks(module):
+    """True when a forward (pre-)hook is registered on ``module`` or any of its submodules: a compiled
+    path that skips the modules' ``forward`` must then not replace them. torch has no public query for a
+    module's hooks; this reads the two hook dictionaries ``nn.Module.register_forward_hook`` and
+    ``register_forward_pre_hook`` fill (module-global hooks are not seen)."""
+    return any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())
+
+
+class BlockForm(NamedTuple):
+    """:meth:`SequenceBlock.step` as parts a compiled model step can run (:meth:`SequenceBlock.fused_form`)::
+
+        z = norm(x) if prenorm else x
+        y = x + r,  r = GLU(out(act(layer.step(z))))  (without GLU: r = out(act(...)))
+        y' = y if prenorm else norm(y)
+    """
+    layer: nn.Module                #: the layer; its step maps (B, H) -> (B, H)
+    norm: nn.LayerNorm | None       #: a LayerNorm over the H channels, or None (the identity)
+    prenorm: bool                   #: the norm before the layer (else after the residual)
+    act: str                        #: "gelu" (erf) or "gelu_tanh"
+    out: nn.Linear                  #: H -> O with a bias; O = 2H with GLU
+    glu: bool                       #: r = o[:H] * sigmoid(o[H:]) over the last axis
 
 
 class SequenceBlock(nn.Module):
@@ -73,6 +98,27 @@ class SequenceBlock(nn.Module):
         self.out = nn.Linear(d_model, 2 * d_model if glu else d_model)
         self.glu = nn.GLU(dim=-1) if glu else nn.Identity()
         self.prenorm = bool(prenorm)
+
+    def fused_form(self):
+        """This block's :class:`BlockForm`, or None when its step is not one (another activation or norm,
+        an overridden ``step``, active dropout (training mode), hooks on its modules). What the layer and
+        its cache can run compiled is the decode step's to judge (:mod:`nn.decode.model_step`)."""
+        act, glu, out, norm, H = self.act, self.glu, self.out, self.norm, self.out.in_features
+        if type(self).step is not SequenceBlock.step or (self.training and self.drop.p > 0) or runs_hooks(self):
+            return None
+        if type(act) is not nn.GELU or act.approximate not in ("none", "tanh"):
+            return None
+        is_glu = type(glu) is nn.GLU and glu.dim in (-1, 1)
+        if not is_glu and type(glu) is not nn.Identity:
+            return None
+        if type(out) is not nn.Linear or out.bias is None or out.out_features != (2 * H if is_glu else H):
+            return None
+        if type(norm) is nn.Identity:
+            norm = None
+        elif type(norm) is not nn.LayerNorm or tuple(norm.normalized_shape) != (H,):
+            return None
+        return BlockForm(self.layer, norm, self.prenorm, "gelu" if act.approximate == "none" else "gelu_tanh",
+                         out, is_glu)
 
     def _post(self, z):
         return self.drop(self.glu(self.out(self.drop(self.act(z)))))

@@ -9,7 +9,7 @@ import torch
 
 from ddesys.init import s4d_modes as _modes
 
-from .cache import describe_layer
+from .decode.cache import describe_layer
 
 
 def s4d_modes(N2, init="inv"):
@@ -123,11 +123,7 @@ def check_cache(layer, cache, batch, what="step"):
     if state.device != layer.D.device:
         raise ValueError(f"{name}.{what}: cache on {state.device} but the layer's parameters are on {layer.D.device}")
     if cache.owner is not layer:
-        owner, ref = cache.__dict__.get("_owner_name"), cache.__dict__.get("_owner")
-        made = ("is bound to no layer (built by hand, or unpickled" + (f" from one of {owner})" if owner else ")")
-                if ref is None else f"was allocated by {owner}" if cache.owner is not None else
-                f"was allocated by {owner}, which no longer exists")
-        raise RuntimeError(f"{name}.{what}: this cache {made}, not by this layer, {describe_layer(layer)}: a cache "
+        raise RuntimeError(f"{name}.{what}: this cache {cache.binding()}, not by this layer, {describe_layer(layer)}: a cache "
                            "holds one layer's state (one cache per layer, from that layer's allocate_inference_cache)")
 
 
@@ -172,3 +168,49 @@ def check_alloc_sizes(layer, batch_size, max_seqlen):
                                    or max_seqlen < 1):
         raise TypeError(f"{name}: max_seqlen must be None or a positive int (the longest sequence the cache will "
                         f"see), got {max_seqlen!r}")
+
+
+# ---------------------------------------------------------------------------------------------- clocked layers
+def check_ticks(ticks, B, L, device=None):
+    """``ticks`` as a bool tensor ``(B, L)`` (``TypeError`` / ``ValueError`` naming the misfit)."""
+    if not torch.is_tensor(ticks) or ticks.dtype != torch.bool:
+        raise TypeError(f"ticks must be a bool tensor (True where the clock ticks), got "
+                        f"{getattr(ticks, 'dtype', type(ticks).__name__)}")
+    if tuple(ticks.shape) != (B, L):
+        raise ValueError(f"ticks must have shape (B, L) = ({B}, {L}), one flag per position, got {tuple(ticks.shape)}")
+    return ticks if device is None else ticks.to(device)
+
+
+def check_clocked_input(layer, x, lengths=None):
+    """A clocked layer's ``forward`` input ``x`` ``(B, L, H)`` (``lengths`` refused: padding is pauses)."""
+    if lengths is not None:
+        raise ValueError(f"{type(layer).__name__}: pass the padding as pauses in ticks (False), not lengths=")
+    if not torch.is_tensor(x) or x.dim() != 3 or x.shape[-1] != layer.H:
+        raise ValueError(f"{type(layer).__name__} expects x of shape (B, L, {layer.H}), got "
+                         f"{tuple(x.shape) if torch.is_tensor(x) else type(x).__name__}")
+
+
+def check_clocked_step(layer, x_t, cache, tick):
+    """A clocked layer's decode step: ``x_t`` ``(B, H)`` float, ``cache`` of this layer and batch, ``tick``
+    ``(B,)`` bool or None (all tick). Returns the ticks."""
+    if not torch.is_tensor(x_t) or x_t.dim() != 2 or x_t.shape[1] != layer.H or not x_t.is_floating_point():
+        raise ValueError(f"step expects a float x_t of shape (B, {layer.H}), got "
+                         f"{tuple(x_t.shape) if torch.is_tensor(x_t) else type(x_t).__name__}")
+    B = x_t.shape[0]
+    check_clocked_cache(layer, cache, B)
+    if tick is None:
+        return torch.ones(B, dtype=torch.bool, device=x_t.device)
+    if not torch.is_tensor(tick) or tick.dtype != torch.bool:
+        raise TypeError(f"tick must be a bool tensor (True where the clock ticks), got "
+                        f"{getattr(tick, 'dtype', type(tick).__name__)}")
+    if tuple(tick.shape) != (B,):
+        raise ValueError(f"tick must have shape (B,) = ({B},), got {tuple(tick.shape)}")
+    return tick
+
+
+def check_clocked_cache(layer, cache, B):
+    """The cache is ``layer``'s own (its ``cache_type``, allocated by it) and holds ``B`` sequences."""
+    if not isinstance(cache, layer.cache_type) or cache.owner is not layer:
+        raise ValueError(f"this cache was not allocated by this {type(layer).__name__} layer (allocate_inference_cache)")
+    if cache.batch_size != B:
+        raise ValueError(f"the cache holds {cache.batch_size} sequences, the input {B}")

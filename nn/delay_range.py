@@ -145,26 +145,22 @@ class DelayRange:
                           UserWarning, stacklevel=5)
         self._length_checked = True
 
+    @contextmanager
+    def as_prompt(self):
+        """Inside this context the layer's forward passes read their inputs as prompts, not as training
+        lengths: no "delays never act" warning for a short one (prefill through the FFT path). Restores
+        the layer's check afterwards."""
+        before = self._length_checked
+        self._length_checked = True
+        try:
+            yield
+        finally:
+            self._length_checked = before
+
     def _require_range(self, what):
         if self.s_max is None:
             raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
                                f"pass (or build the layer with l_max) before {what}")
-
-
-@contextmanager
-def as_prompt(layer):
-    """Inside this context ``layer``'s forward passes read their inputs as prompts, not as training lengths:
-    no "delays never act" warning for a short one (prefill through the FFT path). Restores the layer's
-    check afterwards; a layer without a delay range (S4D) is left alone."""
-    if not isinstance(layer, DelayRange):
-        yield
-        return
-    before = layer._length_checked
-    layer._length_checked = True
-    try:
-        yield
-    finally:
-        layer._length_checked = before
 
 
 def check_loaded_range(layer, state_dict, prefix, error_msgs):

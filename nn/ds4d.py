@@ -11,7 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ddesys import DiscreteDelaySystem, choose_contour, fft_length, next_pow2, unit_roundoff
+from ddesys import DiscreteDelaySystem, choose_contour, fft_length
+from ddesys.contour import next_pow2, unit_roundoff
 from ddesys.parameterization import ablation_kinds, ds4d_discrete
 from ddesys.recurrence import run_recurrence
 from ddesys.tap import check_width
@@ -19,12 +20,12 @@ from ddesys.transfer import synthesize_kernel
 
 from .autograd import kernel_sampler
 from .base import DiagonalSSM, split_channels
-from .cache import DS4DCache, cpu_ring
 from .common import check_finite_params, check_kernel_dtype, check_step_input
+from .decode.cache import DS4DCache, cpu_ring
+from .decode.carry import ds4d_forward_state
+from .decode.engine import DS4DConstants, check_history16, host_views, select_engine
+from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
-from .engine import DS4DConstants, check_history16, host_views, select_engine
-from .history import prefill_history
-from .prefill import PREFILL_BLOCK, fused_ds4d, spectral_ds4d  # noqa: F401 (PREFILL_BLOCK: API)
 from .optim import register_optim
 from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
 
@@ -154,7 +155,7 @@ class DS4D(DelayRange, DiagonalSSM):
         self.tap = TapBranch(C, width, lr=lr, delay_init=self.delay_init, tau0=self.tau0, generator=g) if tap else None
 
     def memo_key(self):
-        """What the decode constants depend on besides the layer's own parameters (see :class:`nn.engine.StepMemo`):
+        """What the decode constants depend on besides the layer's own parameters (see :class:`nn.decode.engine.StepMemo`):
         ablation, delay range, and the tap branch's width and parameters."""
         return self.ablation, self.s_min, self.s_max, None if self.tap is None else self.tap.memo_key()
 
@@ -188,11 +189,16 @@ class DS4D(DelayRange, DiagonalSSM):
     tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
     nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
 
-    def _tap_constants(self, rdt):                  # the decode engines' view of the tap branch
-        return self.tap.step_constants(rdt, zero=not self._tap_on())
+    def branches(self):
+        """The optional branches beside the SSM with its delayed feedback: ``(layer.tap,)`` or ``()``. Each
+        has ``kernel(L, dtype)``, an input ring (``allocate``), ``step``, ``prefill`` (``chunk_output``
+        then the ring's update), ``history`` and ``carry``; their decode constants are
+        ``DS4DConstants.branches``, in this order."""
+        return () if self.tap is None else (self.tap,)
 
-    def _tap_slots(self):
-        return self.tap.slots()
+    def tap_constants(self, rdt):
+        """The tap's decode constants in ``rdt`` (zero gains under the ``"tap_zero"`` ablation)."""
+        return self.tap.step_constants(rdt, zero=not self._tap_on())
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
@@ -217,6 +223,12 @@ class DS4D(DelayRange, DiagonalSSM):
         return ds4d_discrete(f(self.log_dt), f(self.nu_re), f(self.nu_im), f(self.r), f(self.theta), self.nu_tau,
                              f(self.B), f(self.C), self.s_min, self.s_max, ablation=self.ablation)
 
+    def delay_form(self, dtype=None):
+        """``(lam, mu, bbar, c, delay)``: the discrete system's modes ``(C, N2)`` complex and delays ``(C,)``
+        in steps (differentiable; the form the clocked layers read, :mod:`nn.decode.clocked`)."""
+        d = self.discrete(dtype)
+        return d.lam, d.mu, d.bbar, d.c, d.delay
+
     def contour(self, L, dtype=None, eps=None, M=None, out_dtype=None):
         """``(M, rho)`` of the kernel synthesis for length ``L`` in precision ``dtype`` (default
         ``kernel_dtype``), delivered in ``out_dtype`` (default ``dtype``). ``M`` unless set: with the
@@ -232,10 +244,11 @@ class DS4D(DelayRange, DiagonalSSM):
         ct = choose_contour(L, np.ones(1), u, eps=eps, M=M or self.M)
         return ct.M, float(ct.rho[0])
 
-    def kernel(self, L, eps=None, M=None, out_dtype=None):
+    def kernel(self, L, eps=None, M=None, out_dtype=None, branches=True):
         """Real kernels ``(H, L)`` (bidirectional: ``(2, H, L)``), in ``kernel_dtype``; ``eps``/``M``
         override the layer's contour settings for this call; ``out_dtype``: the dtype the caller will
-        round the kernel to (the forward: its input's), which lets :meth:`contour` pick a shorter FFT."""
+        round the kernel to (the forward: its input's), which lets :meth:`contour` pick a shorter FFT.
+        ``branches=False``: the SSM with its delayed feedback alone (no tap)."""
         if self.s_max is None:
             self._set_range(L)
         d = self.discrete()
@@ -243,12 +256,15 @@ class DS4D(DelayRange, DiagonalSSM):
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
-        if self._tap_on():
+        if branches and self._tap_on():
             K = K + self.tap.kernel(L, self.kernel_dtype)           # (C, L) the FIR tap, exact
         return split_channels(K, self.H, self.bidirectional)
 
-    def _kernel_for(self, x):
-        return self.kernel(x.shape[-1], out_dtype=x.dtype).to(x.dtype)
+    def _kernel_for(self, x, branches=True):
+        return self.kernel(x.shape[-1], out_dtype=x.dtype, branches=branches).to(x.dtype)
+
+    def _state_path(self, xin, state, return_state):
+        return ds4d_forward_state(self, xin, state, return_state)
 
     @torch.no_grad()
     def _recurrent(self, x):
@@ -266,7 +282,7 @@ class DS4D(DelayRange, DiagonalSSM):
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, *, history_dtype=None, engine=None,
                                  parallel=None, **kwargs):
         """A fresh :class:`DS4DCache` for ``batch_size`` sequences, bound to this layer and one decode engine
-        (:mod:`nn.engine`). Mamba's signature; ``allocate_inference_cache(8)`` and ``(batch_size=8,
+        (:mod:`nn.decode.engine`). Mamba's signature; ``allocate_inference_cache(8)`` and ``(batch_size=8,
         history_dtype=...)`` work as before.
 
         Parameters
@@ -292,11 +308,7 @@ class DS4D(DelayRange, DiagonalSSM):
             Fused engine: None a fixed rule, bitwise the same at any thread count; ``"auto"`` times the
             serial and parallel loops (opt-in, ignored under ``torch.use_deterministic_algorithms(True)``).
         """
-        self._check_decodable()
-        max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
-        if self.s_max is None and max_seqlen is not None:           # l_max=None: the range from max_seqlen
-            self._set_range(max_seqlen)
-        self._require_range("allocate_inference_cache")
+        max_seqlen, rdt = self.prepare_decode(batch_size, max_seqlen, dtype)
         if kwargs:
             raise TypeError(f"DS4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         if history_dtype not in HISTORY_DTYPES:
@@ -305,101 +317,83 @@ class DS4D(DelayRange, DiagonalSSM):
             raise ValueError("a 16-bit history (history_dtype) runs its update in float32: drop dtype=torch.float64")
         check_finite_params(self)
         R = int(self.discrete(torch.float64).k.max()) + 1
-        shape, dt = (batch_size, R, self.H, self.N2), self._cache_dtype(rdt)
+        shape, dt = (batch_size, R, self.H, self.N2), self.cache_dtype(rdt)
         if history_dtype is not None:
             shape, dt = shape + (2,), history_dtype
         xbuf = None
-        if self.has_tap:                             # the tap's input ring (B, Rx, H), real
+        if self.tap is not None:                     # the tap's input ring (B, Rx, H), real
             xdt = torch.float64 if rdt == torch.float64 else torch.float32
-            xbuf = torch.zeros((batch_size, self._tap_slots(), self.H), dtype=xdt, device=self.D.device)
+            xbuf = self.tap.allocate(batch_size, xdt, self.D.device)
         if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
             buf = cpu_ring(shape, dt)
         else:
             buf = torch.zeros(shape, dtype=dt, device=self.D.device)
         eng = select_engine(buf, engine, parallel)
-        return DS4DCache(eng.layout(buf), xbuf=xbuf)._bind(self, eng, max_seqlen)
+        return DS4DCache(eng.layout(buf), xbuf=xbuf).bind(self, eng, max_seqlen)
 
-    def _step_constants(self, rdt):
-        """:class:`nn.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused
+    def prepare_decode(self, batch_size, max_seqlen, dtype):
+        """As :meth:`nn.base.DiagonalSSM.prepare_decode`; a layer built with ``l_max=None`` that has seen no
+        sequence takes its delay range from ``max_seqlen`` (as from a first forward of that length)."""
+        max_seqlen, rdt = super().prepare_decode(batch_size, max_seqlen, dtype)
+        if self.s_max is None and max_seqlen is not None:           # l_max=None: the range from max_seqlen
+            self._set_range(max_seqlen)
+        self._require_range("allocate_inference_cache")
+        return max_seqlen, rdt
+
+    def step_constants(self, rdt):
+        """:class:`nn.decode.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused
         engine on the CPU and the tap's constants); names non-finite parameters on every device (this
         runs once per parameter change, not per token)."""
         check_finite_params(self, any_device=True)
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
         consts = tuple(v.detach() for v in (d.lam, d.mu * (1 - al), d.mu * al, d.bbar, d.c, self.D.to(rdt), d.k))
-        tapc = self._tap_constants(rdt) if self.has_tap else None
+        br = tuple(self.tap_constants(rdt) for _ in self.branches())
         return DS4DConstants(*consts, int(d.k.max()), torch.arange(self.H, device=d.lam.device),
-                             host_views(consts), tapc)
-
-    def _bound_constants(self, cache):
-        """The memoized decode constants, bound to ``cache`` (the engine's token-independent checks run
-        when the constants are new to the cache)."""
-        consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
-        if cache.__dict__.get("_bound") is not consts:
-            cache._engine.bind(cache, consts)
-            cache._bound = consts
-        return consts
-
-    def _out(self, y, x_t, cache, t, tapc):
-        """A step's output in the caller's dtype, with the tap's term added (``y`` ``(B, H)``)."""
-        if tapc is not None:
-            y = y + self.tap.step(x_t, cache.xbuf, t, tapc).to(y.dtype)
-        return y.to(x_t.dtype)
+                             host_views(consts), br)
 
     @torch.no_grad()
     def step(self, x_t, cache):
         """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place with the engine it
         records (no autograd). Constants memoized, recomputed whenever a parameter changes
-        (:class:`nn.engine.StepMemo`; :meth:`setup_step` after writes torch does not track)."""
+        (:class:`nn.decode.engine.StepMemo`; :meth:`setup_step` after writes torch does not track)."""
         check_step_input(self, x_t, cache)
-        consts = self._bound_constants(cache)
+        consts = self.bind_cache(cache)
         t = cache.t
-        y = cache._engine.step(cache, x_t, consts)                  # (B, H), the cache's real dtype
+        y = cache.engine.step(cache, x_t, consts)                   # (B, H), the cache's real dtype
         cache.t = t + 1
-        if cache.buf.dtype == torch.float16 and "_warned" not in cache.__dict__:
+        if cache.buf.dtype == torch.float16 and not cache.warned:
             check_history16(cache, y, x_t)                          # float16's range: warn once at overflow
-        return self._out(y, x_t, cache, t, consts.tap)
+        for branch, bc in zip(self.branches(), consts.branches):    # the optional branches' terms
+            y = y + branch.step(x_t, cache.xbuf, t, bc).to(y.dtype)
+        return y.to(x_t.dtype)
 
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
-        and moves ``cache`` on by ``L`` tokens, keeping the states later steps read. A ``"fused"`` cache (the
-        CPU default) takes one compiled pass of the decode recurrence over the prompt (:mod:`nn.prefill`:
-        each channel's last ``k + 1`` states as stepping leaves them, in the cache's precision); the others the per-mode state kernels by
-        FFT. A cache holding tokens (``cache.t > 0``) continues from its state (:mod:`nn.history`):
+        and moves ``cache`` on by ``L`` tokens, keeping the states later steps read. The cache's engine runs
+        the SSM (``engine.prefill``, :mod:`nn.decode.prefill`): the fused engine (the CPU default) one
+        compiled pass of the decode recurrence over the prompt (each channel's last ``k + 1`` states as
+        stepping leaves them, in the cache's precision), the others the per-mode state kernels by FFT; each
+        optional branch (the tap) then adds its term and moves its input ring. A cache holding tokens
+        (``cache.t > 0``) continues from its state (:mod:`nn.decode.history`):
         chunked prefill equals one prefill (spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded
         prompt in a fresh cache; each sequence's states are those after its own tokens
         (:mod:`nn.lengths`). Memory: the prompt's spectrum ``(B, H, M)`` complex128 and blocks of at most
         ``PREFILL_BLOCK`` complex128 elements."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
-        t0 = cache.t
-        fused = cache.engine == "fused"
-        xb, y = self._begin_prefill(x, cache, outputs=not fused)    # (B, H, L), outputs
-        Bsz, H, L = xb.shape
+        xb = self._begin_prefill(x, cache)                          # (B, H, L)
+        t0, L = cache.t, xb.shape[-1]
+        consts = self.bind_cache(cache)
+        y = cache.engine.prefill(self, cache, xb)                   # (B, H, L): the SSM, its history, its ring
+        for branch, bc in zip(self.branches(), consts.branches):    # the branches' terms, then their rings
+            y = y + branch.chunk_output(xb, cache.xbuf, t0, bc).to(y.dtype)
+            branch.prefill(xb, cache.xbuf, t0)
+        y = (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)
         R = cache.n_slots
-        if Bsz == 0 and not fused:
-            cache.t = t0 + L
-            return y
-        n_keep = min(R, L)
-        slots = (t0 + torch.arange(L - n_keep, L, device=xb.device)) % R   # (n_keep,)
-        if fused:                                                   # one compiled pass (nn.prefill)
-            y = fused_ds4d(self, xb, cache)                         # (B, H, L), with the history's term
-            if self.has_tap:                                        # the tap's FIR over [its ring, the chunk]
-                tapc = self._bound_constants(cache).tap
-                y = y + self.tap.chunk_output(xb, cache.xbuf, t0, tapc).to(y.dtype)
-                self.tap.prefill(xb, cache.xbuf, t0)
-            y = (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)
-            return self._end_prefill(cache, slots, t0 + L, y)
-        if t0 > 0:                                                  # the history's term, before the rings move
-            y, hs = prefill_history(self, xb, y, cache, n_keep)     # hs: the chunk's last states, ring format
-        if self.has_tap:
-            self.tap.prefill(xb, cache.xbuf, t0)                    # the chunk's inputs at their ring slots
-        if t0 > 0:
-            cache.buf[:, slots] = hs
-            return self._end_prefill(cache, slots, t0 + L, y)
-        spectral_ds4d(self, xb, cache, slots, n_keep)                # the ring from the state kernels (FFT)
-        return self._end_prefill(cache, slots, L, y)
+        slots = (t0 + torch.arange(L - min(R, L), L, device=xb.device)) % R   # the chunk's ring slots
+        return self._end_prefill(cache, slots, t0 + L, y)
 
     # ------------------------------------------------------------------ analysis
     @torch.no_grad()

@@ -5,9 +5,9 @@ import torch
 from torch import nn
 
 from .block import SequenceBlock, norm_layer
-from .generate import allocate_caches, generate, reset_caches, split_dtype_arg
+from .decode.generate import allocate_caches, generate, reset_caches, split_dtype_arg
 from .lengths import check_lengths, left_align, right_align, valid_mask
-from .model_step import plan_for
+from .decode.model_step import StepPlan
 
 __all__ = ["SequenceBlock", "SequenceModel"]
 
@@ -93,9 +93,6 @@ class SequenceModel(nn.Module):
     >>> out.shape
     torch.Size([2, 10])
     """
-
-    #: decode with the fused model step where eligible (:mod:`nn.model_step`); False: always the modules
-    fuse_step = True
 
     def __init__(self, d_input, d_output, d_model=128, n_layers=4, layer="ds4d", layer_kw=None,
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
@@ -252,15 +249,24 @@ class SequenceModel(nn.Module):
             raise ValueError(f"SequenceModel.{what} needs one cache per layer ({len(self.blocks)}, from "
                              f"allocate_inference_cache), got {got}")
 
+    def step_input(self, x_t, caches):
+        """The checks and the clock of :meth:`step`: ``x_t`` -> ``(x, tick, seq_axis)``, ``x`` ``(B, d_input)``
+        (token ids ``(B,)``), ``tick`` ``(B,)`` bool or None, ``seq_axis`` whether ``x_t`` had the length
+        axis. Raises as :meth:`step`."""
+        self._check_caches(caches, "step")
+        x, seq_axis = self._checked_input(x_t, "step", step=True)   # (B, d_input) or ids (B,)
+        tick = None
+        if self.clock is not None:                                   # the clock sees a length-1 sequence
+            xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
+            tick = self._ticks(xs)[:, 0]                             # (B,)
+        return x, tick, seq_axis
+
     def step(self, x_t, caches):
         """One position: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids ``(B,)`` or ``(B, 1)``) ->
         ``(B, d_output)``, or ``(B, 1, d_output)`` for an input with the length axis (no pooling).
 
-        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place. On the CPU, with
-        ``"fused"`` caches, no gradients and plain DS4D blocks, the whole step runs as one fused plan
-        (:mod:`nn.model_step`: the layers' compiled steps and one compiled pass per block for the norm,
-        GELU, GLU linear and residual; the module path's numbers to float rounding); set
-        ``model.fuse_step = False`` for the module path.
+        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place, through the modules (each
+        block's :meth:`SequenceBlock.step`); :meth:`compile_step` makes a compiled plan of the same step.
 
         Raises
         ------
@@ -269,21 +275,34 @@ class SequenceModel(nn.Module):
         TypeError
             Float token ids, or integer inputs to a model without ``embedding``.
         """
-        self._check_caches(caches, "step")
-        x, seq_axis = self._checked_input(x_t, "step", step=True)   # (B, d_input) or ids (B,)
-        tick = None
-        if self.clock is not None:                                   # the clock sees a length-1 sequence
-            xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
-            tick = self._ticks(xs)[:, 0]                             # (B,)
-        plan = plan_for(self, caches, x) if self.fuse_step and not torch.is_grad_enabled() else None
-        if plan is not None:                                         # the fused model step (nn.model_step)
-            y = plan.run(x, caches, tick)                            # (B, d_output)
-            return y[:, None] if seq_axis else y
+        x, tick, seq_axis = self.step_input(x_t, caches)
         h = self.encoder(x)                                          # (B, H)
         for blk, c in zip(self.blocks, caches):
             h = blk.step(h, c, tick)
         y = self._head(h)                                            # (B, d_output)
         return y[:, None] if seq_axis else y
+
+    def compile_step(self, caches):
+        """A compiled plan of :meth:`step` over ``caches`` (opt-in): ``plan.step(x_t)`` equals
+        ``model.step(x_t, caches)`` to the model dtype's rounding.
+
+        On the CPU, with ``"fused"`` caches and blocks that publish a fused form
+        (:meth:`SequenceBlock.fused_form`: DS4D layers without a tap, LayerNorm or none, GELU), the plan
+        runs the layers' compiled steps and one compiled pass per block for the norm, GELU, GLU linear
+        and residual (:mod:`nn.decode.model_step`); otherwise, and per token under autograd, it steps
+        through the modules (``plan.reason`` says why).
+
+        Returns
+        -------
+        StepPlan
+
+        Raises
+        ------
+        ValueError
+            ``caches`` not a list of one cache per block.
+        """
+        self._check_caches(caches, "compile_step")
+        return StepPlan(self, caches)
 
     def prefill(self, x, caches, lengths=None):
         """Consume a prompt ``(B, L, d_input)`` (or ``(B, L)`` ids) in parallel.

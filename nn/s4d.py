@@ -4,16 +4,13 @@ from __future__ import annotations
 import torch
 
 from ddesys.parameterization import s4d_discrete
-from ddesys.recurrence import delay_update, readout
-from ddesys.transfer import vandermonde_kernel
 
 from .autograd import vandermonde
 from .base import DiagonalSSM, split_channels
-from .cache import S4DCache
 from .common import check_finite_params, check_step_input
-from .engine import S4DConstants
-from .history import s4d_chunk
-from .prefill import fused_s4d, s4d_uses_fused
+from .decode.cache import S4DCache
+from .decode.carry import s4d_forward_state
+from .decode.engine import S4DConstants, select_s4d_engine
 from .optim import register_optim
 
 
@@ -50,13 +47,22 @@ class S4D(DiagonalSSM):
         f = lambda p: p.to(dtype)  # noqa: E731
         return s4d_discrete(f(self.log_dt), f(self.nu_re), f(self.nu_im), f(self.B), f(self.C))
 
+    def delay_form(self, dtype=torch.float32):
+        """``(lam, mu, bbar, c, delay)`` as DS4D's: no delayed branch (``mu = 0``), delays of one step."""
+        d = self.discrete(dtype)
+        ones = torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device)
+        return d.lam, torch.zeros_like(d.lam), d.bbar, d.c, ones
+
     def kernel(self, L, dtype=torch.float32):
         """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``) in ``dtype``."""
         d = self.discrete(dtype)
         return split_channels(vandermonde(d.lam, d.c * d.bbar, L), self.H, self.bidirectional)
 
-    def _kernel_for(self, x):
+    def _kernel_for(self, x, branches=True):
         return self.kernel(x.shape[-1], x.dtype).to(x.dtype)
+
+    def _state_path(self, xin, state, return_state):
+        return s4d_forward_state(self, xin, state, return_state)
 
     def _recurrent(self, x):
         cache = self.allocate_inference_cache(x.shape[0], dtype=x.dtype)
@@ -67,59 +73,37 @@ class S4D(DiagonalSSM):
         complex64). Mamba's signature: ``max_seqlen`` (None or a positive int) is validated and recorded,
         used for nothing else (the state is ``(B, H, N/2)`` whatever the length); ``dtype`` must be None
         or a torch float dtype. ``allocate_inference_cache(8)`` works as before."""
-        self._check_decodable()
-        max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
+        max_seqlen, rdt = self.prepare_decode(batch_size, max_seqlen, dtype)
         if kwargs:
             raise TypeError(f"S4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         check_finite_params(self)
-        h = torch.zeros(batch_size, self.H, self.N2, dtype=self._cache_dtype(rdt), device=self.D.device)
-        return S4DCache(h)._bind(self, None, max_seqlen)
+        h = torch.zeros(batch_size, self.H, self.N2, dtype=self.cache_dtype(rdt), device=self.D.device)
+        return S4DCache(h).bind(self, select_s4d_engine(h), max_seqlen)
 
-    def _step_constants(self, rdt):
-        """:class:`nn.engine.S4DConstants` in real precision ``rdt``; names non-finite parameters."""
+    def step_constants(self, rdt):
+        """:class:`nn.decode.engine.S4DConstants` in real precision ``rdt``; names non-finite parameters."""
         check_finite_params(self, any_device=True)
         d = self.discrete(rdt)
         return S4DConstants(d.lam.detach(), d.bbar.detach(), d.c.detach(), self.D.detach().to(rdt))
 
     @torch.no_grad()
     def step(self, x_t, cache):
-        """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place (inference: no autograd)."""
+        """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place with its engine (no autograd)."""
         check_step_input(self, x_t, cache)
-        if cache.h.requires_grad:
-            raise RuntimeError("this cache carries autograd history (from forward(..., return_state=True)); decoding "
-                               "writes it in place: decode from cache.detach()")
-        rdt = cache.real_dtype
-        lam, bbar, c, dd = self._step_memo.get(self, rdt, self._step_constants)
-        if lam.device != cache.h.device:
-            raise RuntimeError(f"the layer's parameters are on {lam.device} but this cache is on {cache.h.device}: "
-                               "allocate a new cache after moving the layer")
-        xt = x_t.to(rdt)
-        cache.h.copy_(delay_update(cache.h, 0, 0, xt[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
+        consts = self.bind_cache(cache)
+        y = cache.engine.step(cache, x_t, consts)
         cache.t += 1
-        return readout(cache.h, c, dd, xt).to(x_t.dtype)
+        return y.to(x_t.dtype)
 
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``(B, L, H)``; returns its outputs and sets the cache state
         ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j`` (plus ``lam_n^L h_n`` from a cache that already holds
-        tokens: chunked prefill equals one prefill, :mod:`nn.history`)."""
+        tokens: chunked prefill equals one prefill, :mod:`nn.decode.history`). The cache's engine runs it:
+        one compiled pass on the CPU (:func:`nn.decode.prefill.fused_s4d`), else the Vandermonde product."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
-        if s4d_uses_fused(cache):                                  # one compiled pass (nn.prefill)
-            xb, _ = self._begin_prefill(x, cache, outputs=False)    # (B, H, L)
-            consts = self._step_memo.get(self, cache.real_dtype, self._step_constants)
-            y = fused_s4d(self, xb, cache, consts)                  # (B, H, L), with the state's term
-            cache.t += xb.shape[-1]
-            return (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)
-        xb, y = self._begin_prefill(x, cache)                       # (B, H, L), outputs
-        L = xb.shape[-1]
-        if cache.t > 0:                                             # continue from the cache's state
-            y_hist, h = s4d_chunk(self, xb, cache, True, torch.float64)
-            cache.h.copy_(h.to(cache.h.dtype))
-            cache.t += L
-            return y + (y_hist if self.transposed else y_hist.transpose(-1, -2)).to(y.dtype)
-        d = self.discrete(torch.float64)
-        V = vandermonde_kernel(d.lam, d.bbar, L, per_mode=True)      # (H, N2, L): bbar lam^t
-        cache.h.copy_(torch.einsum("bhl,hnl->bhn", xb.double().flip(-1).to(V.dtype), V).to(cache.h.dtype))
-        cache.t = L
-        return y
+        xb = self._begin_prefill(x, cache)                          # (B, H, L)
+        y = cache.engine.prefill(self, cache, xb)                   # (B, H, L)
+        cache.t += xb.shape[-1]
+        return (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)

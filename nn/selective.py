@@ -9,13 +9,14 @@ near zero neither decays the state nor moves the delays' clock.
 * :class:`GateClock`: ``c_t = sigmoid(w . x_t + b)`` per row and step (one clock per layer), ``(B, L, H)
   -> (B, L)``;
 * :class:`SoftScan`: the autograd function of the scan (float64 on the CPU; other devices round-trip);
-* :func:`soft_forward`: a DS4D (or S4D) layer's outputs under a soft clock.
+* :func:`soft_forward`: a DS4D (or S4D) layer's outputs under a soft clock;
+* :class:`SoftClocked`: a DS4D / S4D layer run in the time its gate sets (``SoftClocked(inner, GateClock(H))``).
 
 No FFT path: the system is time-varying; the scan is ``O(B H N L)`` (compiled, parallel over (row,
-channel) pairs). Decoding (:class:`SoftClockCache`, :func:`soft_step`, :func:`soft_prefill`; used by
-:class:`nn.clock.Clocked` with a gate) runs the same recurrence one token at a time: ``O(H N)`` work per
-token plus a binary search of the internal times for each delayed read, and memory for every state of
-the sequence (``max_seqlen``), since with a slow clock a read can reach back any number of real steps.
+channel) pairs). Decoding (:class:`SoftClockCache`, the engine :class:`nn.decode.clocked.SoftEngine`)
+runs the same recurrence one token at a time: ``O(H N)`` work per token plus a binary search of the
+internal times for each delayed read, and memory for every state of the sequence (``max_seqlen``),
+since with a slow clock a read can reach back any number of real steps.
 """
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ from torch import nn
 
 from ddesys.selective import soft_scan, soft_scan_grad
 
-from .clock import _RingCache
+from .common import check_clocked_cache, check_clocked_input, check_clocked_step, check_ticks
+from .decode.cache import RingCache
+from .decode.clocked import SoftEngine, soft_constants
+from .decode.engine import StepMemo
 
-__all__ = ["GateClock", "SoftClockCache", "SoftScan", "soft_allocate", "soft_forward", "soft_prefill", "soft_step"]
+__all__ = ["GateClock", "SoftClockCache", "SoftClocked", "SoftScan", "soft_forward"]
 
 
 class GateClock(nn.Module):
@@ -87,101 +91,113 @@ def soft_forward(layer, x, c):
     ``x`` and ``c``."""
     rdt = torch.float64 if x.dtype == torch.float64 else torch.float32
     cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
-    d = layer.discrete(torch.float64)
-    mu, s = _defaults(d)
-    y = SoftScan.apply(torch.log(d.lam).to(cdt), mu.to(cdt), d.bbar.to(cdt), d.c.to(cdt), s.double(),
+    lam, mu, bbar, cout, s = layer.delay_form(torch.float64)
+    y = SoftScan.apply(torch.log(lam).to(cdt), mu.to(cdt), bbar.to(cdt), cout.to(cdt), s.double(),
                        x.to(rdt), c.to(rdt))                                    # (B, H, L)
     return (y + layer.D.to(rdt)[:, None] * x.to(rdt)).to(x.dtype)
 
 
-# ---------------------------------------------------------------------------------------------- decoding
+# ---------------------------------------------------------------------------------------------- the layer
 @dataclass(eq=False)
-class SoftClockCache(_RingCache):
-    """Decode state of a gated :class:`nn.clock.Clocked` layer: every state so far ``buf`` ``(B, R, H, N2)``
-    complex and its internal time ``tau`` ``(B, R)`` float64 (``R = max_seqlen``: a delayed read may reach
-    back any number of real steps, however few ticks), and the number ``t`` of tokens consumed."""
+class SoftClockCache(RingCache):
+    """Decode state of a :class:`SoftClocked` layer: every state so far ``buf`` ``(B, R, H, N2)`` complex and
+    its internal time ``tau`` ``(B, R)`` float64 (``R = max_seqlen``: a delayed read may reach back any
+    number of real steps, however few ticks), and the number ``t`` of tokens consumed."""
     buf: torch.Tensor
     tau: torch.Tensor
     t: int = 0
     max_seqlen: int | None = field(default=None, repr=False)
 
-    def _tensors(self):
+    def tensors(self):
         return [self.buf, self.tau]
 
 
-def _defaults(d):
-    """``mu`` and the delays ``s`` of a discretized layer (an S4D has neither: ``mu = 0``, ``s = 1``)."""
-    mu = getattr(d, "mu", None)
-    s = getattr(d, "delay", None)
-    return (torch.zeros_like(d.lam) if mu is None else mu,
-            torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device) if s is None else s)
+class SoftClocked(nn.Module):
+    """A DS4D / S4D layer run in the time its learned clock sets: ``c_t = gate(x_t)`` in ``(0, 1)``.
 
+    Parameters
+    ----------
+    inner : nn.DS4D or nn.S4D
+        The layer (``transposed=False``).
+    gate : nn.Module
+        The clock, ``(B, L, H) -> (B, L)`` (and ``(B, H) -> (B,)`` per token): :class:`GateClock`.
 
-def _soft_constants(layer, rdt):
-    """``(loglam, mu, bbar, c)`` complex ``(H, N2)``, ``d`` ``(H,)`` and the delays ``s`` float64 ``(H,)``."""
-    cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
-    d = layer.discrete(torch.float64)
-    mu, s = _defaults(d)
-    return tuple(v.detach().to(cdt) for v in (torch.log(d.lam), mu, d.bbar, d.c)) + \
-        (layer.D.detach().to(rdt), s.detach().double())
+    Training: the scan (:func:`soft_forward`); a given clock's ``ticks`` multiply the learned one.
+    Decoding: :class:`SoftClockCache` (``max_seqlen`` required), engine :class:`nn.decode.clocked.SoftEngine`;
+    forced pauses (``tick=False``) are not supported: the layer sets its own clock.
+    """
 
+    cache_type = SoftClockCache
 
-def soft_allocate(clocked, batch_size, max_seqlen, rdt):
-    """A fresh :class:`SoftClockCache` for ``clocked`` (``max_seqlen`` required)."""
-    if max_seqlen is None:
-        raise ValueError("a gated Clocked layer's decode cache keeps every state (a delayed read may reach back "
-                         "any number of real steps): pass max_seqlen to allocate_inference_cache")
-    inner = clocked.inner
-    cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
-    dev = inner.D.device
-    buf = torch.zeros(batch_size, max_seqlen, inner.H, inner.N2, dtype=cdt, device=dev)
-    tau = torch.zeros(batch_size, max_seqlen, dtype=torch.float64, device=dev)
-    return SoftClockCache(buf, tau)._bind(clocked, None, max_seqlen)
+    def __init__(self, inner, gate):
+        super().__init__()
+        if getattr(inner, "transposed", False):
+            raise ValueError("SoftClocked needs an inner layer with transposed=False (inputs (B, L, H))")
+        self.inner, self.gate = inner, gate
+        self.H, self.N2 = inner.H, inner.N2
+        self._memo = StepMemo()
 
+    def forward(self, x, ticks=None, mode="fft", lengths=None):
+        """``x`` ``(B, L, H)`` -> ``(B, L, H)`` by the scan (``mode`` is ignored: the system is time-varying,
+        there is no FFT path); ``ticks`` ``(B, L)`` bool: pauses forced on top of the learned clock."""
+        check_clocked_input(self, x, lengths)
+        c = self.gate(x)                                                # (B, L) in (0, 1)
+        if ticks is not None:
+            c = c * check_ticks(ticks, x.shape[0], x.shape[1], x.device).to(c.dtype)
+        return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
 
-def soft_step(clocked, x_t, cache, memo):
-    """One token ``x_t`` ``(B, H)`` of a gated layer -> ``(B, H)``; appends its state to ``cache``."""
-    if cache.t >= cache.max_seqlen:
-        raise RuntimeError(f"the cache is full: it holds max_seqlen = {cache.max_seqlen} tokens")
-    rdt = cache.real_dtype
-    loglam, mu, bbar, c_out, d, s = memo.get(clocked.inner, rdt, lambda r: _soft_constants(clocked.inner, r))
-    B, t, buf = x_t.shape[0], cache.t, cache.buf
-    xt = x_t.to(rdt)
-    c = clocked.gate(x_t).to(torch.float64)                                   # (B,)
-    tau = (cache.tau[:, t - 1] if t else torch.zeros_like(c)) + c             # (B,)
-    r = tau[:, None] - s[None, :]                                             # (B, H): the reads' times
-    prev = buf[:, t - 1] if t else torch.zeros_like(buf[:, 0])                # (B, H, N2)
-    hd = torch.zeros_like(prev)
-    if t:
-        hist = cache.tau[:, :t].contiguous()                                  # (B, t), nondecreasing
-        q = torch.searchsorted(hist, r.contiguous(), side="left").clamp_(max=t - 1)   # first tau >= r
-        lo = torch.where(q > 0, hist.gather(1, (q - 1).clamp(min=0)), torch.zeros_like(r))
-        w = ((r - lo) / (hist.gather(1, q) - lo)).to(rdt)                     # (B, H)
-        idx = lambda j: j[:, None, :, None].expand(B, 1, clocked.H, buf.shape[-1])   # noqa: E731
-        right = buf.gather(1, idx(q))[:, 0]                                   # (B, H, N2)
-        left = torch.where((q > 0)[..., None], buf.gather(1, idx((q - 1).clamp(min=0)))[:, 0], 0)
-        hd = torch.where((r > 0)[..., None], (1 - w)[..., None] * left + w[..., None] * right, 0)
-    cr = c.to(rdt)[:, None, None]
-    h = torch.exp(cr * loglam) * prev + cr * (mu * hd + bbar * xt[..., None])  # (B, H, N2)
-    buf[:, t] = h
-    cache.tau[:, t] = tau
-    cache.t += 1
-    return (2 * (c_out * h).real.sum(-1) + d * xt).to(x_t.dtype)
+    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
+        """A fresh :class:`SoftClockCache` (complex128 for ``dtype=torch.float64``, else complex64)."""
+        if self.inner.branches():
+            raise NotImplementedError("decoding a clocked layer with the input tap is not implemented (the tap's "
+                                      "input ring would have to be clocked too); build the inner DS4D without tap")
+        if kwargs:
+            raise TypeError(f"SoftClocked.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
+        max_seqlen, rdt = self.inner.prepare_decode(batch_size, max_seqlen, dtype)
+        if max_seqlen is None:
+            raise ValueError("a gated Clocked layer's decode cache keeps every state (a delayed read may reach back "
+                             "any number of real steps): pass max_seqlen to allocate_inference_cache")
+        dev = self.inner.D.device
+        buf = torch.zeros(batch_size, max_seqlen, self.H, self.N2, dtype=self.inner.cache_dtype(rdt), device=dev)
+        tau = torch.zeros(batch_size, max_seqlen, dtype=torch.float64, device=dev)
+        return SoftClockCache(buf, tau).bind(self, SoftEngine(), max_seqlen)
 
+    def _bound(self, cache):
+        consts = self._memo.get(self.inner, cache.real_dtype, lambda r: soft_constants(self.inner, r))
+        if cache.handle is None or cache.handle.consts is not consts:
+            cache.handle = cache.engine.bind(cache, consts)
+        return consts
 
-def soft_prefill(clocked, x, cache):
-    """A prompt ``x`` ``(B, L, H)`` into a fresh :class:`SoftClockCache`: one scan, its states kept."""
-    L = x.shape[1]
-    if L > cache.max_seqlen:
-        raise ValueError(f"the prompt has {L} tokens, the cache holds max_seqlen = {cache.max_seqlen}")
-    rdt = cache.real_dtype
-    loglam, mu, bbar, c_out, d, s = _soft_constants(clocked.inner, rdt)
-    xt = x.transpose(1, 2).to(rdt)                                            # (B, H, L)
-    c = clocked.gate(x).to(rdt)                                               # (B, L)
-    y, (h, tau, *_) = soft_scan(*(a.cpu().numpy() for a in (loglam, mu, bbar, c_out, s, xt, c)),
-                                dtype=np.float32 if rdt == torch.float32 else np.float64)
-    cache.buf[:, :L] = torch.from_numpy(h).to(cache.buf.device).permute(0, 2, 1, 3)   # (B, L, H, N2)
-    cache.tau[:, :L] = torch.from_numpy(tau).to(cache.tau.device)
-    cache.t = L
-    y = torch.from_numpy(y).to(xt.device) + d[:, None] * xt                   # (B, H, L)
-    return y.transpose(1, 2).to(x.dtype)
+    @torch.no_grad()
+    def step(self, x_t, cache, tick=None):
+        """One token ``x_t`` ``(B, H)`` -> ``(B, H)``; appends its state to ``cache``."""
+        tick = check_clocked_step(self, x_t, cache, tick)
+        if not bool(tick.all()):
+            raise NotImplementedError("a gated layer sets its own clock: forced pauses (tick=False) in decoding "
+                                      "are not supported")
+        if cache.t >= cache.max_seqlen:
+            raise RuntimeError(f"the cache is full: it holds max_seqlen = {cache.max_seqlen} tokens")
+        consts = self._bound(cache)
+        y = cache.engine.step(cache, x_t, self.gate(x_t).to(torch.float64), consts)
+        cache.t += 1
+        return y.to(x_t.dtype)
+
+    @torch.no_grad()
+    def prefill(self, x, cache, ticks=None):
+        """A prompt ``x`` ``(B, L, H)`` -> ``(B, L, H)``: into a fresh cache one scan, its states kept; into a
+        cache holding tokens, step by step."""
+        B, L = x.shape[0], x.shape[1]
+        check_clocked_cache(self, cache, B)
+        ticks = None if ticks is None else check_ticks(ticks, B, L, x.device)
+        if cache.t != 0 or L == 0:
+            steps = [self.step(x[:, t], cache, None if ticks is None else ticks[:, t]) for t in range(L)]
+            return torch.stack(steps, dim=1) if L else x.clone()
+        if ticks is not None and not bool(ticks.all()):
+            raise NotImplementedError("a gated layer sets its own clock: forced pauses (ticks False) in decoding "
+                                      "are not supported")
+        if L > cache.max_seqlen:
+            raise ValueError(f"the prompt has {L} tokens, the cache holds max_seqlen = {cache.max_seqlen}")
+        consts = self._bound(cache)
+        y = cache.engine.prefill(cache, x, self.gate(x), consts)
+        cache.t = L
+        return y.to(x.dtype)

@@ -1,6 +1,7 @@
 """Run under TRITON_INTERPRET=1 DDESYS_GPU_INTERPRET=1 (see test_gpu.py): the Triton kernels on CPU
 tensors against the reference paths, and the layer's kernel, decode and FFT output through them against
-the independent oracle (``tests/oracle.py``; this script's folder is on ``sys.path``). Prints one JSON
+the independent references (``ddesys.verification.reference``; this script's folder is on ``sys.path`` for
+``nn_helpers``). Prints one JSON
 line of measured errors."""
 import json
 import os
@@ -68,7 +69,7 @@ del sys.modules["cupy"]
 from ddesys import nn as dnn  # noqa: E402
 
 from nn_helpers import bhl, spec_discrete  # noqa: E402
-from oracle import brute_force, impulse_response, rel_err, rel_max  # noqa: E402
+from ddesys.verification.reference import brute_force, impulse_response, rel_err, rel_max  # noqa: E402
 
 layer = dnn.DS4D(4, 8, l_max=64, seed=0).double()
 lam, mu, bbar, c, delay, d = spec_discrete(layer)

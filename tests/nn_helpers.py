@@ -2,8 +2,9 @@
 
 References defined or used here never run the layer's own code path:
 
-* ``tests/oracle.py`` (written from the formulas of docs/theory.md, imports nothing from ``ddesys``): ``brute_force`` (plain
-  Python loop over channel, mode and time) and ``impulse_response`` (NumPy loop over time);
+* :mod:`ddesys.verification.reference` (written from the formulas of docs/theory.md; its loops import nothing
+  but NumPy): ``brute_force`` (plain Python loop over channel, mode and time) and ``impulse_response``
+  (NumPy loop over time);
 * :func:`spec_discrete`: the parameterization of docs/theory.md §7.2, recomputed in NumPy from the raw
   parameters (``log_dt, nu_re, nu_im, r, theta, nu_tau, B, C``), so ``layer.discrete`` is checked too;
   :func:`spec_s4d`: the same for an S4D layer (``mu = 0``);
@@ -17,7 +18,7 @@ References defined or used here never run the layer's own code path:
 The oracles take NumPy arrays or read a layer's raw parameters. Only :func:`make_model` and
 :func:`_s4d_twin` build ``nn`` objects (the modules under test), and :func:`reference_model_forward`
 reuses a model's norms and linears but replaces every DS4D / S4D layer by :func:`vec_recurrence`.
-The error measures (``rel_err``, ``rel_max``, ``rrmse``) are ``tests/oracle.py``'s.
+The error measures (``rel_err``, ``rel_max``, ``rel_rmse``) are :mod:`ddesys.verification.reference`'s.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import torch
 
 from ddesys.nn import S4D, SequenceModel
 
-from oracle import brute_force
+from ddesys.verification.reference import brute_force
 
 F64 = torch.float64
 
@@ -189,5 +190,5 @@ def live_states(cache, layer):
     older slots unspecified; ``nn.history.ring_past``), or an S4D cache's state ``(B, H, N2)``."""
     if not hasattr(cache, "buf"):
         return cache.h
-    from ddesys.nn.history import ring_past
+    from ddesys.nn.decode.history import ring_past
     return ring_past(cache, torch.complex128, layer.discrete(torch.float64).k)

@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from ddesys.verification.outdir import OutError, atomic_write, check_owner, prepare_out  # noqa: E402
+from ddesys.io import OutError, atomic_write, check_owner, prepare_out  # noqa: E402
 from ddesys.verification.registry import CHECKS, summary_line  # noqa: E402
 
 CONFIGS = {

@@ -1,14 +1,14 @@
 """Check 9: DS4D with the selective clock (docs/theory.md §10): the training path (the FFT on the
 compacted sequence) vs the recurrent path vs decoding vs prefill, anchored to the independent real-time
-loop :func:`verification.oracle.clocked_recurrence`."""
+loop :func:`verification.reference.clocked_recurrence`."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 from ddesys import nn as dnn
-from ddesys.verification import oracle
-from ddesys.verification.errors import rel_rmse
+from ddesys.verification import reference
+from ddesys.verification.reference import rel_rmse
 
 VOCAB, PAUSE_FRACTIONS = 32, (0.0, 0.5, 0.9)
 
@@ -45,14 +45,16 @@ def check_clock(cfg, plot_dir, progress):
                              rel_rmse_std=float(np.std(rr))))
         model = _model(H, 0, T, torch.float64)
         y_rec = model(ids, mode="recurrent")
-        anchor = rel_rmse(y_rec, oracle.model_forward(model, ids))
+        anchor = rel_rmse(y_rec, reference.model_forward(model, ids))
         n = min(L, 128)
         caches = model.allocate_inference_cache(B, dtype=torch.float64)
-        dec = rel_rmse(torch.stack([model.step(ids[:, t], caches) for t in range(n)], 1), y_rec[:, :n])
+        plan = model.compile_step(caches)                             # the compiled model step
+        dec = rel_rmse(torch.stack([plan.step(ids[:, t]) for t in range(n)], 1), y_rec[:, :n])
         caches = model.allocate_inference_cache(B, dtype=torch.float64)
+        plan = model.compile_step(caches)
         half = n // 2
         y_pre = torch.cat([model.prefill(ids[:, :half], caches),
-                           torch.stack([model.step(ids[:, t], caches) for t in range(half, n)], 1)], 1)
+                           torch.stack([plan.step(ids[:, t]) for t in range(half, n)], 1)], 1)
         pre = rel_rmse(y_pre, y_rec[:, :n])
         for setting, v in (("anchor: float64 recurrent vs NumPy real-time loop", anchor),
                            (f"float64 decode (first {n} tokens) vs recurrent", dec),
@@ -66,7 +68,7 @@ def check_clock(cfg, plot_dir, progress):
                 plots=[],
                 criterion="float32 relative RMSE <= 1e-5 (check 1's bound), float64 FFT <= 1e-10; the float64 "
                           "recurrent path within 1e-12 of an independent NumPy loop in real time with a tick "
-                          "counter per row (verification.oracle.clocked_recurrence); decoding within 1e-12 of "
+                          "counter per row (verification.reference.clocked_recurrence); decoding within 1e-12 of "
                           "it, prefill (an FFT) + decoding within 1e-10",
                 setup=f"2-layer token model (vocabulary {VOCAB}, pause token 0), H={H}, state 64, l_max the longest tick count, "
                       f"{cfg['seeds']} seeds, batch {B}, L={L}, pause fractions {list(PAUSE_FRACTIONS)}")
@@ -91,7 +93,7 @@ def check_soft_clock(cfg, plot_dir, progress):
             x = torch.randn(B, L, H, dtype=torch.float64, generator=torch.Generator().manual_seed(400 + seed))
             y = layer(x)
             lam, mu, bbar, c, k, alpha, delay = (v.numpy() for v in inner.discrete(torch.float64))
-            ref = oracle.soft_clock_recurrence(lam, mu, bbar, c, delay, inner.D.double().numpy(),
+            ref = reference.soft_clock_recurrence(lam, mu, bbar, c, delay, inner.D.double().numpy(),
                                                x.transpose(1, 2).numpy(), gate(x).numpy())
             rr.setdefault("anchor: float64 scan vs NumPy loop", []).append(rel_rmse(y.transpose(1, 2), ref))
             lay32 = Clocked(dnn.DS4D(H, d_state=16, l_max=L, seed=seed), gate=GateClock(H, init=init, seed=seed))
@@ -112,7 +114,7 @@ def check_soft_clock(cfg, plot_dir, progress):
     ok = all(r["rel_rmse_mean"] + r["rel_rmse_std"] <= 1e-5 for r in rows if r["setting"].startswith("float32")) \
         and all(r["rel_rmse_mean"] <= 1e-12 for r in rows if not r["setting"].startswith("float32"))
     return dict(name="DS4D with a learned (soft) clock (scan vs loop vs decode)", passed=ok, rows=rows, plots=[],
-                criterion="the float64 scan within 1e-12 of an independent NumPy loop (verification.oracle."
+                criterion="the float64 scan within 1e-12 of an independent NumPy loop (verification.reference."
                           "soft_clock_recurrence), decoding and prefill + decoding within 1e-12 of the scan, "
                           "the float32 scan within 1e-5 (relative RMSE)",
                 setup=f"one gated layer (nn.clock.Clocked with nn.selective.GateClock, weights x20 so the clock "

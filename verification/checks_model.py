@@ -5,10 +5,10 @@ import numpy as np
 import torch
 
 from ddesys import nn as dnn
-from ddesys.verification import oracle
-from ddesys.verification.errors import rel_err, rel_max, rel_rmse
-from ddesys.verification.timing import decoder, interleaved
-from ddesys import next_pow2
+from ddesys.verification import reference
+from ddesys.verification.reference import rel_err, rel_max, rel_rmse
+from ddesys.nn.timing import decoder, interleaved
+from ddesys.contour import next_pow2
 
 ANCHOR = "anchor: float64 recurrent vs independent NumPy recurrence (seed 0)"
 
@@ -31,7 +31,7 @@ def check_fft_vs_recurrent(cfg, plot_dir, progress):
 
     The measured quantity is the paper's: the FFT path against the model's own recurrent path. That
     reference is anchored once per length (seed 0, float64) to an independent NumPy recurrence
-    (:func:`verification.oracle.model_forward`), so the check does not rest on the library alone."""
+    (:func:`verification.reference.model_forward`), so the check does not rest on the library alone."""
     rows = []
     settings = [("paper eps=1e-3 f32 synthesis", torch.float32, 1e-3, torch.float32),
                 ("auto (default)", torch.float32, "auto", torch.float64),
@@ -49,7 +49,7 @@ def check_fft_vs_recurrent(cfg, plot_dir, progress):
                 rr.append(float((y_fft - y_rec).pow(2).mean().sqrt() / y_rec.pow(2).mean().sqrt()))
                 ma.append(float((y_fft - y_rec).abs().max()))
                 if dtype == torch.float64 and seed == 0:
-                    y_ref = oracle.model_forward(model, x)
+                    y_ref = reference.model_forward(model, x)
                     anchor = dict(L=L, setting=ANCHOR, M=None, rel_rmse_mean=rel_rmse(y_rec, y_ref),
                                   rel_rmse_std=0.0, max_abs_mean=float((y_rec - y_ref).abs().max()),
                                   max_abs_std=0.0)
@@ -68,7 +68,7 @@ def check_fft_vs_recurrent(cfg, plot_dir, progress):
                 criterion="default float32: relative RMSE <= 1e-5 and max abs error <= 1.2e-4 (the paper's "
                           "figures); float64: relative RMSE <= 1e-9; anchor: the float64 recurrent path "
                           "(the reference above) within relative RMSE 1e-12 of an independent NumPy "
-                          "recurrence (verification.oracle)",
+                          "recurrence (verification.reference)",
                 setup=f"4 layers, H={cfg['H']}, state 64, explicit B, pre-norm, GLU, {cfg['seeds']} seeds, "
                       f"batch 1, L in {cfg['Ls']}, M = nextpow2(2L)")
 
@@ -125,11 +125,11 @@ def check_reductions(cfg, plot_dir, progress):
     out.append(dict(case="ddesys: mu = 0 kernel vs lam^t closed form", bound=1e-12, error=rel_err(K0, Kc)))
     progress()
     # to_ddesys round trip: the layer's and the system's kernels and recurrences, each against the
-    # independent impulse response and recurrence of verification.oracle (on the layer's raw parameters)
+    # independent impulse response and recurrence of verification.reference (on the layer's raw parameters)
     layer = dnn.DS4D(H, N, l_max=L, seed=3).double()
     sysd = layer.to_ddesys()
-    ref = oracle.ds4d_params(layer)                              # lam, mu, bbar, c, delay, d
-    K_ref = oracle.impulse_response(*ref[:5], L)
+    ref = reference.ds4d_params(layer)                              # lam, mu, bbar, c, delay, d
+    K_ref = reference.recurrence_kernel(*ref[:5], L)
     # one contour for both; M = 4L keeps the restoration's amplification of FFT rounding near 1e3
     # instead of 1e5 at M = 2L
     M, rho = layer.contour(L, M=4 * L)
@@ -139,7 +139,7 @@ def check_reductions(cfg, plot_dir, progress):
                     error=rel_err(sysd.kernel(L, eps=rho ** M, M=M), K_ref)))
     x = torch.randn(2, L, H, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     xb = np.swapaxes(x.numpy(), 1, 2)                            # (B, H, L)
-    y_ref = oracle.recurrence(*ref, xb)
+    y_ref = reference.recurrence(*ref, xb)
     out.append(dict(case="layer recurrent path vs independent recurrence", bound=1e-12,
                     error=rel_max(np.swapaxes(layer(x, mode="recurrent").numpy(), 1, 2), y_ref)))
     out.append(dict(case="to_ddesys(): simulate vs independent recurrence", bound=1e-12,
@@ -148,19 +148,19 @@ def check_reductions(cfg, plot_dir, progress):
     ok = all(r["error"] <= r["bound"] for r in out)
     return dict(name="Reductions and round trips", passed=ok, rows=out, plots=[],
                 criterion="each error <= its bound (relative to the kernel / output scale, float64); "
-                          "references independent of the library: closed forms and verification.oracle",
+                          "references independent of the library: closed forms and verification.reference",
                 setup=f"H={H}, N={N}, L={L}, S4D-Inv init")
 
 
 @torch.no_grad()
 def check_decode(cfg, plot_dir, progress):
     """Check 6: prefill then step-by-step decoding equals the exact recurrence (an independent NumPy loop,
-    :func:`verification.oracle.recurrence`); per-token time vs position."""
+    :func:`verification.reference.recurrence`); per-token time vs position."""
     H, N, l_max = cfg["decode_H"], 64, cfg["decode_lmax"]
     layer = dnn.DS4D(H, N, l_max=l_max, seed=0).double()
     T = cfg["decode_len"]
     x = torch.randn(1, T, H, dtype=torch.float64)
-    y_ref = oracle.recurrence(*oracle.ds4d_params(layer), x.numpy().transpose(0, 2, 1))   # (1, H, T)
+    y_ref = reference.recurrence(*reference.ds4d_params(layer), x.numpy().transpose(0, 2, 1))   # (1, H, T)
     cache = layer.allocate_inference_cache(1, dtype=torch.float64)
     p = T // 2
     y_pre = layer.prefill(x[:, :p], cache)

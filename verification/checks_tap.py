@@ -1,13 +1,13 @@
 """Check 7: DS4D with the delayed input tap (docs/theory.md §8): FFT vs recurrent vs decode at several
-window widths, anchored to the independent NumPy references of :mod:`verification.oracle`."""
+window widths, anchored to the independent NumPy references of :mod:`verification.reference`."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 from ddesys import nn as dnn
-from ddesys.verification import oracle
-from ddesys.verification.errors import rel_rmse
+from ddesys.verification import reference
+from ddesys.verification.reference import rel_rmse
 
 WIDTHS = (1.0, 8.0, 64.0)
 
@@ -36,7 +36,7 @@ def check_tap(cfg, plot_dir, progress):
                 y_fft, y_rec = model(x), model(x, mode="recurrent")
                 rr.append(float((y_fft - y_rec).pow(2).mean().sqrt() / y_rec.pow(2).mean().sqrt()))
                 if dtype == torch.float64 and seed == 0:
-                    anchor = rel_rmse(y_rec, oracle.model_forward(model, x))
+                    anchor = rel_rmse(y_rec, reference.model_forward(model, x))
                     n = min(L, 256)
                     caches = model.allocate_inference_cache(1, dtype=torch.float64)
                     y_dec = torch.stack([model.step(x[:, t], caches) for t in range(n)], 1)
@@ -54,6 +54,6 @@ def check_tap(cfg, plot_dir, progress):
     return dict(name="DS4D with the delayed tap (FFT vs recurrent vs decode)", passed=ok, rows=rows, plots=[],
                 criterion="the bounds of check 1: float32 (default contour, float64 synthesis) relative RMSE "
                           "<= 1e-5, float64 <= 1e-9; the float64 recurrent path within 1e-12 of an independent "
-                          "NumPy recurrence plus tap (verification.oracle.tap), and decoding within 1e-12 of it",
+                          "NumPy recurrence plus tap (verification.reference.tap), and decoding within 1e-12 of it",
                 setup=f"4 layers, H={cfg['H']}, state 64, tap=True, window half-widths {list(WIDTHS)}, "
                       f"{cfg['seeds']} seeds, batch 1, L={L}")

@@ -10,7 +10,7 @@ relative error over channels, ``max_t |K_fft - K_rec| / max_t |K_rec|``, of:
 * ``default`` (float32 only): the library default, synthesis in float64 and the kernel cast to float32.
 
 The reference is the float64 recurrence (Numba), the same discrete system, itself checked against an
-independent NumPy impulse response (:mod:`verification.oracle`, column ``ref_vs_oracle``, bound 1e-12).
+independent NumPy impulse response (:mod:`verification.reference`, column ``ref_vs_oracle``, bound 1e-12).
 Exits non-zero when the library default misses its acceptance bound (1e-10 float64, 2e-6 float32) or
 the reference its check. ``--json PATH`` also writes the rows, bounds and verdict as JSON.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ddesys import next_pow2
-from ddesys.verification import oracle
-from ddesys.verification.errors import rel_err
+from ddesys.contour import next_pow2
+from ddesys.verification import reference
+from ddesys.verification.reference import rel_err
 from ddesys.verification.systems import random_delay_system
 
 BOUND = {"float64": 1e-10, "float32": 2e-6}
@@ -40,7 +40,7 @@ def run(Ls, dts, H, N2, seed):
         rng = np.random.default_rng(seed)
         sys_ = random_delay_system(rng, H, N2, dt, L)
         ref = sys_.kernel(L, method="recurrence")                     # float64 recurrence
-        ref_check = rel_err(ref, oracle.impulse_response(sys_.lam, sys_.mu, sys_.bbar, sys_.c, sys_.delay, L))
+        ref_check = rel_err(ref, reference.recurrence_kernel(sys_.lam, sys_.mu, sys_.bbar, sys_.c, sys_.delay, L))
         M = next_pow2(2 * L)
         for prec, dtype in (("float64", np.float64), ("float32", np.float32)):
             paper = sys_.kernel(L, eps=1e-3, M=M, dtype=dtype, compute_dtype=dtype)

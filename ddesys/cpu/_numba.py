@@ -1,7 +1,7 @@
 """The optional Numba import, in one leaf module (imports nothing of the package but :mod:`ddesys._env`).
 
 ``nb`` is the ``numba`` module, or None when it is missing or ``DDESYS_DISABLE_NUMBA`` is set: every
-compiled loop of the package then has a documented fallback (:func:`ddesys.numba_available`).
+compiled loop of the package then has a documented fallback (:func:`ddesys.recurrence.numba_available`).
 """
 from __future__ import annotations
 

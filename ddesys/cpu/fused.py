@@ -12,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._numba import nb as _nb
+from .options import loop
 from .threads import numba_threads
 
 AVAILABLE = _nb is not None
 
 if AVAILABLE:
 
-    @_nb.njit(cache=True)
+    @loop("transfer.points")
     def _points(w, kb):  # pragma: no cover - jitted
         """Real and imaginary parts of ``w^-m``, ``w^-mk``, ``w^-m(k+1)`` from the table ``w`` by the
         integer index ``(m k) mod M`` (kept incrementally)."""
@@ -39,7 +40,7 @@ if AVAILABLE:
                 i2 -= M
         return z1r, z1i, zkr, zki, zlr, zli
 
-    @_nb.njit(cache=True, fastmath=True, inline="always")
+    @loop("transfer.inv_den")
     def _inv_den(a1r, a1i, a2r, a2i, a3r, a3i, z1r, z1i, zkr, zki, zlr, zli):  # pragma: no cover - jitted
         """``1 / den`` with ``den = 1 - a1 z1 - a2 zk - a3 zl`` in real arithmetic (docs/theory.md §5.5)."""
         dr = 1.0 - (a1r * z1r - a1i * z1i) - (a2r * zkr - a2i * zki) - (a3r * zlr - a3i * zli)
@@ -47,7 +48,7 @@ if AVAILABLE:
         q = 1.0 / (dr * dr + di * di)
         return dr * q, -di * q
 
-    @_nb.njit(parallel=True, cache=True, fastmath=True)
+    @loop("transfer.sample")
     def _forward_nb(A, cb, k, w, S):  # pragma: no cover - jitted
         B, N2 = cb.shape
         M = w.shape[0]
@@ -67,7 +68,7 @@ if AVAILABLE:
             for m in range(M):
                 S[b, m] = sr[m] + 1j * si[m]
 
-    @_nb.njit(parallel=True, cache=True, fastmath=True)
+    @loop("transfer.sample")
     def _backward_nb(A, cb, k, w, G, gA, gcb):  # pragma: no cover - jitted
         B, N2 = cb.shape
         M = w.shape[0]
@@ -142,7 +143,7 @@ def sample_backward(A, cb, k, M, G):
 
 if AVAILABLE:
 
-    @_nb.njit(parallel=True, cache=True, fastmath=True)
+    @loop("transfer.sample")
     def _vander_nb(lam, cb, L, K, G, gl, gc, backward):  # pragma: no cover - jitted
         """K_t = 2 Re sum_n cb_n lam_n^t (forward) or its gradients for upstream G (backward).
         Powers in blocks of 64: lam^(t0 + j) = exp(t0 log lam) * lam^j, so rounding does not grow

@@ -32,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._numba import nb as _nb
-from .ring import _memory_view
+from .options import loop
+from .ring import memory_view
 
 __all__ = ["run_ring", "prefill_available"]
 
@@ -50,11 +51,9 @@ if _nb is not None:
     from numba import types as _types
     from numba.extending import overload as _overload
 
-    from .step_loops import _pack16, _unpack16
+    from .step_loops import pack16, unpack16
 
-    _FM = {"contract", "reassoc", "nsz"}         # the decode step's flags: FMA, reordered sums (no NaN/inf change)
-
-    @_nb.njit(inline="always")
+    @loop("prefill.inline")
     def _window(kb, t0, L, R):                     # pragma: no cover - jitted
         """``(live, P, keep)`` of a channel with delay ``kb``: whether its delayed terms reach a position of
         the run, the scratch rows its run cycles through, and the states it leaves in the ring (the last
@@ -63,7 +62,7 @@ if _nb is not None:
         keep = min(L, kb + 1, R)
         return live, (kb + 2 if live else max(2, keep)), keep
 
-    @_nb.njit(inline="always")
+    @loop("prefill.inline")
     def _next(s, P):                               # pragma: no cover - jitted
         s += 1
         return 0 if s == P else s
@@ -78,15 +77,15 @@ if _nb is not None:
     def _load_typed(v, fmt):                       # pragma: no cover - typing
         if isinstance(v, _types.Complex):
             return lambda v, fmt: (v.real, v.imag)
-        return lambda v, fmt: _unpack16(v, fmt)
+        return lambda v, fmt: unpack16(v, fmt)
 
     @_overload(_store, inline="always")
     def _store_typed(ring, vr, vi, fmt):           # pragma: no cover - typing
         if isinstance(ring.dtype, _types.Complex):
             return lambda ring, vr, vi, fmt: complex(vr, vi)
-        return lambda ring, vr, vi, fmt: _pack16(vr, vi, fmt)
+        return lambda ring, vr, vi, fmt: pack16(vr, vi, fmt)
 
-    @_nb.njit(fastmath=_FM, inline="always")
+    @loop("prefill.rows")
     def _rows_run(rr, ri, wr, wi, P, kb, live, t0, b0, nb, x, y, cs, dh, h):   # pragma: no cover - jitted
         """The run of channel ``h``, batch rows ``b0 .. b0+nb-1``, in the scratch: position ``pos`` lives in
         row ``pos % P``; ``rr``/``ri`` read and ``wr``/``wi`` write the same scratch (two handles: the mode
@@ -136,7 +135,7 @@ if _nb is not None:
                 sk = _next(sk, P)
                 sk1 = _next(sk1, P)
 
-    @_nb.njit(parallel=True, cache=True, fastmath=_FM)
+    @loop("prefill.ring")
     def _ring_run(ring, fmt, t0, x, cs, k, d, y, sr, si, wr, wi):   # pragma: no cover - jitted
         """The pass. ``ring`` in memory order, ``(H, R, B, N2)``: complex, or a 16-bit history's packed pairs
         as uint32 (``fmt`` 0 float16, 1 bfloat16: loads widen exactly, stores round to nearest
@@ -253,7 +252,7 @@ def run_ring(ring, x, lam, m1, m2, bbar, c, d, k, t0, y_out=None, fmt16=None):
     with numba_threads() as nw:
         nw = max(1, min(nw, H * -(-B // _RB)))                               # workers: at most the items
         sr, si = _scratch(nw, k, int(t0), L, R, min(B, _RB), N2, rdt)       # (nw, rows, rows of B, N2) each
-        mem = _memory_view(ring)                                               # (H, R, B, N2[, 2])
+        mem = memory_view(ring)                                               # (H, R, B, N2[, 2])
         args = (int(t0), xs, cs, k, dd, y, sr, si, sr, si)                    # the scratch twice: read, write
         if ring.dtype == _U16:
             _ring_run(mem.view(np.uint32)[..., 0], 0 if fmt16 == "float16" else 1, *args)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["new_ring", "is_channel_major"]
+__all__ = ["new_ring", "is_channel_major", "memory_view"]
 
 _MEMORY_ORDER = {4: (2, 1, 0, 3), 5: (2, 1, 0, 3, 4)}      # (B, R, H, N2[, 2]) -> (H, R, B, N2[, 2]) and back
 _ROW_ORDER = {4: (0, 2, 1, 3), 5: (0, 2, 1, 3, 4)}         # (B, R, H, N2[, 2]) <-> (B, H, R, N2[, 2])
@@ -41,7 +41,7 @@ def is_channel_major(buf, per_row=False):
     return buf.transpose(order).flags.c_contiguous
 
 
-def _memory_view(buf):
+def memory_view(buf):
     """The ring in memory order, ``(H, R, B, N2[, 2])``, for the compiled loops (``buf`` as given when it is
     not an array of a ring's rank: the dispatcher then refuses it and :func:`check_step_args` explains)."""
     order = _MEMORY_ORDER.get(getattr(buf, "ndim", 0)) if type(buf) is np.ndarray else None

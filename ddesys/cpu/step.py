@@ -31,11 +31,9 @@ state error stays below ``(u max|h| + a) / (1 - rho)`` and::
 
     |y_t - y_t(exact)| <= 2 sum_n |c_n| (u max_s |h_{n,s}| + a) / (1 - rho_n)   (+ the float32 update's own)
 
-(:func:`history_error_bound`). Measured on a DS4D layer's own parameters (H=256, N=64, l_max=256, 3R
-tokens; experiments/bench/step.py), ``max |dy| / max |y|`` against the float64 recurrence: float16
-``2.1e-4``, bfloat16 ``1.6e-3``, the complex64 cache ``3.0e-7``; the bound above is about 30 times the
-measured error (tests/nn/test_fused_step.py checks it). float16 keeps 8 times more bits but has a narrow
-range: a state past 65504 in magnitude becomes infinite and one below ``6e-5`` loses relative precision;
+(:func:`history_error_bound`; ``tests/nn/test_fused_step.py`` checks a layer's error against it, and
+``python -m ddesys.experiments.bench.decode`` measures it on a layer's own parameters). float16 keeps 8
+times more bits than bfloat16 but has a narrow range: a state past 65504 in magnitude becomes infinite and one below ``6e-5`` loses relative precision;
 bfloat16 has float32's range. Use float16 when the states are known to be of moderate size (DS4D's usual
 O(1) scale), bfloat16 when they are not. Inside the loop a mode's pair is read and written as one uint32
 (real at the lower address), which lets the loop vectorize.
@@ -43,11 +41,10 @@ O(1) scale), bfloat16 when they are not. Inside the loop a mode's pair is read a
 Memory. A step past the delays reads, per channel, the previous slot (hot) and two slots written ``k``
 tokens ago, each channel's elsewhere: cold. Channel-major, the two delayed slots are adjacent and hold
 every batch row's modes side by side, so a channel's delayed reads are one contiguous run of
-``2 B N2`` values (a slot-major ring, ``(B, R, H, N2)`` in memory, scatters them into ``2 B`` places:
-``python -m ddesys.experiments.bench.ring_layout`` measures the difference, 2.5x at batch 1 and 6.6x at
-batch 8 for a plain loop at R = 8192). The loop prefetches them ``_PD`` channels ahead. Large rings also
-want huge pages: :func:`new_ring` allocates through NumPy, which advises the kernel to back large buffers
-with huge pages (``torch.zeros`` does not; about 1.5x at R ~ 1000).
+``2 B N2`` values (a slot-major ring, ``(B, R, H, N2)`` in memory, scatters them into ``2 B`` places;
+``python -m ddesys.experiments.bench.ring_layout`` measures the difference). The loop prefetches them
+``_PD`` channels ahead. Large rings also want huge pages: :func:`new_ring` allocates through NumPy, which
+advises the kernel to back large buffers with huge pages (``torch.zeros`` does not).
 
 Threads and determinism. The parallel loop splits a fixed partition, blocks of ``_CH`` channels (every
 batch row in each), over Numba's threads (``prange``) inside :func:`ddesys.cpu.threads.numba_threads` (never beyond
@@ -55,9 +52,11 @@ torch's budget). Each item's arithmetic is the same code whatever thread runs it
 there are, so the parallel loop's outputs are bitwise equal at 1, 2 or 16 threads and under any load.
 The serial loop is compiled separately (LLVM may vectorize or contract it differently: the two agree to
 float rounding, not bitwise). ``parallel=None`` (the default) is a fixed rule, deterministic: the serial
-loop below ``B * H * N2 = PARALLEL_MIN_WORK`` (batch 16 at H = 256, N2 = 32: below it two threads gain
-little, and a loaded machine makes the parallel loop wait on a descheduled thread every step), else
-the parallel loop, even on one thread. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
+loop below ``B * H * N2 = PARALLEL_MIN_WORK`` (batch 16 at H = 256, N2 = 32: below it a second thread
+gains little, and a loaded machine makes the parallel loop wait on a descheduled thread every step), else
+the parallel loop, even on one thread. The compile options of both, and which loops of the package may
+reassociate sums, are the table of :mod:`ddesys.cpu.options`; ``python -m ddesys.experiments.bench.decode``
+measures the loops. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
 (opt-in, not deterministic) times both on the first calls of each size and thread budget and keeps the
 faster, checking again every ``RECHECK`` calls; callers that honour a determinism switch (``nn``'s fused
 engine and ``torch.are_deterministic_algorithms_enabled()``) pass None instead.
@@ -85,15 +84,16 @@ __all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "his
            "new_ring", "is_channel_major", "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
 
 FMT16 = ("float16", "bfloat16")
-#: ``B * H * N2`` below which the step always runs on one thread. On the channel-major ring the serial
-#: loop is within 1.2x of two threads at batch 8 (H = 256, N2 = 32), and it keeps its speed when other
-#: processes load the cores, where the parallel loop waits on a descheduled thread at every step
-#: (``bench_decode --only load``: 1.4x against 31x slower at batch 8 under a 2-thread matrix product).
+#: ``B * H * N2`` below which the step always runs on one thread: there the serial loop is close to two
+#: threads, and it keeps its speed when other processes load the cores, where the parallel loop waits on
+#: a descheduled thread at every step (``python -m ddesys.experiments.bench.decode --only load`` measures
+#: both).
 PARALLEL_MIN_WORK = 131072
 #: calls between two re-timings of serial against parallel (``parallel="auto"`` above PARALLEL_MIN_WORK)
 RECHECK = 4096
 _TRIALS = 5                   # timed calls of each variant per decision
 _TMAX = 2 ** 62
+_COMPLEX, _SIXTEEN = "complex", "16-bit"   # the ring's storage: names of the entry points (step_loops.STEP_ENTRIES)
 
 _C64, _C128, _U16 = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.uint16)
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -104,8 +104,8 @@ def step_available() -> bool:
     return _nb is not None
 
 
-from .step_loops import _KERNELS, _encode16_nb, _kernel  # noqa: E402,F401  (compiled loops)
-from .ring import _memory_view, is_channel_major, new_ring  # noqa: E402  (the ring's memory layout)
+from .step_loops import STEP_KERNELS, encode16_loop, step_kernel  # noqa: E402  (compiled loops)
+from .ring import is_channel_major, memory_view, new_ring  # noqa: E402  (the ring's memory layout)
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -241,11 +241,11 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         else:
             _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     if fmt16 is None:
-        which, fmt = 0, 0
+        storage, fmt = _COMPLEX, 0
     elif fmt16 == "float16":
-        which, fmt = 2, 0
+        storage, fmt = _SIXTEEN, 0
     elif fmt16 == "bfloat16":
-        which, fmt = 2, 1
+        storage, fmt = _SIXTEEN, 1
     else:
         _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     timing = None
@@ -264,15 +264,14 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         go_par = bool(parallel)
     else:
         raise ValueError(f"decode_step: parallel must be None, True, False or 'auto', got {parallel!r}")
-    ring = _memory_view(buf)                      # (H, R, B, N2): the loops' order
+    ring = memory_view(buf)                       # (H, R, B, N2): the loops' order
+    kern = STEP_KERNELS.get((storage, go_par)) or step_kernel(storage, go_par)
     try:
         if go_par:
-            kern = _KERNELS[which + 1] or _kernel(which + 1)
             with numba_threads():
                 t0 = time.perf_counter() if timing is not None else 0.0
                 bad = kern(ring, ring, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
         else:
-            kern = _KERNELS[which] or _kernel(which)
             t0 = time.perf_counter() if timing is not None else 0.0
             bad = kern(ring, ring, fmt, t, x_t, lam, m1, m2, bbar, c, d, k, y_out)
         if timing is not None:
@@ -301,11 +300,11 @@ def bind_step(buf, lam, m1, m2, bbar, c, d, k, fmt16=None, parallel=None):
     rdt = _F64 if buf.dtype == _C128 else _F32
     x0, y0 = np.zeros((B, H), rdt), np.zeros((B, H), rdt)
     check_step_args(buf, x0, lam, m1, m2, bbar, c, d, k, 0, y0, fmt16=fmt16)
-    which, fmt = (0, 0) if fmt16 is None else (2, FMT16.index(fmt16))
+    storage, fmt = (_COMPLEX, 0) if fmt16 is None else (_SIXTEEN, FMT16.index(fmt16))
     go_par = (B * lam.size >= PARALLEL_MIN_WORK) if parallel is None else bool(parallel)
-    kern = _KERNELS[which + go_par] or _kernel(which + go_par)
+    kern = step_kernel(storage, go_par)
     consts = (lam, m1, m2, bbar, c, d, k)
-    ring = _memory_view(buf)                      # (H, R, B, N2): the loops' order
+    ring = memory_view(buf)                       # (H, R, B, N2): the loops' order
 
     def refused(x_t, t, y_out, exc=None):
         _refused((buf, x_t, *consts, t, y_out), fmt16, exc)
@@ -345,7 +344,7 @@ def encode16(z, fmt16, out=None):
     elif out.dtype != _U16 or out.shape != z.shape + (2,) or not out.flags.c_contiguous:
         raise ValueError(f"encode16: out must be C-contiguous uint16 {z.shape + (2,)}, got {out.dtype} {out.shape}")
     if _nb is not None:
-        _encode16_nb(z, FMT16.index(fmt16), out)
+        encode16_loop(z, FMT16.index(fmt16), out)
     else:
         f = np.stack([z.real, z.imag], -1)
         out[...] = f.astype(np.float16).view(np.uint16) if fmt16 == "float16" else _np_f32_to_bf16(f)

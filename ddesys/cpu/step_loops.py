@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 from ._numba import nb as _nb
+from .options import compile_loop, entry, loop
 
 _PD = 8                       # channels ahead whose delayed rows are prefetched
 _CH = 16                      # channels per parallel work item (every batch row of them)
@@ -19,8 +20,6 @@ if _nb is not None:
     from llvmlite import ir as _ir
     from numba import types as _t
     from numba.extending import intrinsic as _intrinsic
-
-    _FM = {"contract", "reassoc", "nsz"}          # FMA and reordered sums; NaN and inf keep their meaning
 
     @_intrinsic
     def _f16_to_f32(typingctx, bits):             # pragma: no cover - codegen (F16C / native half)
@@ -61,7 +60,7 @@ if _nb is not None:
     _LO16, _HI16 = _U32(0xFFFF), _U32(0xFFFF0000)
     _SH16 = _U32(16)
 
-    @_nb.njit(inline="always")
+    @loop("step.inline")
     def _f32_to_bf16_hi(x):                       # pragma: no cover - jitted
         """float32 -> bfloat16 bits in the upper half of a uint32 (lower half zero), round to nearest
         even; a NaN stays a quiet NaN. Branch-free, so the loop around it vectorizes."""
@@ -70,8 +69,8 @@ if _nb is not None:
         r = (u | _U32(0x00400000)) if nan else (u + _U32(0x7FFF) + ((u >> _SH16) & _U32(1)))
         return r & _HI16
 
-    @_nb.njit(inline="always")
-    def _unpack16(u, fmt):                        # pragma: no cover - jitted
+    @loop("step.inline")
+    def unpack16(u, fmt):                        # pragma: no cover - jitted
         """One stored mode, a uint32 holding (real, imaginary) 16-bit patterns in memory order (real at
         the lower address), -> (real, imaginary) float32, exactly."""
         lo = u & _LO16                            # the first 16-bit word on a little-endian machine
@@ -82,9 +81,9 @@ if _nb is not None:
             return _f16_to_f32(_t.uint16(lo)), _f16_to_f32(_t.uint16(hi))
         return _bits_f32(lo << _SH16), _bits_f32(hi << _SH16)
 
-    @_nb.njit(inline="always")
-    def _pack16(vr, vi, fmt):                     # pragma: no cover - jitted
-        """(real, imaginary) float32 -> the uint32 :func:`_unpack16` reads, rounded to nearest even."""
+    @loop("step.inline")
+    def pack16(vr, vi, fmt):                     # pragma: no cover - jitted
+        """(real, imaginary) float32 -> the uint32 :func:`unpack16` reads, rounded to nearest even."""
         if fmt == 0:
             lo = _U32(_f32_to_f16(vr))
             hi = _U32(_f32_to_f16(vi))
@@ -95,7 +94,7 @@ if _nb is not None:
             lo, hi = hi, lo
         return lo | (hi << _SH16)
 
-    @_nb.njit(inline="always")
+    @loop("step.inline")
     def _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
         """-1 when every shape fits ``buf``, ``t >= 0`` and every delay lies in ``[1, R - 1]``; else -2
         (shapes, ``t``, ``R``) or the index of the first bad delay. Runs before any memory is touched."""
@@ -114,7 +113,7 @@ if _nb is not None:
                 return i
         return -1
 
-    @_nb.njit(inline="always")
+    @loop("step.inline")
     def _delay_slots(st, kh, R):                  # pragma: no cover - jitted
         """Slots of ``t - k`` and ``t - k - 1`` from ``st = t % R`` (``1 <= k <= R - 1``: no division)."""
         sk = st - kh
@@ -122,7 +121,7 @@ if _nb is not None:
             sk += R
         return sk, (sk - 1 if sk >= 1 else R - 1)
 
-    @_nb.njit(inline="always")
+    @loop("step.inline")
     def _prefetch_delayed(buf, h, st, k):         # pragma: no cover - jitted
         """Ask for channel ``h``'s two delayed slots ahead of use (every batch row's modes: ``B N2``
         values each, side by side): written ``k`` tokens ago, each channel's in another slot, they lie far
@@ -136,7 +135,7 @@ if _nb is not None:
             _prefetch(a1 + off)
             _prefetch(a2 + off)
 
-    @_nb.njit(fastmath=_FM, inline="always")
+    @loop("step.modes")
     def _modes_c(br, bw, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
         """``h_t`` of one (batch, channel) past its delay, all modes, read through ``br`` and written
         through ``bw`` (one buffer, two handles: LLVM's overlap check then passes and the loop runs
@@ -149,7 +148,7 @@ if _nb is not None:
             acc += c[h, n].real * v.real - c[h, n].imag * v.imag
         return acc
 
-    @_nb.njit(fastmath=_FM)
+    @loop("step.modes_start")
     def _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):   # pragma: no cover
         """As :func:`_modes_c` for ``t <= k``: ``h_{t-k-1}`` is zero, ``h_{t-k}`` live iff ``use_k``
         (``t = k``), ``h_{t-1}`` iff ``use_p`` (``t >= 1``). Out of line: the steady loop stays lean."""
@@ -164,7 +163,7 @@ if _nb is not None:
             acc += c[h, n].real * v.real - c[h, n].imag * v.imag
         return acc
 
-    @_nb.njit(fastmath=_FM, inline="always")
+    @loop("step.modes")
     def _chans_c(br, bw, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
         """Channels ``h0 <= h < h1``, every batch row, complex ring."""
         R, B = br.shape[1], br.shape[2]
@@ -185,24 +184,24 @@ if _nb is not None:
                     acc = _modes_c_start(br, bw, b, h, st, sp, sk, xr, lam, m1, bb, c, t >= 1, t == kh)
                 y[b, h] = (acc + acc) + d[h] * xr
 
-    @_nb.njit(fastmath=_FM, inline="always")
+    @loop("step.modes")
     def _modes_16(br, bw, fmt, b, h, st, sp, sk, sk1, xr, lam, m1, m2, bb, c):   # pragma: no cover - jitted
         """As :func:`_modes_c` for a 16-bit history, in float32. ``br``/``bw``: the buffer as packed uint32
         ``(H, R, B, N2, 1)`` (one mode per element: the loop then vectorizes); ``fmt`` a call-site constant."""
         acc = np.float32(0)
         for n in range(br.shape[3]):
-            pr, pi = _unpack16(br[h, sp, b, n, 0], fmt)
-            qr, qi = _unpack16(br[h, sk, b, n, 0], fmt)
-            rr, ri = _unpack16(br[h, sk1, b, n, 0], fmt)
+            pr, pi = unpack16(br[h, sp, b, n, 0], fmt)
+            qr, qi = unpack16(br[h, sk, b, n, 0], fmt)
+            rr, ri = unpack16(br[h, sk1, b, n, 0], fmt)
             vr = (lam[h, n].real * pr - lam[h, n].imag * pi + m1[h, n].real * qr - m1[h, n].imag * qi
                   + m2[h, n].real * rr - m2[h, n].imag * ri + bb[h, n].real * xr)
             vi = (lam[h, n].real * pi + lam[h, n].imag * pr + m1[h, n].real * qi + m1[h, n].imag * qr
                   + m2[h, n].real * ri + m2[h, n].imag * rr + bb[h, n].imag * xr)
-            bw[h, st, b, n, 0] = _pack16(vr, vi, fmt)
+            bw[h, st, b, n, 0] = pack16(vr, vi, fmt)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
 
-    @_nb.njit(fastmath=_FM)
+    @loop("step.modes_start")
     def _modes_16_start(br, bw, fmt, b, h, st, sp, sk, xr, lam, m1, bb, c, use_p, use_k):  # pragma: no cover
         """As :func:`_modes_c_start` for a 16-bit history (packed uint32 views, see :func:`_modes_16`)."""
         acc = np.float32(0)
@@ -210,18 +209,18 @@ if _nb is not None:
             vr = bb[h, n].real * xr
             vi = bb[h, n].imag * xr
             if use_p:
-                pr, pi = _unpack16(br[h, sp, b, n, 0], fmt)
+                pr, pi = unpack16(br[h, sp, b, n, 0], fmt)
                 vr += lam[h, n].real * pr - lam[h, n].imag * pi
                 vi += lam[h, n].real * pi + lam[h, n].imag * pr
             if use_k:
-                pr, pi = _unpack16(br[h, sk, b, n, 0], fmt)
+                pr, pi = unpack16(br[h, sk, b, n, 0], fmt)
                 vr += m1[h, n].real * pr - m1[h, n].imag * pi
                 vi += m1[h, n].real * pi + m1[h, n].imag * pr
-            bw[h, st, b, n, 0] = _pack16(vr, vi, fmt)
+            bw[h, st, b, n, 0] = pack16(vr, vi, fmt)
             acc += c[h, n].real * vr - c[h, n].imag * vi
         return acc
 
-    @_nb.njit(fastmath=_FM, inline="always")
+    @loop("step.modes")
     def _chans_16(br, bw, fmt, h0, h1, t, x, lam, m1, m2, bb, c, d, k, y):   # pragma: no cover - jitted
         """Channels ``h0 <= h < h1``, every batch row, 16-bit ring."""
         R, B = br.shape[1], br.shape[2]
@@ -247,12 +246,14 @@ if _nb is not None:
     # The parallel ones split blocks of _CH channels, every batch row in each (a fixed partition: the
     # arithmetic of a channel is the same whichever thread runs it). ``fmt``: 0 float16, 1 bfloat16
     # (ignored by the complex ones). Return: see _bad_args.
+    @entry("step.entry")
     def _step_c_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
             _chans_c(br, bw, 0, br.shape[0], t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
+    @entry("step.entry_parallel")
     def _step_c_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
@@ -262,6 +263,7 @@ if _nb is not None:
                 _chans_c(br, bw, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
+    @entry("step.entry")
     def _step_16_serial(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):    # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
@@ -273,6 +275,7 @@ if _nb is not None:
                 _chans_16(br, bw, 1, 0, br.shape[0], t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
+    @entry("step.entry_parallel")
     def _step_16_parallel(br, bw, fmt, t, x, lam, m1, m2, bb, c, d, k, y):  # pragma: no cover - jitted
         bad = _bad_args(br, t, x, lam, m1, m2, bb, c, d, k, y)
         if bad == -1:
@@ -287,12 +290,12 @@ if _nb is not None:
                     _chans_16(br, bw, 1, h0, min(h0 + _CH, H), t, x, lam, m1, m2, bb, c, d, k, y)
         return bad
 
-    @_nb.njit(cache=True)
-    def _encode16_nb(z, fmt, out):                # pragma: no cover - jitted; the step's own rounding
+    @loop("step.encode16")
+    def encode16_loop(z, fmt, out):                # pragma: no cover - jitted; the step's own rounding
         zr = z.ravel()
         o = out.reshape(zr.shape[0], 2).view(np.uint32)
         for i in range(zr.shape[0]):
-            o[i, 0] = _pack16(np.float32(zr[i].real), np.float32(zr[i].imag), fmt)
+            o[i, 0] = pack16(np.float32(zr[i].real), np.float32(zr[i].imag), fmt)
 
     def _signatures(sixteen):
         """The exact types: C-contiguous ring (channel-major), parameters, ``d``, ``k``, ``y_out``; ``x_t`` any
@@ -308,15 +311,22 @@ if _nb is not None:
             out.append(_t.int64(buf, buf, _t.int64, *tail))         # fmt (unused for complex), t, ...
         return out
 
-    _PY = (_step_c_serial, _step_c_parallel, _step_16_serial, _step_16_parallel)
+    #: (history storage, parallel) -> the entry point; storage "complex" (complex64 / complex128 ring) or
+    #: "16-bit" (a uint16 ring of float16 / bfloat16 pairs)
+    STEP_ENTRIES = {("complex", False): _step_c_serial, ("complex", True): _step_c_parallel,
+                    ("16-bit", False): _step_16_serial, ("16-bit", True): _step_16_parallel}
 
-    def _kernel(i):
-        """Entry point ``i`` of :data:`_PY`, compiled (or loaded from Numba's disk cache) on first use."""
-        if _KERNELS[i] is None:
-            opts = dict(cache=True, fastmath=_FM, error_model="numpy", nogil=True, parallel=i % 2 == 1)
-            _KERNELS[i] = _nb.njit(_signatures(i >= 2), **opts)(_PY[i])
-        return _KERNELS[i]
+    def step_kernel(storage, parallel):
+        """The compiled entry point for a ``storage`` ring (``"complex"`` or ``"16-bit"``), serial or
+        ``parallel``: compiled (or loaded from Numba's disk cache) on first use, then kept in
+        :data:`STEP_KERNELS`."""
+        key = (storage, bool(parallel))
+        kern = STEP_KERNELS.get(key)
+        if kern is None:
+            kern = STEP_KERNELS[key] = compile_loop(STEP_ENTRIES[key], _signatures(storage == "16-bit"))
+        return kern
 
-_KERNELS = [None, None, None, None]
+#: (history storage, parallel) -> the compiled entry point, filled on first use (:func:`step_kernel`)
+STEP_KERNELS = {}
 if _nb is None:                # no Numba: ddesys.cpu.step.step_available() is False and nothing below is called
-    _kernel = _encode16_nb = None
+    step_kernel = encode16_loop = pack16 = unpack16 = None

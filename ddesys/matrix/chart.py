@@ -2,7 +2,7 @@
 "Characteristic roots of matrix delay systems", stability charts).
 
 At every grid point the rightmost characteristic roots are estimated by the batched fast path
-(:func:`ddesys.matrix.roots.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
+(:func:`ddesys.matrix.rightmost.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
 eigenvalues refined by Newton's method on the exact characteristic matrix). No point is certified;
 :func:`ddesys.matrix.roots.characteristic_roots` certifies one point when needed.
 """
@@ -15,7 +15,7 @@ import numpy as np
 
 from ._roots_igd import auto_grid, single_blas_thread
 from .charmatrix import check_statespace
-from .roots import rightmost_roots_batch
+from .rightmost import rightmost_roots_batch
 
 __all__ = ["StabilityChart", "stability_chart", "delay_chart"]
 

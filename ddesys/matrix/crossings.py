@@ -6,8 +6,8 @@ lies on the imaginary axis at ``s = i omega`` exactly when ``det(i omega I - A -
 gives the delays ``tau_k = (theta + 2 pi k) / omega > 0``. The pairs are found as the unit-modulus
 eigenvalues ``z`` of a quadratic eigenvalue problem of size ``n^2`` (``n <= QEP_MAX_N``), or by a
 sweep of the eigenvalues of ``A + A1 exp(-i theta)`` over ``theta`` (larger ``n``, or when that
-problem is singular), and refined by Newton's method in ``(omega, theta)``. docs/theory.md (delay sweeps of matrix systems;
-draft: docs/_drafts/crossings.md) states the method, the direction rule and the tolerances.
+problem is singular), and refined by Newton's method in ``(omega, theta)``. docs/theory.md §9.3 states the
+method, the direction rule and the tolerances.
 
 Real systems (complex dtype with zero imaginary parts included): only ``omega > 0`` is listed; the
 conjugate root ``-i omega`` crosses at the same delay in the same direction. Complex systems: both

@@ -1,4 +1,4 @@
-"""Discrete matrix delay systems and the discretization of continuous ones (issue 19).
+"""Discrete matrix delay systems (issue 19).
 
 :class:`DiscreteDelayStateSpace` is the matrix generalization of the diagonal
 :class:`~ddesys.DiscreteDelaySystem` (same index conventions, docs/theory.md §2)::
@@ -9,8 +9,8 @@
 with real or complex matrices. Its transfer function is ``F(z) = C P(z)^-1 B + D`` with
 ``P(z) = I - Phi z^-1 - sum_k G_k ((1 - a_k) z^-k_k + a_k z^-(k_k+1))``; stability is decided by a certified
 winding count of ``det P`` on the unit circle (:mod:`ddesys.matrix.discrete_stability`), never by the dense
-lifted companion matrix. :func:`zoh_statespace` discretizes the continuous
-``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` (the input and the delayed state held over a step).
+lifted companion matrix. :func:`ddesys.matrix.discretize.zoh_statespace` discretizes the continuous
+``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` into one (the input and the delayed state held over a step).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import re
 import warnings
 
 import numpy as np
-import scipy.linalg
 
+from . import discrete_radius as _rad
 from . import discrete_stability as _st
-from .._validate import MAX_DELAY_STEPS, as_array, check_delay, check_memory
+from .._validate import as_array, check_delay, check_dt, check_memory
 from .charmatrix import check_statespace
 from ..interpolation import split_delay
 from .discrete_response import DiscreteSSResponses
@@ -37,16 +37,6 @@ def _renamed(exc):
     msg = re.sub(r"\bAd\b", "G", str(exc))
     msg = re.sub(r"\bA\b", "Phi", msg)
     return type(exc)(re.sub(r"\btau\b", "delay", msg))
-
-
-def _check_dt(dt, allow_true=True):
-    if dt is True and allow_true:
-        return True
-    if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, (int, float, np.integer, np.floating)):
-        raise TypeError(f"dt must be True (unspecified step) or a step > 0 in time units, got {dt!r}")
-    if not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"dt must be a finite step > 0 in time units (or True), got {dt!r}")
-    return float(dt)
 
 
 class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
@@ -65,7 +55,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         ``(n, m)``, ``(p, n)``, ``(p, m)``; defaults ``I``, ``I``, ``0`` (a 1-D ``B`` is a column, a 1-D
         ``C`` a row, a scalar ``D`` broadcasts).
     dt : True or float, default True
-        ``True`` for an unspecified step, else the step in time units (kept by :func:`zoh_statespace`).
+        ``True`` for an unspecified step, else the step in time units (kept by :func:`~ddesys.zoh_statespace`).
 
     Attributes
     ----------
@@ -101,7 +91,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
             data = check_statespace(Phi, G, delay, B, C, D)
         except (ValueError, TypeError) as exc:
             raise _renamed(exc) from None
-        self.dt = _check_dt(dt)
+        self.dt = check_dt(dt)
         for name in ("A", "Ad", "tau", "B", "C", "D"):
             arr = getattr(data, name)
             arr.setflags(write=False)
@@ -293,7 +283,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         RuntimeWarning
             When a count on the way could not be certified (a root within the resolution of a circle).
         """
-        rad, _, cert = _st.spectral_radius(self._form, rtol=rtol, max_bytes=max_bytes)
+        rad, _, cert = _rad.spectral_radius(self._form, rtol=rtol, max_bytes=max_bytes)
         if not cert:
             warnings.warn("spectral_radius: a root count could not be certified; the value is a best "
                           "effort", RuntimeWarning, stacklevel=2)
@@ -303,9 +293,9 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         """An upper bound on the spectral radius (the Rouche radius when below 1, else the certified upper
         end of a bisection to ``rtol = 1e-6``): drives the FFT contour."""
         if "decay" not in self._cache:
-            r = _st.rouche_radius(self._form)
+            r = _rad.rouche_radius(self._form)
             if r >= 1:
-                r = _st.spectral_radius(self._form, rtol=1e-6)[1] * (1 + 1e-9)
+                r = _rad.spectral_radius(self._form, rtol=1e-6)[1] * (1 + 1e-9)
             self._cache["decay"] = r
         return self._cache["decay"]
 
@@ -328,74 +318,7 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         if self.lifted_size > max_size:
             raise ValueError(f"poles(): the lifted companion matrix has size n J = {self.lifted_size} > "
                              f"max_size = {max_size}; use is_stable() or spectral_radius(), which avoid it")
-        return np.linalg.eigvals(_st.companion_matrix(self._form))
+        return np.linalg.eigvals(_rad.companion_matrix(self._form))
 
 
-def zoh_statespace(A, Ad, tau, B=None, C=None, D=None, dt=None, method="zoh"):
-    """Discretize ``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` with step ``dt``.
-
-    ``"zoh"`` holds the input and the delayed state over a step: ``Phi = expm(A dt)``,
-    ``Gamma = int_0^dt expm(A s) ds`` (the top-right block of ``expm([[A, I], [0, 0]] dt)``, valid for
-    singular ``A``), ``G_k = Gamma Ad_k``, ``B_d = Gamma B``. ``"euler"``: ``Phi = I + A dt``,
-    ``G_k = Ad_k dt``, ``B_d = B dt``. The delays become ``tau_k / dt`` steps (linear interpolation of the
-    fractional part); ``C``, ``D`` are kept. For diagonal ``A``, ``Ad`` this is :func:`ddesys.zoh` /
-    :func:`ddesys.euler` mode by mode.
-
-    Parameters
-    ----------
-    A, Ad, tau, B, C, D :
-        As :func:`ddesys.matrix.charmatrix.check_statespace`.
-    dt : float
-        Step ``> 0``, at most ``min(tau)`` (every delay at least one step) and at least
-        ``max(tau) / MAX_DELAY_STEPS``.
-    method : {"zoh", "euler"}
-
-    Returns
-    -------
-    DiscreteDelayStateSpace
-        With ``dt`` kept.
-
-    Raises
-    ------
-    ValueError
-        A bad ``dt`` (saying the allowed range), an overflowing ``expm``, an unknown ``method``, or a
-        bad system matrix (naming it).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ddesys.matrix.discrete import zoh_statespace
-    >>> sd = zoh_statespace([[-1.0]], [[0.5]], tau=1.0, B=[1.0], C=[1.0], dt=0.1)
-    >>> float(sd.delay[0]), round(float(sd.Phi[0, 0]), 4), round(float(sd.G[0, 0, 0]), 4), sd.dt
-    (10.0, 0.9048, 0.0476, 0.1)
-    """
-    data = check_statespace(A, Ad, tau, B, C, D)
-    if dt is None:
-        raise TypeError("zoh_statespace: dt (the step, > 0) is required")
-    dt = _check_dt(dt, allow_true=False)
-    s = data.tau / dt
-    if s.min() < 1:
-        raise ValueError(f"dt = {dt:g} gives a delay of {s.min():.4g} < 1 step; every delay must be at least one "
-                         f"step: use dt <= min(tau) = {data.tau.min():.6g}")
-    if s.max() > MAX_DELAY_STEPS:
-        raise ValueError(f"dt = {dt:g} gives a delay of {s.max():.4g} steps > MAX_DELAY_STEPS = {MAX_DELAY_STEPS}: "
-                         f"use dt >= max(tau) / MAX_DELAY_STEPS = {data.tau.max() / MAX_DELAY_STEPS:.6g}")
-    n = data.A.shape[0]
-    if method == "zoh":
-        blk = np.zeros((2 * n, 2 * n), data.A.dtype)
-        blk[:n, :n] = data.A * dt
-        blk[:n, n:] = np.eye(n) * dt
-        with np.errstate(all="ignore"):
-            E = scipy.linalg.expm(blk)
-        Phi, Gam = E[:n, :n], E[:n, n:]
-    elif method == "euler":
-        Phi, Gam = np.eye(n) + data.A * dt, np.eye(n) * dt
-    else:
-        raise ValueError(f"method must be 'zoh' or 'euler', got {method!r}")
-    if not (np.all(np.isfinite(Phi)) and np.all(np.isfinite(Gam))):
-        raise ValueError(f"zoh_statespace(dt={dt:g}, method={method!r}) overflows (||A|| dt too large); use a "
-                         "smaller dt")
-    return DiscreteDelayStateSpace(Phi, Gam @ data.Ad, s, Gam @ data.B, data.C, data.D, dt=dt)
-
-
-__all__ = ["DiscreteDelayStateSpace", "KERNEL_MAX_BYTES", "zoh_statespace"]
+__all__ = ["DiscreteDelayStateSpace", "KERNEL_MAX_BYTES"]

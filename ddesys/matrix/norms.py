@@ -1,11 +1,11 @@
-"""Frequency response, H2 and Hinf norms of matrix delay systems (docs/theory.md §9).
+"""H2 and Hinf norms of matrix delay systems (docs/theory.md §9).
 
 For ``x' = A x + sum_k Ad[k] x(t - tau[k]) + B u``, ``y = C x + D u`` (validated by
 :func:`ddesys.matrix.charmatrix.check_statespace`; real or complex) the transfer matrix is
 ``G(s) = C M(s)^{-1} B + D``. Complex systems are not conjugate symmetric (``G(-i w) != conj G(i w)``),
 so their norms take the whole frequency line; real ones use ``w >= 0``.
 
-* :func:`freqresp`: ``G(i w)`` by one linear solve per frequency (no inverse).
+* :func:`freqresp` (from :mod:`ddesys.matrix.freqresp`): ``G(i w)`` by one linear solve per frequency.
 * :func:`h2_norm`: adaptive Gauss-Legendre quadrature of ``||G(i w)||_F^2`` on ``|w| <= W`` plus the
   exact leading tail ``2 ||C B||_F^2 / W`` and a proven bound on the rest, ``T3 / W^3``; ``W`` is chosen
   so that bound is below the tolerance.
@@ -24,9 +24,9 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ._spectral_est import estimate_roots, screen_stability
-from .charmatrix import char_matrix, real_vector
+from .charmatrix import real_vector
+from .freqresp import freqresp, response
 
-_CHUNK_BYTES = 2**25            # working set of one batch of frequencies (M(i w) stacks)
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(10)
 
 
@@ -44,58 +44,6 @@ class HinfNorm(NamedTuple):
 
     value: float
     omega_peak: float
-
-
-def _response(A, Ad, tau, B, C, omega):
-    """``C M(i w)^{-1} B`` as ``(F, p, m)``, in batches of bounded memory."""
-    omega = np.asarray(omega, dtype=np.float64).reshape(-1)
-    n = A.shape[0]
-    step = max(1, _CHUNK_BYTES // (16 * n * (n + B.shape[1]) + 1))
-    out = np.empty((omega.size, C.shape[0], B.shape[1]), np.complex128)
-    for i in range(0, omega.size, step):
-        w = omega[i:i + step]
-        X = np.linalg.solve(char_matrix(A, Ad, tau, 1j * w), np.broadcast_to(B, (w.size,) + B.shape))
-        out[i:i + step] = np.einsum("pn,fnm->fpm", C, X)
-    return out
-
-
-def _check_omega(omega):
-    return real_vector(omega, "omega", "real frequencies (rad per time unit)")
-
-
-def freqresp(A, Ad, tau, B, C, D, omega):
-    """Exact frequency response ``G(i w) = C M(i w)^{-1} B + D``.
-
-    Parameters
-    ----------
-    A, Ad, tau, B, C, D : ndarray
-        Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`): ``(n, n)``, ``(K, n, n)``,
-        ``(K,)``, ``(n, m)``, ``(p, n)``, ``(p, m)``.
-    omega : array_like, real ``(F,)``
-        Frequencies, rad per time unit (any sign).
-
-    Returns
-    -------
-    ndarray, complex ``(p, m, F)``
-
-    Raises
-    ------
-    TypeError, ValueError
-        Non-real or non-finite ``omega``.
-
-    Examples
-    --------
-    ``x' = -x + 0.5 x(t - 1) + u``: ``G(0) = 1 / (1 - 0.5) = 2``.
-
-    >>> import numpy as np
-    >>> from ddesys.matrix.charmatrix import check_statespace
-    >>> from ddesys.matrix.norms import freqresp
-    >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]])
-    >>> np.round(freqresp(*d, [0.0, 1.0])[0, 0], 4)
-    array([2.    +0.j    , 0.2861-0.5569j])
-    """
-    w = _check_omega(omega)
-    return np.moveaxis(_response(A, Ad, tau, B, C, w), 0, -1) + D[..., None]
 
 
 def _check_rtol(rtol):
@@ -229,7 +177,7 @@ def h2_norm(A, Ad, tau, B, C, D, *, rtol=1e-8, is_stable=None, max_panels=2_000_
         T3 += 8 * abs(np.trace(CB.conj().T @ C @ Ad[k] @ B).real) / tau[k]
 
     def f(w):
-        G = _response(A, Ad, tau, B, C, w)
+        G = response(A, Ad, tau, B, C, w)
         return np.einsum("fpm,fpm->f", G.conj(), G).real
 
     beta_r, alpha_r = _peak_points(est.roots, real, np.inf)
@@ -268,7 +216,7 @@ def h2_norm(A, Ad, tau, B, C, D, *, rtol=1e-8, is_stable=None, max_panels=2_000_
 
 # ------------------------------------------------------------------------------------------- Hinf
 def _sigma_max(A, Ad, tau, B, C, D, w):
-    G = _response(A, Ad, tau, B, C, w) + D
+    G = response(A, Ad, tau, B, C, w) + D
     if G.shape[1] == 1 or G.shape[2] == 1:
         return np.sqrt(np.einsum("fpm,fpm->f", G.conj(), G).real)
     return np.linalg.svd(G, compute_uv=False)[:, 0]

@@ -1,7 +1,7 @@
 """Bode plots of multi-input multi-output frequency responses (matplotlib, imported lazily).
 
 Takes the ``(omega, response)`` pair of :meth:`ddesys.lti.DelayLTI.frequency_response` (or of
-:func:`ddesys.matrix.norms.freqresp` with its frequencies), so it does not depend on the system's class.
+:func:`ddesys.matrix.freqresp.freqresp` with its frequencies), so it does not depend on the system's class.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def plot_bode(omega, response=None, axes=None, title=None):
     --------
     >>> import numpy as np
     >>> from ddesys.matrix.charmatrix import check_statespace
-    >>> from ddesys.matrix.norms import freqresp
+    >>> from ddesys.matrix.freqresp import freqresp
     >>> from ddesys.matrix.plot import plot_bode
     >>> w = np.logspace(-2, 2, 200)
     >>> fig = plot_bode(w, freqresp(*check_statespace([[-1.0]], [[0.5]], 1.0), w))

@@ -6,17 +6,22 @@ The class holds the validated matrices and delegates each analysis to the module
 :mod:`ddesys.matrix.roots` (characteristic roots, spectral abscissa, exact stability), :mod:`ddesys.matrix.crossings`
 (delay sweeps and margins), :mod:`ddesys.matrix.chart` (stability charts), :mod:`ddesys.matrix.norms` (frequency
 response, H2, Hinf), :mod:`ddesys.matrix.timeresp` (simulation, impulse and step responses) and
-:mod:`ddesys.matrix.discrete` (discretization). NumPy only: analysis runs on the host.
+:mod:`ddesys.matrix.discretize` (discretization). The time responses come from the mixin
+:class:`~ddesys.matrix.continuous_response.ContinuousSSResponses` and the delay sweeps (crossings, delay
+margin, two-delay chart) from :class:`~ddesys.matrix.sweeps.DelaySweeps`, as the other classes take
+their time responses from a ``*Responses`` mixin. NumPy only: analysis runs on the host.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .charmatrix import char_matrix, check_statespace
+from .continuous_response import ContinuousSSResponses
+from .sweeps import DelaySweeps
 from ..lti import DelayLTI
 
 
-class DelayStateSpace(DelayLTI):
+class DelayStateSpace(ContinuousSSResponses, DelaySweeps, DelayLTI):
     """A continuous linear system with ``K`` discrete delays (docs/theory.md §9)::
 
         x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),      y(t) = C x(t) + D u(t)
@@ -224,75 +229,6 @@ class DelayStateSpace(DelayLTI):
     def _is_stable_sufficient(self):
         return self.sufficient_margin() > 0
 
-    # ---------------------------------------------------------------- delay sweeps
-    def _one_delay(self, what):
-        if self.n_delays != 1:
-            raise ValueError(f"{what} sweeps the system's one delay; this system has {self.n_delays} delays "
-                             "(use stability_chart for two parameters)")
-        return self.A, self.Ad[0]
-
-    def crossings(self, tau_max):
-        """Every delay in ``(0, tau_max]`` at which a characteristic root lies on the imaginary axis.
-
-        The system's matrices are kept and its delay is swept (one-delay systems).
-
-        Parameters
-        ----------
-        tau_max : float
-            Largest delay, ``> 0``.
-
-        Returns
-        -------
-        list of Crossing
-            Named tuples ``(tau, omega, direction)`` sorted by ``tau``: the root is ``i omega``;
-            ``direction`` +1 destabilizing, -1 stabilizing, 0 a touch that does not cross.
-
-        Raises
-        ------
-        ValueError
-            More than one delay, a bad ``tau_max``.
-
-        See Also
-        --------
-        delay_margin, ddesys.matrix.crossings.crossings
-
-        Examples
-        --------
-        >>> from ddesys import DelayStateSpace
-        >>> sys = DelayStateSpace(A=[[0.0]], Ad=[[-1.0]], tau=1.0)     # x' = -x(t - tau)
-        >>> c = sys.crossings(8.0)
-        >>> [(round(x.tau, 6), round(x.omega, 6), x.direction) for x in c]
-        [(1.570796, 1.0, 1), (7.853982, 1.0, 1)]
-        """
-        from .crossings import crossings
-
-        A, A1 = self._one_delay("crossings")
-        return crossings(A, A1, tau_max)
-
-    def delay_margin(self):
-        """The smallest delay at which the system, stable for ``tau -> 0+``, loses stability.
-
-        Returns
-        -------
-        float
-            ``inf`` when no crossing destabilizes it.
-
-        Raises
-        ------
-        ValueError
-            More than one delay; a system not stable at ``tau -> 0+`` (``A + Ad`` not Hurwitz).
-
-        Examples
-        --------
-        >>> from ddesys import DelayStateSpace
-        >>> round(DelayStateSpace(A=[[0.0]], Ad=[[-1.0]], tau=1.0).delay_margin(), 10)   # pi / 2
-        1.5707963268
-        """
-        from .crossings import delay_margin
-
-        A, A1 = self._one_delay("delay_margin")
-        return delay_margin(A, A1)
-
     # ---------------------------------------------------------------- frequency domain
     def transfer(self, s):
         """Transfer matrix ``G(s) = C M(s)^{-1} B + D`` at complex points ``s``.
@@ -337,7 +273,7 @@ class DelayStateSpace(DelayLTI):
         >>> np.round(sys.freqresp([0.0, 1.0])[0, 0], 4)
         array([2.    +0.j    , 0.2861-0.5569j])
         """
-        from .norms import freqresp
+        from .freqresp import freqresp
 
         omega = np.asarray(omega, dtype=float).reshape(-1)
         return freqresp(*self._full(), omega)
@@ -396,67 +332,6 @@ class DelayStateSpace(DelayLTI):
             raise ValueError(f"{what} of an unstable system (spectral abscissa {self.spectral_abscissa():.6g} "
                              ">= 0) is infinite")
 
-    # ---------------------------------------------------------------- time domain
-    def simulate(self, u, t, x0=None, h=None):
-        """Response to the input ``u`` on the times ``t`` (zero history; see :func:`ddesys.matrix.timeresp.simulate`).
-
-        Parameters
-        ----------
-        u : callable
-            ``u(times) -> (m, len(times))`` (or ``(len(times),)`` for one input); zero for ``t < 0``.
-        t : array_like, real ``(T,)``
-            Output times ``>= 0``.
-        x0 : array_like ``(n,)``, optional
-            State at ``t = 0`` (the history before is zero).
-        h : float, optional
-            Step of the method of steps.
-
-        Returns
-        -------
-        TimeResponse
-            ``(t, y (p, T), x (n, T))``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from ddesys import DelayStateSpace
-        >>> sys = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0])
-        >>> t, y, x = sys.simulate(np.ones_like, np.linspace(0, 20, 5))     # unit step, settling to 2
-        >>> np.round(y[0], 4)
-        array([0.    , 1.6098, 1.9192, 1.9833, 1.9965])
-        """
-        from .timeresp import simulate
-
-        return simulate(*self._full(), u, t, x0=x0, h=h)
-
-    def impulse(self, t, h=None):
-        """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded).
-
-        Examples
-        --------
-        >>> from ddesys import DelayStateSpace
-        >>> r = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).impulse([0.0, 1.0, 2.0])
-        >>> r.y.shape, [round(float(v), 4) for v in r.y[0, 0]]          # e^{-t} until the delay acts
-        ((1, 1, 3), [1.0, 0.3679, 0.3193])
-        """
-        from .timeresp import impulse
-
-        return impulse(*self._full(), t, h=h)
-
-    def step(self, t, h=None):
-        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)``.
-
-        Examples
-        --------
-        >>> from ddesys import DelayStateSpace
-        >>> r = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).step([0.0, 20.0])
-        >>> [round(float(v), 4) for v in r.y[0, 0]]
-        [0.0, 1.9965]
-        """
-        from .timeresp import step
-
-        return step(*self._full(), t, h=h)
-
     # ---------------------------------------------------------------- discretization
     def discretize(self, dt, method="zoh"):
         """The discrete multi-delay system for the step ``dt`` (``dt`` kept on the result).
@@ -484,7 +359,7 @@ class DelayStateSpace(DelayLTI):
         >>> sd.dt, float(sd.delay[0]), bool(sd.is_stable())
         (0.1, 10.0, True)
         """
-        from .discrete import zoh_statespace
+        from .discretize import zoh_statespace
 
         return zoh_statespace(*self._full(), dt, method=method)
 
@@ -515,39 +390,6 @@ class DelayStateSpace(DelayLTI):
             scale = max(1.0 / float(self.tau.max()), float(np.abs(np.linalg.eigvals(self.A)).max(initial=1.0)))
             omega = np.logspace(np.log10(scale) - 3, np.log10(scale) + 2, 400)
         return plot_bode(*self.frequency_response(omega), axes=axes)
-
-    def stability_chart(self, tau1, tau2):
-        """Stability chart over the two delays of a two-delay system (see :func:`ddesys.matrix.chart.delay_chart`).
-
-        Parameters
-        ----------
-        tau1, tau2 : array_like ``(n1,)``, ``(n2,)``
-            Grids of the first and second delay.
-
-        Returns
-        -------
-        StabilityChart
-            ``abscissa (n2, n1)``, ``stable``, and ``plot()``.
-
-        Raises
-        ------
-        ValueError
-            A system without exactly two delays.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from ddesys import DelayStateSpace
-        >>> sys = DelayStateSpace([[-1.0]], [[[-0.8]], [[-0.8]]], [1.0, 1.0])
-        >>> chart = sys.stability_chart(np.linspace(0.1, 3, 4), np.linspace(0.1, 3, 4))
-        >>> chart.stable.shape, bool(chart.stable[0, 0]), bool(chart.stable[-1, -1])
-        ((4, 4), True, False)
-        """
-        from .chart import delay_chart
-
-        if self.n_delays != 2:
-            raise ValueError(f"stability_chart sweeps two delays; this system has {self.n_delays}")
-        return delay_chart(self.A, self.Ad, tau1, tau2)
 
 
 __all__ = ["DelayStateSpace"]

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ddesys.experiments._models import ModelSpec
 from ddesys.experiments.synthetic.models import build, match_width, n_params
 from ddesys.experiments.synthetic.tasks import IGNORE, preset
 
@@ -43,15 +44,19 @@ def interleaved(fns, reps):
             ts.append(f())
     return [float(np.median(ts)) for ts in times]
 
-FAMILIES = ("s4d", "ds4d", "ds4d-clock", "s4d-clock", "ds4d-gate")
+S4D = ModelSpec("s4d")
+MODELS = (S4D, ModelSpec("ds4d"), ModelSpec("ds4d", clock="given"), ModelSpec("s4d", clock="given"),
+          ModelSpec("ds4d", clock="learned"))
+FAMILIES = tuple(m.label for m in MODELS)            # s4d, ds4d, ds4d-clock, s4d-clock, ds4d-gate
 
 
-def _models(task, families, length):
-    budget = n_params(build("s4d", task.vocab, 64, 2, length))
+def _models(task, specs, length):
+    """``{label: model}`` of ``specs``, widths matched to S4D's parameter count at H = 64."""
+    budget = n_params(build(S4D, task.vocab, 64, 2, length))
     out = {}
-    for fam in families:
-        w = match_width(fam, budget, task.vocab, 2, length)
-        out[fam] = build(fam, task.vocab, w, 2, length, seed=0, ticks=min(length, 2 * task.T)).eval()
+    for spec in specs:
+        w = match_width(spec, budget, task.vocab, 2, length)
+        out[spec.label] = build(spec, task.vocab, w, 2, length, seed=0, ticks=min(length, 2 * task.T)).eval()
     return out
 
 
@@ -66,10 +71,11 @@ def _ssm_decoder(model, ids, n_tok):
     def run():
         caches = model.allocate_inference_cache(1, max_seqlen=ids.shape[1] + n_tok)
         model.prefill(ids, caches)
+        plan = model.compile_step(caches)                       # the compiled model step (nn.decode.model_step)
         tok = ids[:, -1]
         t0 = time.perf_counter()
         for _ in range(n_tok):
-            tok = model.step(tok, caches).argmax(-1)
+            tok = plan.step(tok).argmax(-1)
         return time.perf_counter() - t0
     return run
 
@@ -93,13 +99,15 @@ def _hf_decoder(model, ids, n_tok):
 def decode_section(contexts, n_tok, reps):
     print(f"1. decode, seconds per token at batch 1 after a context of n tokens (half pauses), {n_tok} tokens timed")
     task = preset("copy", "variable")
-    fams = ["ds4d-clock", "ds4d-gate"] + (["llama"] if importlib.util.find_spec("transformers") else [])
+    specs = [ModelSpec("ds4d", clock="given"), ModelSpec("ds4d", clock="learned")] + (
+        [ModelSpec("llama")] if importlib.util.find_spec("transformers") else [])
+    fams = [m.label for m in specs]
     L = max(contexts) + n_tok
-    models = _models(task, fams, L)
+    models = _models(task, specs, L)
     res = {}
     for n in contexts:
         ids = _context(n, task.vocab)
-        runs = [(_hf_decoder if f == "llama" else _ssm_decoder)(models[f], ids, n_tok) for f in fams]
+        runs = [(_hf_decoder if m.is_baseline else _ssm_decoder)(models[m.label], ids, n_tok) for m in specs]
         res[n] = dict(zip(fams, (v / n_tok for v in interleaved(runs, reps))))
         print(f"   n = {n:5d}: " + ";  ".join(f"{f} {res[n][f] * 1e6:8.1f} us" for f in fams))
     first, last = contexts[0], contexts[-1]
@@ -113,7 +121,7 @@ def decode_section(contexts, n_tok, reps):
 def train_section(reps, batch=32):
     print(f"\n2. train step (forward + backward, batch {batch}) on variable-delay copy, seconds, against s4d")
     task = preset("copy", "variable")
-    models = _models(task, FAMILIES, task.length)
+    models = _models(task, MODELS, task.length)
     x, y, _ = (torch.from_numpy(a) for a in task.sample(batch, np.random.default_rng(0)))
 
     def step(model):

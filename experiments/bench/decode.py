@@ -10,7 +10,7 @@ Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer token
    (<= 1.1), and beside each figure the memory bound: the bytes the step must move
    (:mod:`verification.bounds`) over this machine's bandwidth, measured in the same run (goal: DS4D
    within 3x of it at batch 8).
-2. ``model``: a 4-layer ``SequenceModel`` step (fused, :mod:`nn.model_step`, and through its modules)
+2. ``model``: a 4-layer ``SequenceModel`` step (compiled, :mod:`nn.decode.model_step`, and its modules)
    against the sum of its layer steps (goal <= 1.3x): its 4 layers, each stepped on a cache of its own
    in turn, as the model steps them; beside it one layer stepped 4 times (a cache that stays hot in L2,
    a lower bound the model cannot reach) and the ratio the bytes alone imply (the GLU linears' weights
@@ -45,7 +45,7 @@ import torch
 
 from ddesys.nn import DS4D, S4D, SequenceModel
 from ddesys.verification.bounds import bound_s, memory_bandwidth, model_step_bytes, step_bytes
-from ddesys.verification.timing import decoder, interleaved
+from ddesys.nn.timing import decoder, interleaved
 
 HISTORIES = {"complex64": None, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -82,15 +82,14 @@ def step_section(H, N, l_max, n_tok, reps):
 def model_section(H, N, l_max, n_tok, reps):
     print("\n2. model-level step (4 layers, batch 1) against the sum of its 4 layer steps")
     model = SequenceModel(H, H, d_model=H, n_layers=4, layer_kw=dict(d_state=N, l_max=l_max)).eval()
-    fused = decoder(model, H, l_max // 2, n_tok)[0]
+    plan = model.compile_step(decoder(model, H, l_max // 2, n_tok)[1])      # prefilled caches, compiled step
+    xs = torch.randn(n_tok, 1, H)
 
-    def modules():                                              # the same model through its modules
-        model.fuse_step = False
-        try:
-            m_run()
-        finally:
-            model.fuse_step = True
-    m_run = decoder(model, H, l_max // 2, n_tok)[0]
+    def fused():                                                # the compiled model step (nn.decode.model_step)
+        with torch.no_grad():
+            for x in xs:
+                plan.step(x)
+    modules = decoder(model, H, l_max // 2, n_tok)[0]           # the same model through its modules
     own = [decoder(blk.layer, H, l_max // 2, n_tok)[0] for blk in model.blocks]   # each layer, its own cache
 
     def layers():                                               # the model's 4 layers stepped in turn

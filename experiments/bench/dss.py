@@ -177,7 +177,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     out = Path(args.out) if args.out else None
     if out is not None:                              # before any work: an unusable folder fails at once
-        from ddesys.verification.outdir import OutError, prepare_out
+        from ddesys.io import OutError, prepare_out
         try:
             prepare_out(out)
         except OutError as exc:
@@ -190,7 +190,7 @@ def main(argv=None):
     text = "\n".join(md)
     print(text)
     if out is not None:
-        from ddesys.verification.outdir import atomic_write
+        from ddesys.io import atomic_write
         atomic_write(out / "bench_dss.json", json.dumps(result, indent=2, default=str))
         atomic_write(out / "bench_dss.md", text + "\n")
     return 0 if all(r["met"] for r in result["accuracy"] + result["timing"]) else 1

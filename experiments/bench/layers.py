@@ -26,7 +26,7 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys.nn.common import fft_conv
-from ddesys.verification.timing import decoder, interleaved, trainer
+from ddesys.nn.timing import decoder, interleaved, trainer
 
 
 def main(argv=None):

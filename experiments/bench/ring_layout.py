@@ -3,7 +3,7 @@
     python -m ddesys.experiments.bench.ring_layout [--quick] [--slots R]
 
 The decode cache keeps ``R`` past states per channel in a ring. Slot-major, ``(B, R, H, N2)`` in memory
-(the Triton kernel's layout, and the CPU's until 2026-12-01), one token's states are contiguous, and each
+(the Triton kernel's layout, and the CPU's before the channel-major ring), one token's states are contiguous, and each
 channel's two delayed rows (slots ``t - k`` and ``t - k - 1``, ``N2`` complex numbers each) sit in two
 different places of a multi-gigabyte buffer, for every batch row. Channel-major, ``(H, R, B, N2)`` (the
 CPU's fused step now, :func:`ddesys.cpu.step.new_ring`), puts one channel's history in one place: its two
@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ddesys import numba_available
+from ddesys.recurrence import numba_available
 
 
 def _loops():

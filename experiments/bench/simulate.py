@@ -86,7 +86,7 @@ def main(argv=None):
 
     print(f"simulate benchmark: H={H} channels, N2={N2} modes, L={L}, float64, "
           f"delays {params['delay'].min():.1f}..{params['delay'].max():.1f} steps")
-    print(f"numba available: {ddesys.numba_available()}  (CPU cores: {os.cpu_count()})")
+    print(f"numba available: {ddesys.recurrence.numba_available()}  (CPU cores: {os.cpu_count()})")
 
     t0 = time.perf_counter()
     sysm.simulate(x[:, :64])                              # warm-up: JIT compile or cache load
@@ -105,7 +105,7 @@ def main(argv=None):
 
     diff = float(np.abs(y_nb - y_py).max())
     scale = float(np.abs(y_py).max())
-    label = "numba" if ddesys.numba_available() else "vector"
+    label = "numba" if ddesys.recurrence.numba_available() else "vector"
     print(f"simulate ({label}): {t_nb * 1e3:10.2f} ms  (best of {len(times)}, median "
           f"{np.median(times) * 1e3:.2f} ms)")
     print(f"python loop       : {t_py * 1e3:10.2f} ms  (one run)")

@@ -23,7 +23,7 @@
    path) and the float16 / bfloat16 history.
 
 Times are medians of runs interleaved between the variants and both positions
-(verification.timing.interleaved), with an
+(ddesys.nn.timing.interleaved), with an
 untimed 3 ms busy pause after the torch steps (their OpenMP threads spin a while after each op and
 would otherwise take the next variant's core): on a shared machine read the ratios, not the absolutes.
 Positions advance as in real decoding (every token writes a slot last written R tokens ago); the early
@@ -40,7 +40,7 @@ import torch
 
 from ddesys import nn as dnn
 from ddesys.cpu import step as fstep
-from ddesys.verification.timing import interleaved
+from ddesys.nn.timing import interleaved
 
 
 def constants(layer):
@@ -145,11 +145,6 @@ def speed_section(H, N, l_max, batches, reps, n_tok):
                   + f" {t[4] / t[0]:10.2f} {t[3] / t[0]:12.2f}")
         summary[B] = res
         del cache, buf, buf16, buf16b
-    for (sixteen, work, n), st in fstep._AUTO.state.items():
-        if st[3] is not None:
-            print(f"   parallel=None, {'16-bit' if sixteen else 'complex'} B*H*N2={work}, budget {n}: "
-                  f"{'threads' if st[3] else 'one thread'} (median serial {np.median(st[1]) * 1e6:.0f}us, "
-                  f"parallel {np.median(st[2]) * 1e6:.0f}us per step)")
     print()
     for B, res in summary.items():
         goal = 1.0 if B == 1 else 0.5

@@ -123,20 +123,18 @@ def _settings(args):
 def _archs(args, s):
     """The architectures of the sweep: S4D, then every DS4D combination of ``--p0`` x ``--delay-init``,
     then the same for ``ds4d-tap``."""
-    from .models import Arch
+    from .models import Arch, ModelSpec, TapSchedule
     common = dict(n_layers=s["n_layers"], d_state=s["d_state"], init=args.init, dt_lr=args.dt_lr, glu=args.glu,
                   prenorm=args.prenorm, norm=args.norm)
     out = []
     if "s4d" in args.models:
-        out.append(Arch("s4d", **common))
-    for fam in ("ds4d", "ds4d-tap"):
-        if fam not in args.models:
+        out.append(Arch(ModelSpec("s4d"), **common))
+    for spec in (ModelSpec("ds4d"), ModelSpec("ds4d", tap=TapSchedule(args.tap_w0, args.tap_frac))):
+        if spec.label not in args.models:                    # the labels given on the command line
             continue
-        tap = dict(tap_w0=args.tap_w0, tap_frac=args.tap_frac) if fam == "ds4d-tap" else {}
         for di in dict.fromkeys(args.delay_init):
             for p0 in dict.fromkeys(args.p0):
-                out.append(Arch(fam, p0=p0, delay_init=di, tau0=args.tau0 if di == "constant" else None, **tap,
-                                **common))
+                out.append(Arch(spec, p0=p0, delay_init=di, tau0=args.tau0 if di == "constant" else None, **common))
     return out
 
 
@@ -152,17 +150,17 @@ SCHEMA = RunSchema(done=("n_params", "rel_rmse", "best_rel_rmse", "diagnosis"), 
 def _plan(args, ctx):
     """Every run of the sweep (widths matched to S4D's parameter count), and the task's phrase."""
     from .._train import Job
-    from .models import Arch, build, match_width, n_params
+    from .models import Arch, ModelSpec, build, match_width, n_params
     from .train import RunConfig, train_run
     s = _settings(args)
     task = args.task
     archs = _archs(args, s)
-    ref = Arch("s4d", **{k: v for k, v in archs[0].to_dict().items() if k in (
+    ref = Arch(ModelSpec("s4d"), **{k: v for k, v in archs[0].to_dict().items() if k in (
         "n_layers", "d_state", "init", "dt_lr", "glu", "prenorm", "norm")})
     budget = n_params(build(ref, s["width"], task))
     configs = []
     for arch in archs:
-        w = s["width"] if arch.family == "s4d" else match_width(arch, budget, task)
+        w = s["width"] if not arch.model.is_ds4d else match_width(arch, budget, task)
         for seed in s["seeds"]:
             configs.append(RunConfig(task, arch, w, lr=args.lr, seed=seed, steps=s["steps"], batch=s["batch"],
                                      eval_every=s["eval_every"], val_size=s["val_size"], amp=args.amp))

@@ -4,7 +4,8 @@ S4D layers (S4D-Lin poles by default, pool=None), widths matched to a parameter 
 ``ds4d-tap``: DS4D with the delayed input tap (``tap=True``: per channel a gain and a trainable delay
 ``s_tap``, output ``+ tap_e * x(t - s_tap)``), its delay on the optimizer's base learning rate
 (``tap_lr=None``) and read through a hat window whose half-width falls from ``tap_w0`` to 1 over the
-first ``tap_frac`` of the run's steps (:class:`nn.TapWidthSchedule`, see :func:`tap_schedule`).
+first ``tap_frac`` of the run's steps (the model's :class:`experiments._models.TapSchedule`, see
+:func:`tap_schedule`).
 
 The DS4D options the diagnosis needs are configuration fields (see :class:`Arch`): the initial branch
 allocation ``p0``, the delay initialization (``grid``: spread over ``[1, L-1]``; ``lag``: every channel
@@ -17,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ddesys import nn as dnn
-
-from .._probes import width_schedule
+from .._models import ModelSpec, TapSchedule, model_of
 from .._sizes import closest_width, n_params
 from . import FAMILIES
 
@@ -29,9 +28,10 @@ TAP_FIELDS = ("tap_w0", "tap_frac")          # only in a ds4d-tap arch's dict (o
 
 @dataclass(frozen=True)
 class Arch:
-    """Architecture of one model (``family`` ``ds4d`` / ``s4d`` / ``ds4d-tap``; the DS4D fields are ignored
-    for S4D, the tap's schedule ``tap_w0`` / ``tap_frac`` for every family but ``ds4d-tap``)."""
-    family: str = "ds4d"
+    """Architecture of one model: its :class:`~experiments._models.ModelSpec` (``ds4d``, ``s4d``, or DS4D
+    with the input tap and its window schedule; stored as ``family``, with ``tap_w0`` / ``tap_frac`` for
+    the tap) and the block's settings (the DS4D fields are ignored for S4D)."""
+    model: ModelSpec = ModelSpec("ds4d")
     n_layers: int = 2
     d_state: int = 64
     init: str = "lin"
@@ -42,16 +42,10 @@ class Arch:
     p0: float = 0.1
     delay_init: str = "grid"
     tau0: float | None = None
-    tap_w0: float = 64.0                     # ds4d-tap: initial half-width of the tap's window (steps)
-    tap_frac: float = 0.6                    # ds4d-tap: share of the steps after which the width is 1
 
     def __post_init__(self):
-        if self.family not in FAMILIES:
-            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
-        if not self.tap_w0 >= 1.0:
-            raise ValueError(f"tap_w0 must be >= 1, got {self.tap_w0!r}")
-        if not 0.0 < self.tap_frac <= 1.0:
-            raise ValueError(f"tap_frac must lie in (0, 1], got {self.tap_frac!r}")
+        if self.model.label not in FAMILIES:
+            raise ValueError(f"model must be one of {FAMILIES}, got {self.model.label!r}")
         if self.norm not in ("layer", "none"):
             raise ValueError(f"norm must be 'layer' or 'none', got {self.norm!r}")
         if self.delay_init not in DELAY_INITS:
@@ -60,27 +54,34 @@ class Arch:
             raise ValueError("delay_init='constant' needs tau0")
 
     @property
-    def tap(self):
-        """Whether the model's DS4D layers have the delayed input tap."""
-        return self.family == "ds4d-tap"
+    def family(self):
+        """The model's label (``ds4d``, ``s4d``, ``ds4d-tap``)."""
+        return self.model.label
+
+    @classmethod
+    def from_dict(cls, d):
+        """The architecture of a stored ``config["arch"]`` (:meth:`to_dict`'s inverse; the model read by
+        :func:`experiments._models.model_of`, the one migration of stored labels)."""
+        rest = {k: v for k, v in d.items() if k not in ("family",) + TAP_FIELDS}
+        return cls(model_of(d), **rest)
 
     def to_dict(self):
-        """The fields that matter for this family (S4D runs carry no DS4D options, runs without the tap
-        no tap fields: the dicts, hence the results keys, of the older families are unchanged)."""
-        d = asdict(self)
-        if self.family == "s4d":
+        """The fields that matter for this model, ``family`` (its label) first (S4D runs carry no DS4D
+        options, runs without the tap no tap fields: the dicts, hence the results keys, of the older
+        families are unchanged)."""
+        d = {"family": self.model.label, **{k: v for k, v in asdict(self).items() if k != "model"}}
+        if not self.model.is_ds4d:
             for k in ("p0", "delay_init", "tau0"):
                 d.pop(k)
         elif self.delay_init != "constant":
             d.pop("tau0")
-        if not self.tap:
-            for k in TAP_FIELDS:
-                d.pop(k)
+        if self.model.tap is not None:
+            d.update(tap_w0=self.model.tap.w0, tap_frac=self.model.tap.frac)
         return d
 
     def label(self):
-        """Short name: the family plus every setting that differs from the defaults."""
-        ref = Arch(self.family).to_dict()
+        """Short name: the model's label plus every setting that differs from the defaults."""
+        ref = Arch(ModelSpec(self.model.layer, tap=TapSchedule() if self.model.tap is not None else None)).to_dict()
         diff = [f"{k}={v}" for k, v in self.to_dict().items() if k not in ("family",) and ref.get(k, None) != v]
         return self.family + (f" ({', '.join(diff)})" if diff else "")
 
@@ -89,25 +90,20 @@ def build(arch: Arch, width, task, seed=None):
     """A fresh model for ``task`` (:class:`experiments.delay.data.Task`): DS4D's ``l_max`` is the
     sequence length; ``delay_init="lag"`` puts every channel at ``task.lags[0]``."""
     kw = {"d_state": arch.d_state, "init": arch.init, "dt_lr": arch.dt_lr, "seed": seed}
-    if arch.family != "s4d":
+    if arch.model.is_ds4d:
         kw.update(l_max=task.L, p0=arch.p0)
-        if arch.tap:
-            kw.update(tap=True, tap_lr=None)     # the tap delay on the optimizer's base learning rate
         if arch.delay_init == "lag":
             kw.update(delay_init="constant", tau0=float(task.lags[0]))
         elif arch.delay_init == "constant":
             kw.update(delay_init="constant", tau0=float(arch.tau0))
-    layer = "s4d" if arch.family == "s4d" else "ds4d"
-    return dnn.SequenceModel(1, task.n_out, d_model=width, n_layers=arch.n_layers, layer=layer,
-                             layer_kw=kw, pool=None, glu=arch.glu, prenorm=arch.prenorm, norm=arch.norm)
+    return arch.model.sequence_model(1, task.n_out, kw, d_model=width, n_layers=arch.n_layers, pool=None,
+                                     glu=arch.glu, prenorm=arch.prenorm, norm=arch.norm)
 
 
 def tap_schedule(arch: Arch, model, steps):
-    """The tap's window schedule of a ``ds4d-tap`` model trained for ``steps`` optimizer steps (sets the
-    initial width on construction; step it after every optimizer step), ``None`` for other families."""
-    if not arch.tap:
-        return None
-    return width_schedule(model, steps, w0=arch.tap_w0, frac=arch.tap_frac)
+    """The tap's window schedule of a ``ds4d-tap`` model trained for ``steps`` optimizer steps (its
+    :meth:`~experiments._models.TapSchedule.schedule`), ``None`` for other models."""
+    return arch.model.tap.schedule(model, steps) if arch.model.tap is not None else None
 
 
 def match_width(arch, budget, task, lo=2, hi=1024):
@@ -116,4 +112,5 @@ def match_width(arch, budget, task, lo=2, hi=1024):
     return closest_width(lambda h: n_params(build(arch, h, task)), budget, lo, hi)
 
 
-__all__ = ["Arch", "DELAY_INITS", "FAMILIES", "build", "match_width", "n_params", "tap_schedule"]
+__all__ = ["Arch", "DELAY_INITS", "FAMILIES", "ModelSpec", "TapSchedule", "build", "match_width", "n_params",
+           "tap_schedule"]

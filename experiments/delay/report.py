@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._models import model_of
 from .models import Arch
 from .tables import (BUDGETS, _diag, ablation_table, budget_table, delay_table, done, error_table, groups,  # noqa: F401
                      histogram_table, kernel_table, load, response_table, within)
 
 
 # ------------------------------------------------------------------------------------------ figures
+def _line(config, lw):
+    """Line style of a run's model: DS4D solid at width ``lw``, S4D thin and dashed."""
+    return {"lw": lw, "ls": "-"} if model_of(config).is_ds4d else {"lw": 1.2, "ls": "--"}
+
+
 def plot_curves(runs, path):
     """Validation relative RMSE vs step (log scale), one panel per task: mean over seeds, band min..max."""
     from ddesys.plot import pyplot
@@ -28,7 +34,7 @@ def plot_curves(runs, path):
             steps = [p["step"] for p in rs[0]["curve"]]
             v = np.array([[p["val_rel_rmse"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
             line, = ax.plot(steps, v.mean(0), label=f"{label} ({len(v)} seeds)",
-                            lw=1.2 if label.startswith("s4d") else 2, ls="--" if label.startswith("s4d") else "-")
+                            **_line(rs[0]["config"], 2))
             if len(v) > 1:
                 ax.fill_between(steps, v.min(0), v.max(0), color=line.get_color(), alpha=0.15)
         ax.set_title(task)
@@ -107,7 +113,7 @@ def plot_response(runs, path, half=48):
             g = np.array(r["diagnosis"]["response"][0]["g"])
             j = np.arange(max(0, lag - half), min(len(g), lag + half + 1))
             ax.plot(j - lag, g[j], label=f"{label} s{r['config']['seed']}",
-                    lw=1.2 if label.startswith("s4d") else 1.8, ls="--" if label.startswith("s4d") else "-")
+                    **_line(r["config"], 1.8))
         ax.axhline(0, color="k", lw=0.5)
         ax.set_title(task)
         ax.set_xlabel("j - lag (steps)")
@@ -225,7 +231,7 @@ def markdown(runs, meta):
                   "| task | model | H | seed | diverged at step |", "|---|---|---:|---:|---:|"]
         for r in bad:
             c = r["config"]
-            lines.append(f"| {c['task']['name']} | {Arch(**c['arch']).label()} | {c['width']} | {c['seed']} | "
+            lines.append(f"| {c['task']['name']} | {Arch.from_dict(c['arch']).label()} | {c['width']} | {c['seed']} | "
                          f"{r.get('diverged_step', '?')} |")
     lines += ["", "![relative RMSE vs step](curves.png)", ""]
     if dl:

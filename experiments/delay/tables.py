@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._models import model_of
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
 from .._tables import mean_std as _ms
@@ -32,11 +33,11 @@ def groups(runs):
     variants = defaultdict(dict)
     for r in done(runs):
         c = r["config"]
-        variants[(c["task"]["name"], Arch(**c["arch"]).label())].setdefault(_canon(c, ("seed",)), c)
+        variants[(c["task"]["name"], Arch.from_dict(c["arch"]).label())].setdefault(_canon(c, ("seed",)), c)
     g = defaultdict(list)
     for r in done(runs):
         c = r["config"]
-        key = (c["task"]["name"], Arch(**c["arch"]).label())
+        key = (c["task"]["name"], Arch.from_dict(c["arch"]).label())
         label = key[1]
         vs = variants[key]
         if len(vs) > 1:
@@ -52,7 +53,7 @@ def _s4d_reference(g, task, run):
     c = run["config"]
     for (t, _), rs in g.items():
         d = rs[0]["config"]
-        if t == task and d["arch"]["family"] == "s4d" and all(d["arch"].get(k) == c["arch"].get(k) for k in BLOCK) \
+        if t == task and not model_of(d).is_ds4d and all(d["arch"].get(k) == c["arch"].get(k) for k in BLOCK) \
                 and all(d.get(k) == c.get(k) for k in ("steps", "lr", "batch")):
             return rs
     return None

@@ -50,7 +50,7 @@ NEAR = 1.0                      # "at the lag": within one step
 def run_key(config):
     """Key of a run in a results file from its config dict (readable prefix + hash of the config)."""
     c = config
-    a = Arch(**c["arch"])
+    a = Arch.from_dict(c["arch"])
     return config_key(f"{c['task']['name']}|{a.label()}|H{c['width']}|lr{c['lr']:g}|seed{c['seed']}|"
                       f"steps{c['steps']}", c)
 
@@ -82,7 +82,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, d):
         t = {k: v for k, v in d["task"].items() if k in ("L", "lags", "freq", "dt")}
-        return cls(**{**d, "task": Task(**t), "arch": Arch(**d["arch"])})
+        return cls(**{**d, "task": Task(**t), "arch": Arch.from_dict(d["arch"])})
 
 
 # ------------------------------------------------------------------------------------------ metrics

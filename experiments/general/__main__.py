@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 from .._driver import Experiment, drive
+from .._models import ModelSpec, parse_models
 from .._runs import RunSchema, add_run_arguments, device_name, learning_rate, nonneg_int, positive_int, unit_fraction
 from . import report
 from .data import sdigits, smnist
@@ -67,8 +68,8 @@ def matched_width(cfg, data):
     from .._sizes import closest_width, n_params
     from .train import build
     n = lambda c: n_params(build(c, data), trainable=False)   # noqa: E731
-    budget = n(dataclasses.replace(cfg, family="s4d"))
-    return closest_width(lambda w: n(dataclasses.replace(cfg, family="ds4d", width=w)), budget,
+    budget = n(dataclasses.replace(cfg, model=ModelSpec("s4d")))
+    return closest_width(lambda w: n(dataclasses.replace(cfg, model=ModelSpec("ds4d"), width=w)), budget,
                          max(2, cfg.width // 2), cfg.width)
 
 
@@ -119,14 +120,14 @@ def _plan(args, ctx):
             base = RunConfig(width=s["width"], n_layers=s["n_layers"], d_state=s["d_state"], epochs=s["epochs"],
                              batch=s["batch"], lr=s["lr"], bidirectional=bidir, amp=args.amp,
                              dropout=s.get("dropout", RunConfig.dropout))
-        for fam in args.models:
-            cfg = dataclasses.replace(base, family=fam)
-            if fam == "ds4d" and "s4d" in args.models:
+        for spec in parse_models(args.models):
+            cfg = dataclasses.replace(base, model=spec)
+            if spec.is_ds4d and "s4d" in args.models:
                 cfg = dataclasses.replace(cfg, width=matched_width(cfg, data))
             for seed in args.seeds:
                 c = dataclasses.replace(cfg, seed=seed)
                 total = c.epochs * -(-len(data.train.y) // c.batch)
-                jobs.append(Job(c.key(data), f"{task} {fam} H={c.width} seed {seed}", total,
+                jobs.append(Job(c.key(data), f"{task} {spec.label} H={c.width} seed {seed}", total,
                                 lambda ckpt, progress, ctx, c=c, data=data: train_run(
                                     c, data, ckpt=ckpt, ctx=ctx, progress=progress)))
     return jobs, ""

@@ -33,6 +33,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .._models import ModelSpec
 from . import loaders as L
 from . import lra
 from .data import smnist
@@ -86,9 +87,10 @@ class Task:
         return dataclasses.replace(data, name=self.name, row=data.row if self.preset.delay == "row" else 0)
 
 
-def run_config(preset, family="ds4d", seed=0):
-    """Keyword arguments of :class:`~.train.RunConfig` for ``preset`` (the fields it has)."""
-    return dict(family=family, width=preset.width, n_layers=preset.n_layers, d_state=preset.d_state,
+def run_config(preset, model=None, seed=0):
+    """Keyword arguments of :class:`~.train.RunConfig` for ``preset`` (the fields it has); ``model``: a
+    :class:`~experiments._models.ModelSpec` (default DS4D)."""
+    return dict(model=model if model is not None else ModelSpec("ds4d"), width=preset.width, n_layers=preset.n_layers, d_state=preset.d_state,
                 dropout=preset.dropout, lr=preset.lr, dt_lr=preset.ssm_lr, weight_decay=preset.weight_decay,
                 epochs=preset.epochs, batch=preset.batch, seed=seed, bidirectional=preset.bidirectional)
 

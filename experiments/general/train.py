@@ -29,6 +29,7 @@ from torch import nn
 from ddesys import nn as dnn
 
 from .._dist import single
+from .._models import ModelSpec
 from .._runs import config_key
 from .._sizes import n_params
 from .._train import Trainer, fit
@@ -52,7 +53,9 @@ def run_key(task, config, data):
 
 @dataclass
 class RunConfig:
-    family: str = "ds4d"
+    """One run: ``model`` (a :class:`~experiments._models.ModelSpec`, DS4D or S4D; stored as its label,
+    ``"family"``) at ``width`` with ``n_layers`` blocks, and its training recipe."""
+    model: ModelSpec = ModelSpec("ds4d")
     width: int = 64
     n_layers: int = 4
     d_state: int = 64
@@ -67,7 +70,8 @@ class RunConfig:
     amp: str = "none"
 
     def to_dict(self):
-        d = asdict(self)
+        d = {("family" if k == "model" else k): self.model.label if k == "model" else v
+             for k, v in asdict(self).items()}
         if d["amp"] == "none":                       # as in files written before mixed precision
             del d["amp"]
         return d
@@ -98,16 +102,15 @@ def build(cfg, data):
     """The model for ``data``: a classifier (``(B, n_classes)`` logits), a regressor (``target
     "regression"``: ``(B, 1)``) or, for document pairs (``kind "token_pairs"``), a :class:`PairClassifier`."""
     kw = {"d_state": cfg.d_state, "dt_lr": cfg.dt_lr, "seed": cfg.seed, "bidirectional": cfg.bidirectional}
-    if cfg.family == "ds4d":
+    if cfg.model.is_ds4d:
         kw["l_max"] = data.length
         if data.kind == "pixels" and 1 < data.row < data.length - 1:
             kw.update(delay_init="constant", tau0=float(data.row), theta0=0.0, p0=0.015)
     tokens = data.kind in ("tokens", "token_pairs")
     pairs = data.kind == "token_pairs"
     d_out = cfg.width if pairs else 1 if data.target == "regression" else data.n_classes
-    model = dnn.SequenceModel(data.vocab if tokens else data.train.x.shape[-1], d_out, d_model=cfg.width,
-                              n_layers=cfg.n_layers, layer=cfg.family, layer_kw=kw, dropout=cfg.dropout,
-                              pool="mean", embedding=tokens)
+    model = cfg.model.sequence_model(data.vocab if tokens else data.train.x.shape[-1], d_out, kw, d_model=cfg.width,
+                                     n_layers=cfg.n_layers, dropout=cfg.dropout, pool="mean", embedding=tokens)
     return PairClassifier(model, cfg.width, data.n_classes) if pairs else model
 
 

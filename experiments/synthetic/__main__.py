@@ -51,7 +51,7 @@ def _parse(argv):
     ap.add_argument("--tasks", nargs="+", choices=KINDS, default=list(KINDS))
     ap.add_argument("--protocols", nargs="+", choices=("fixed", "variable"), default=["fixed", "variable"])
     ap.add_argument("--models", nargs="+", choices=FAMILIES, help="default: the scale's (Mamba only at paper "
-                    "scale: on the CPU its compiled scan still makes a step ~8x S4D's)")
+                    "scale: on the CPU its compiled scan still makes a step several times S4D's)")
     ap.add_argument("--seeds", nargs="+", type=nonneg_int)
     ap.add_argument("--lrs", nargs="+", type=learning_rate, help="base learning rates swept (best one reported)")
     for name in ("width", "steps", "eval-every", "val-size"):
@@ -127,6 +127,7 @@ SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"))   #
 
 def _plan(args, ctx):
     """Every run of the sweep (width matched to S4D's parameter count per task), and the models' phrase."""
+    from .._models import ModelSpec, parse_models
     from .._train import Job
     from .models import build, match_width, n_params
     from .train import RunConfig, train_run
@@ -135,15 +136,16 @@ def _plan(args, ctx):
     configs = []
     for task in args.task_list:
         n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])
-        budget = n_params(build("s4d", task.vocab, s["width"], n_layers, task.length, N))
-        for fam in models:
-            w = s["width"] if fam == "s4d" else match_width(fam, budget, task.vocab, n_layers, task.length, N)
+        budget = n_params(build(ModelSpec("s4d"), task.vocab, s["width"], n_layers, task.length, N))
+        for spec in parse_models(models):
+            w = s["width"] if spec == ModelSpec("s4d") else match_width(spec, budget, task.vocab, n_layers,
+                                                                        task.length, N)
             for lr in s["lrs"]:
                 for seed in s["seeds"]:
-                    configs.append(RunConfig(task, fam, w, n_layers, N, lr, seed=seed, steps=s["steps"],
+                    configs.append(RunConfig(task, spec, w, n_layers, N, lr, seed=seed, steps=s["steps"],
                                              batch=s["batch"], eval_every=s["eval_every"],
                                              val_size=s["val_size"], amp=args.amp))
-    jobs = [Job(c.key(), f"{c.task.name} {c.family} lr={c.lr:g} s{c.seed}", c.steps,
+    jobs = [Job(c.key(), f"{c.task.name} {c.model.label} lr={c.lr:g} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]
     return jobs, f"models {', '.join(models)}"

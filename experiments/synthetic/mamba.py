@@ -1,8 +1,8 @@
 """A CPU training path for the Mamba baseline: Mamba's selective scan compiled with Numba.
 
 ``transformers``' Mamba runs its reference scan on the CPU (``mamba-ssm`` has CUDA kernels only): a
-Python loop over the tokens, ~40 s per training step of the CPU preset on one core, so the baseline
-could not be trained here. :func:`accelerate` swaps, on one model's own mixers (no global patch), the
+Python loop over the tokens, far too slow for a training step of the CPU preset, so the baseline
+could not be trained on the CPU. :func:`accelerate` swaps, on one model's own mixers (no global patch), the
 training-time forward for the same computation with the scan below; the weights, their names and every
 other path (generation with a cache, a padding mask, any device but the CPU) stay ``transformers``' own.
 
@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ddesys import numba_available
+from ddesys.recurrence import numba_available
 from ddesys.cpu.threads import numba_threads
 
 __all__ = ["selective_scan", "accelerate"]

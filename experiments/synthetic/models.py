@@ -1,6 +1,7 @@
 """Token models for the synthetic tasks: DS4D and the paper's baselines (S4D, LSTM, Mamba, GPT-2 and
 Llama recipes), all ``tokens (B, L) -> logits (B, L, V)``, with widths matched to a parameter budget.
 
+Every builder takes a :class:`experiments._models.ModelSpec` (from a label: ``ModelSpec.from_label``).
 DS4D / S4D: :class:`nn.SequenceModel` (pre-norm blocks, GLU output, S4D-Lin poles; intermediate size
 = hidden size). ``ds4d-tap``: DS4D with the delayed input tap (``tap=True``; the tap's delay on the
 optimizer's base learning rate, ``tap_lr=None``; its window schedule lives in :mod:`.train`).
@@ -10,17 +11,15 @@ delay range from the first batch's longest tick count). LSTM: ``torch.nn.LSTM``.
 4H, learned absolute positions), Llama (RMSNorm, RoPE, SwiGLU feed-forward ~8H/3 rounded to 8) and
 Mamba (intermediate 2H, convolution 3) come from Hugging Face ``transformers`` (``pip install -e
 ".[experiments]"``); without it those families raise a clear error and the others run. Mamba trains
-with its selective scan compiled for the CPU (:mod:`.mamba`; ``transformers``' own reference loop was
-~40 s per step of the CPU preset), the same computation, checked against ``transformers``' forward.
+with its selective scan compiled for the CPU (:mod:`.mamba`; ``transformers``' own reference loop is
+far too slow for the CPU preset), the same computation, checked against ``transformers``' forward.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from ddesys import nn as dnn
-
-from . import FAMILIES, HF_FAMILIES
+from .._models import ModelSpec
 from .._sizes import closest_width, n_params
 from .mamba import accelerate
 N_HEADS = 4                     # attention heads of the Transformer recipes
@@ -64,35 +63,27 @@ def _transformers():
     return transformers
 
 
-def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None, ticks=None):
-    """A fresh token model. ``length``: context length (DS4D's delay horizon, GPT-2's positions);
-    ``d_state``: state size ``N`` of DS4D / S4D (Mamba keeps its default 16); ``dt_lr``: DS4D's and
-    S4D's learning rate for ``dt`` and the delay (1e-4 in the paper's synthetic runs; not the input
-    tap's delay, which trains at the base rate). ``ticks``: the clocked families' horizon, the longest
-    tick count of a sequence (their delays count ticks; default ``length``)."""
-    if family in ("ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock", "ds4d-gate", "s4d-gate"):
-        base = family.split("-")[0]
+def build(spec, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None, ticks=None):
+    """A fresh token model of ``spec`` (:class:`experiments._models.ModelSpec`). ``length``: context
+    length (DS4D's delay horizon, GPT-2's positions); ``d_state``: state size ``N`` of DS4D / S4D (Mamba
+    keeps its default 16); ``dt_lr``: DS4D's and S4D's learning rate for ``dt`` and the delay (1e-4 in
+    the paper's synthetic runs; not the input tap's delay, which trains at the base rate). ``ticks``:
+    the horizon of DS4D with the given clock, the longest tick count of a sequence (its delays count
+    ticks; default ``length``; the learned clock keeps real time)."""
+    if not spec.is_baseline:
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
-        if base.startswith("ds4d"):
-            kw["l_max"] = ticks if family == "ds4d-clock" and ticks is not None else length   # gate: real time
-        if family == "ds4d-tap":
-            kw.update(tap=True, tap_lr=None)
-        layer = "s4d" if base == "s4d" else "ds4d"
-        clock = dnn.TokenClock((PAD,)) if family.endswith("-clock") else "learned" if family.endswith("-gate") \
-            else None
-        return dnn.SequenceModel(vocab, vocab, d_model=d_model, n_layers=n_layers, layer=layer, layer_kw=kw,
-                                 embedding=True, clock=clock)
-    if family == "lstm":
+        if spec.is_ds4d:
+            kw["l_max"] = ticks if spec.clock == "given" and ticks is not None else length
+        return spec.sequence_model(vocab, vocab, kw, pad=(PAD,), d_model=d_model, n_layers=n_layers, embedding=True)
+    if spec.layer == "lstm":
         return TokenLSTM(vocab, d_model, n_layers)
-    if family not in HF_FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
     tf = _transformers()
     ids = {"bos_token_id": vocab - 1, "eos_token_id": vocab - 1, "pad_token_id": 0}
-    if family == "gpt2":
+    if spec.layer == "gpt2":
         cfg = tf.GPT2Config(vocab_size=vocab, n_positions=length, n_embd=d_model, n_layer=n_layers,
                             n_head=N_HEADS, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **ids)
         return HFCausalLM(tf.GPT2LMHeadModel(cfg), attention=True)
-    if family == "llama":
+    if spec.layer == "llama":
         ffn = max(8, int(round(8 * d_model / 3 / 8)) * 8)
         cfg = tf.LlamaConfig(vocab_size=vocab, hidden_size=d_model, intermediate_size=ffn,
                              num_hidden_layers=n_layers, num_attention_heads=N_HEADS, num_key_value_heads=N_HEADS,
@@ -105,16 +96,16 @@ def build(family, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed
     return HFCausalLM(lm)
 
 
-def width_step(family):
-    """Widths a family accepts: Transformer recipes need ``H`` divisible by the heads with an even head
+def width_step(spec):
+    """Widths a model accepts: Transformer recipes need ``H`` divisible by the heads with an even head
     size (RoPE); the rest any even ``H``."""
-    return 2 * N_HEADS if family in ("gpt2", "llama") else 2
+    return 2 * N_HEADS if spec.layer in ("gpt2", "llama") else 2
 
 
-def match_width(family, budget, vocab, n_layers, length, d_state=64, lo=8, hi=1024):
+def match_width(spec, budget, vocab, n_layers, length, d_state=64, lo=8, hi=1024):
     """The width whose parameter count is closest to ``budget`` (binary search; counts grow with H)."""
-    count = lambda h: n_params(build(family, vocab, h, n_layers, length, d_state))   # noqa: E731
-    return closest_width(count, budget, lo, hi, width_step(family))
+    count = lambda h: n_params(build(spec, vocab, h, n_layers, length, d_state))   # noqa: E731
+    return closest_width(count, budget, lo, hi, width_step(spec))
 
 
-__all__ = ["FAMILIES", "HF_FAMILIES", "build", "match_width", "n_params"]
+__all__ = ["ModelSpec", "build", "match_width", "n_params"]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._models import model_of
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
 from .._tables import mean_std as _ms
@@ -140,7 +141,7 @@ def mechanism_table(runs):
     rows = []
     for (task, fam), (_, rs) in best_lr_runs(runs).items():
         ms = [r["mechanism"] for r in rs if "mechanism" in r]
-        if not fam.startswith("ds4d") or not ms:
+        if not model_of(rs[0]["config"]).is_ds4d or not ms:
             continue
         f = lambda k: float(np.mean([m[k] for m in ms]))  # noqa: E731
         tap = None
@@ -168,7 +169,7 @@ def plot_curves(runs, path):  # needs a finished run (see done())
             steps = [p["step"] for p in rs[0]["curve"]]
             acc = np.array([[p["val_acc"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
             line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g}, {len(acc)} seeds)",
-                            lw=2 if fam.startswith("ds4d") else 1.2)
+                            lw=2 if model_of(rs[0]["config"]).is_ds4d else 1.2)
             if len(acc) > 1:
                 ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
         ax.set_title(task)

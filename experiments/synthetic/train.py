@@ -7,9 +7,8 @@ also split by output position and, on variable-delay tasks, by lag bucket. Train
 drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so checkpoints resume exactly
 and every torchrun rank draws the same global batch (see :mod:`experiments._train`).
 
-``ds4d-tap`` (DS4D with the delayed input tap) steps :class:`nn.TapWidthSchedule` after every optimizer
-step (half-width :data:`experiments._probes.W0` down to 1 at :data:`experiments._probes.FRAC` of the steps;
-saved in the checkpoints); its mechanism probe runs at the best checkpoint's weights and tap width and
+``ds4d-tap`` (DS4D with the delayed input tap) steps its :class:`experiments._models.TapSchedule` after
+every optimizer step (by default half-width 64 down to 1 at 60% of the steps; saved in the checkpoints); its mechanism probe runs at the best checkpoint's weights and tap width and
 adds the tap delays and the accuracy without the tap.
 """
 from __future__ import annotations
@@ -25,7 +24,8 @@ from ddesys import nn as dnn
 
 from .._dist import single
 from .._runs import config_key
-from .._probes import FRAC, W0, ablate, ds4d_layers, tap_delays, tap_widths, tap_zero, width_schedule
+from .._models import ModelSpec
+from .._probes import ablate, ds4d_layers, tap_delays, tap_widths, tap_zero
 from .._train import Trainer, fit
 from .models import build, n_params
 from .tasks import IGNORE, Task
@@ -42,10 +42,11 @@ def run_key(config):
 
 @dataclass
 class RunConfig:
-    """One run: ``task`` x ``family`` at ``width`` (hidden size ``H``) with ``n_layers`` blocks; ``amp``
-    in ``none | bf16`` (autocast of the forward pass)."""
+    """One run: ``task`` x ``model`` (a :class:`~experiments._models.ModelSpec`, stored as its label,
+    ``"family"``) at ``width`` (hidden size ``H``) with ``n_layers`` blocks; ``amp`` in ``none | bf16``
+    (autocast of the forward pass)."""
     task: Task
-    family: str
+    model: ModelSpec
     width: int
     n_layers: int = 2
     d_state: int = 64
@@ -65,6 +66,7 @@ class RunConfig:
     def to_dict(self):
         d = asdict(self)
         d["task"] = self.task.to_dict()
+        d = {("family" if k == "model" else k): self.model.label if k == "model" else v for k, v in d.items()}
         if d["amp"] == "none":                       # as in files written before mixed precision
             del d["amp"]
         return d
@@ -186,11 +188,12 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     ctx = ctx or single(device)
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
-    model = build(cfg.family, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
+    model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks).to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
-    sched = width_schedule(model, cfg.steps)             # a tap's window, W0 -> 1 at FRAC (None without a tap)
+    tap = cfg.model.tap
+    sched = tap.schedule(model, cfg.steps) if tap is not None else None   # the tap's window, w0 -> 1 at frac
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
@@ -221,7 +224,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     if clock_stats(model, vt[:8]):
         out["clock"] = clock_stats(model, vt)                      # the learned clocks at the end
     if init_taps:
-        out["tap_schedule"] = {"w0": W0, "frac": FRAC, "final_width": tap_widths(model)}
+        out["tap_schedule"] = {"w0": tap.w0, "frac": tap.frac, "final_width": tap_widths(model)}
     if init_state:
         model.load_state_dict(keep["best_state"])                  # the tap's width comes back with it
         out["mechanism"] = mechanism(model, init_state, vt, vl, init_taps)

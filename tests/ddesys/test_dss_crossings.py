@@ -356,7 +356,7 @@ def test_bad_inputs():
 
 
 def test_ten_states_against_brute_force():
-    # speed is measured by experiments/bench/dss.py (0.03-0.15 s here), not asserted in a unit test
+    # speed is measured by experiments/bench/dss.py, not asserted in a unit test
     rng = np.random.default_rng(0)
     A = rng.standard_normal((10, 10)) - 1.5 * np.eye(10)
     A1 = rng.standard_normal((10, 10))

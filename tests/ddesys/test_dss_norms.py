@@ -3,7 +3,7 @@
 References: the scalar delay Lyapunov function (a 2x2 boundary value problem solved with expm), the
 Lyapunov equation without delayed coupling, sums / maxima over the blocks of block-diagonal systems hidden
 by similarity and unitary transforms, the time-domain integral of ||C Phi(t) B||_F^2 from the DOP853
-method of steps of tests/dss_reference.py, and frequency maxima found in the tests from closed-form
+method of steps of verification/reference/matrix.py, and frequency maxima found in the tests from closed-form
 |G(i w)| with scipy's bracketing solvers.
 """
 import numpy as np
@@ -11,7 +11,8 @@ import pytest
 from scipy.linalg import expm, solve_continuous_lyapunov
 from scipy.optimize import brentq, minimize_scalar
 
-from dss_reference import mos_reference, random_similarity, random_unitary
+from ddesys.verification.reference import mos_reference
+from random_systems import random_similarity, random_unitary
 from ddesys.matrix.charmatrix import check_statespace
 from ddesys.matrix.norms import HinfNorm, freqresp, h2_norm, hinf_norm
 

@@ -1,6 +1,6 @@
 """ddesys.matrix.timeresp (simulate / impulse / step of matrix delay systems) against independent references.
 
-The reference is the method of steps of tests/dss_reference.py (an ODE of size J n per delay interval,
+The reference is the method of steps of verification/reference/matrix.py (an ODE of size J n per delay interval,
 DOP853 at rtol 1e-12), written without ddesys; the DC gain is the closed form -C (A + sum Ad)^-1 B + D.
 """
 import itertools
@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from dss_reference import mos_reference
+from ddesys.verification.reference import mos_reference
 from ddesys.matrix.charmatrix import check_statespace
 from ddesys.matrix.timeresp import breakpoints, impulse, simulate, step
 

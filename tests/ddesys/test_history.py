@@ -1,6 +1,6 @@
 """ddesys.history: a delay recurrence continued from a history equals the zero-history response plus the
 zero-input response (the unit-input state kernels convolved with the history's injection), against the
-brute-force float64 loop of ``tests/oracle.py`` run over the whole sequence (no project code in the
+brute-force float64 loop of ``verification/reference/loops.py`` run over the whole sequence (no project code in the
 reference: its states give the history, its unit-input impulse responses the kernels)."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from ddesys.history import forced_response, history_injection
 
-from oracle import brute_force, impulse_response, random_system, rel_max, split_delay
+from ddesys.verification.reference import brute_force, impulse_response, rel_max, split_delay
+from random_systems import random_system
 
 
 def _setup(seed, H=3, N2=4, L_sys=40, p=0.4):

@@ -1,6 +1,6 @@
 """The ``DiscreteDelaySystem`` kernel (FFT with automatic and explicit settings, the recurrence
 kernel) and its frequency domain (``freqresp``, ``transfer``) against the independent oracle
-(`tests/oracle.py`, float64, written from docs/theory.md §2-§5 without importing ddesys).
+(`verification/reference/loops.py`, float64, written from docs/theory.md §2-§5 without importing ddesys).
 
 Default run: a few seconds of compute plus Numba compilation. `-m slow`: long kernels (L up to 8192,
 delays up to L/2) and a random sweep.
@@ -14,7 +14,8 @@ import pytest
 
 from ddesys import DiscreteDelaySystem
 from discrete_helpers import oracle_kernel
-from oracle import brute_force, char_poly, random_system, rel_err, split_delay
+from ddesys.verification.reference import brute_force, char_poly, rel_err, split_delay
+from random_systems import random_system
 
 MODE_KEYS = ("lam", "mu", "bbar", "c")
 

@@ -1,4 +1,4 @@
-"""``DiscreteDelaySystem.simulate`` against the independent oracle (`tests/oracle.py`, float64, written
+"""``DiscreteDelaySystem.simulate`` against the independent oracle (`verification/reference/loops.py`, float64, written
 from docs/theory.md §2-§5 without importing ddesys), the errors raised on bad input, and import hygiene
 (no CuPy / torch import attempted, the NumPy fallback without Numba) checked in subprocesses.
 
@@ -18,7 +18,8 @@ import pytest
 
 from ddesys import DiscreteDelaySystem
 from discrete_helpers import REPO, TESTS_DIR, oracle_kernel
-from oracle import brute_force, random_system, rel_err, roots_radius
+from ddesys.verification.reference import brute_force, rel_err, roots_radius
+from random_systems import random_system
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -256,7 +257,8 @@ def test_numpy_fallback_without_numba():
         import json
         import numpy as np
         import ddesys
-        from oracle import brute_force, random_system
+        from ddesys.verification.reference import brute_force
+        from random_systems import random_system
         rng = np.random.default_rng(4)
         errs = []
         for delays in ([2.5, 7.0, 13.25], [5.5, 5.5, 5.5]):       # per-channel k, and one shared k
@@ -268,7 +270,7 @@ def test_numpy_fallback_without_numba():
             y_ref, h_ref = brute_force(**s, x=x, return_states=True)
             errs.append(float(np.abs(y - y_ref.reshape(y.shape)).max() / np.abs(y_ref).max()))
             errs.append(float(np.abs(h - h_ref.reshape(h.shape)).max() / np.abs(h_ref).max()))
-        print(json.dumps(dict(numba=ddesys.numba_available(), err=max(errs))))
+        print(json.dumps(dict(numba=ddesys.recurrence.numba_available(), err=max(errs))))
     """, env_extra={"DDESYS_DISABLE_NUMBA": "1"})
     assert out["numba"] is False
     assert out["err"] <= 1e-12

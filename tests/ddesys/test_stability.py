@@ -1,5 +1,5 @@
 """Stability of ``DiscreteDelaySystem`` modes: the exact test, the spectral radius and its bounds
-against polynomial roots from the independent oracle (`tests/oracle.py`, float64, written from docs/theory.md
+against polynomial roots from the independent oracle (`verification/reference/loops.py`, float64, written from docs/theory.md
 §2-§5 without importing ddesys), including hypothesis property tests.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import ddesys
 from ddesys import DiscreteDelaySystem
 from discrete_helpers import REPO
-from oracle import char_poly, roots_radius, split_delay
+from ddesys.verification.reference import char_poly, roots_radius, split_delay
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -78,10 +78,10 @@ def test_targets_are_the_input_shifted_by_each_lag_with_zeros_before():
 # ------------------------------------------------------------------------------------------ models
 def test_models_map_one_feature_to_one_output_per_lag_with_matched_parameters():
     task = Task(64, (8, 16), 100.0)
-    ref = M.build(M.Arch("s4d", d_state=8), 12, task)
+    ref = M.build(M.Arch(M.ModelSpec("s4d"), d_state=8), 12, task)
     budget = M.n_params(ref)
-    for arch in [M.Arch("ds4d", d_state=8), M.Arch("ds4d", d_state=8, delay_init="lag", p0=0.9),
-                 M.Arch("ds4d", d_state=8, glu=False, norm="none")]:
+    for arch in [M.Arch(M.ModelSpec("ds4d"), d_state=8), M.Arch(M.ModelSpec("ds4d"), d_state=8, delay_init="lag", p0=0.9),
+                 M.Arch(M.ModelSpec("ds4d"), d_state=8, glu=False, norm="none")]:
         w = M.match_width(arch, budget, task)
         counts = {h: M.n_params(M.build(arch, h, task)) for h in (w - 1, w, w + 1)}
         assert abs(counts[w] - budget) <= min(abs(counts[w - 1] - budget), abs(counts[w + 1] - budget))
@@ -139,7 +139,7 @@ def test_diagnostics_on_known_delays_and_a_perfect_delay_line():
 # ------------------------------------------------------------------------------------------ training and CLI
 def test_training_run_records_curve_delays_and_diagnosis():
     task = Task(64, (16,), 100.0)
-    cfg = RunConfig(task, M.Arch("ds4d", d_state=8, delay_init="lag"), 6, steps=4, batch=2, eval_every=2,
+    cfg = RunConfig(task, M.Arch(M.ModelSpec("ds4d"), d_state=8, delay_init="lag"), 6, steps=4, batch=2, eval_every=2,
                     val_size=4)
     res = train_run(cfg)
     assert [p["step"] for p in res["curve"]] == [2, 4] and res["status"] == "done"

@@ -13,8 +13,8 @@ def test_parameter_matched_width_follows_the_block_count():
     """Per block, by hand: S4D 2H^2 + 4H + (6 N/2 + 2) H (LayerNorm, GLU projection, layer), DS4D
     2H^2 + 4H + (8 N/2 + 3) H; with N = 64 and S4D at H = 256 (181,760 per block) the closest DS4D
     width is 243 (182,007; 242 gives 180,774)."""
-    assert eff.n_params(eff.backbone("s4d", 256).blocks) == 4 * 181_760
-    assert eff.n_params(eff.backbone("ds4d", 243, 1024).blocks) == 4 * 182_007
+    assert eff.n_params(eff.backbone(eff.S4D, 256).blocks) == 4 * 181_760
+    assert eff.n_params(eff.backbone(eff.DS4D, 243, 1024).blocks) == 4 * 182_007
     assert eff.matched_width(256) == 243
 
 

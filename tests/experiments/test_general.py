@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ddesys.experiments._models import ModelSpec
 from ddesys.experiments.general import data as D
 from ddesys.experiments.general import listops as LO
 
@@ -109,11 +110,11 @@ def test_ds4d_width_matches_s4d_parameters():
     from ddesys.experiments.general.__main__ import matched_width
     from ddesys.experiments.general.train import RunConfig, build
     d = LO.listops(64, 16, 48)
-    cfg = RunConfig(family="ds4d", width=64, n_layers=2, d_state=32, bidirectional=True)
+    cfg = RunConfig(model=ModelSpec("ds4d"), width=64, n_layers=2, d_state=32, bidirectional=True)
     w = matched_width(cfg, d)
     n = lambda c: sum(p.numel() for p in build(c, d).parameters())       # noqa: E731
-    s4d = n(RunConfig(family="s4d", width=64, n_layers=2, d_state=32, bidirectional=True))
-    assert w < 64 and abs(n(RunConfig(family="ds4d", width=w, n_layers=2, d_state=32, bidirectional=True)) - s4d) \
+    s4d = n(RunConfig(model=ModelSpec("s4d"), width=64, n_layers=2, d_state=32, bidirectional=True))
+    assert w < 64 and abs(n(RunConfig(model=ModelSpec("ds4d"), width=w, n_layers=2, d_state=32, bidirectional=True)) - s4d) \
         <= 0.02 * s4d
 
 

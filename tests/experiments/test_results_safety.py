@@ -19,7 +19,7 @@ from ddesys.experiments.delay.__main__ import SCHEMA as DELAY_SCHEMA
 from ddesys.experiments.general.__main__ import SCHEMA as GENERAL_SCHEMA
 from ddesys.experiments.synthetic.__main__ import SCHEMA as SYNTHETIC_SCHEMA
 from ddesys.experiments.synthetic.__main__ import main as synthetic_main
-from ddesys.verification import outdir
+from ddesys import io as outdir
 from results_helpers import CLIS, COMMITTED, DOCS, ENV, ROOT, SYN, _key, _run, _runs_of, _snapshot
 
 

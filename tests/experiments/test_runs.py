@@ -124,7 +124,7 @@ def test_prepare_out_probes_by_writing(tmp_path, monkeypatch):
     even when its permission bits look fine: the check creates a file."""
     def refuse(*a, **k):
         raise PermissionError(30, "Read-only file system")
-    from ddesys.verification import outdir                      # the probe's home; experiments._runs re-exports it
+    from ddesys import io as outdir                             # the probe's home; experiments._runs re-exports it
     monkeypatch.setattr(outdir.tempfile, "mkstemp", refuse)
     with pytest.raises(_runs.OutError, match="not writable .Read-only file system"):
         _runs.prepare_out(tmp_path)
@@ -299,7 +299,7 @@ def test_torchrun_run_resumes_after_a_signal(tmp_path):
 
 def test_atomic_write_gives_a_normal_files_mode(tmp_path):
     """Results written atomically are readable like any other file (mkstemp alone makes them 0600)."""
-    from ddesys.verification.outdir import atomic_write
+    from ddesys.io import atomic_write
     umask = os.umask(0o022)
     try:
         atomic_write(tmp_path / "r.json", "{}")

@@ -11,16 +11,17 @@ import numpy as np
 import pytest
 import torch
 
+from ddesys.experiments._models import ModelSpec
 from ddesys.experiments.synthetic import models as M
 from ddesys.experiments.synthetic.tasks import IGNORE, Task, preset
 from ddesys.experiments.synthetic.train import RunConfig, ablate, train_run
 
 try:  # tests/ on sys.path (pytest's rootdir-relative import), as in the other test files
     from nn_helpers import spec_discrete
-    from oracle import impulse_response
+    from ddesys.verification.reference import impulse_response
 except ImportError:
     from tests.nn_helpers import spec_discrete
-    from tests.oracle import impulse_response
+    from ddesys.verification.reference import impulse_response
 
 ROOT = Path(__file__).parents[2]
 
@@ -104,9 +105,10 @@ def _families():
 @pytest.mark.parametrize("family", _families())
 def test_models_are_causal_token_predictors_with_matched_size(family):
     V, L, n_layers, N = 12, 24, 2, 8
-    budget = M.n_params(M.build("s4d", V, 32, n_layers, L, N))
-    w = M.match_width(family, budget, V, n_layers, L, N)
-    model = M.build(family, V, w, n_layers, L, N, seed=0).eval()
+    spec = ModelSpec.from_label(family)
+    budget = M.n_params(M.build(ModelSpec("s4d"), V, 32, n_layers, L, N))
+    w = M.match_width(spec, budget, V, n_layers, L, N)
+    model = M.build(spec, V, w, n_layers, L, N, seed=0).eval()
     assert abs(M.n_params(model) - budget) <= 0.1 * budget      # widths move in steps of 2 (8 for attention)
     g = torch.Generator().manual_seed(0)
     x = torch.randint(1, V, (3, L), generator=g)
@@ -123,7 +125,7 @@ def test_models_are_causal_token_predictors_with_matched_size(family):
 def test_ablations_give_the_brute_force_kernels():
     """``mu_zero``: the kernel of h_t = lam h_{t-1} + bbar x_t; ``tau_min``: of a one-step delay
     (k = 1, alpha = 0); both from the loop oracle, float64; and the layer is restored afterwards."""
-    model = M.build("ds4d", 8, 4, 1, 40, 8, seed=1).double()
+    model = M.build(ModelSpec("ds4d"), 8, 4, 1, 40, 8, seed=1).double()
     layer = [m for m in model.modules() if m.__class__.__name__ == "DS4D"][0]
     lam, mu, bbar, c, delay, _ = spec_discrete(layer)
     L = 40
@@ -149,7 +151,7 @@ def test_ablations_give_the_brute_force_kernels():
 
 def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkeypatch):
     task = preset("copy", "fixed", "smoke")
-    res = train_run(RunConfig(task, "ds4d", 8, n_layers=1, d_state=4, steps=6, batch=4, eval_every=3, val_size=16))
+    res = train_run(RunConfig(task, ModelSpec("ds4d"), 8, n_layers=1, d_state=4, steps=6, batch=4, eval_every=3, val_size=16))
     assert [p["step"] for p in res["curve"]] == [3, 6]
     assert 0.0 <= res["best_acc"] <= 1.0 and res["best_step"] in (3, 6)
     mech = res["mechanism"]
@@ -162,7 +164,7 @@ def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkey
     ce = torch.nn.functional.cross_entropy
     monkeypatch.setattr(train_mod, "F", SimpleNamespace(cross_entropy=lambda *a, **k: ce(*a, **k) * float("nan")))
     with pytest.raises(FloatingPointError, match="loss became nan at step 1"):
-        train_run(RunConfig(task, "lstm", 8, n_layers=1, steps=5, batch=4, eval_every=5, val_size=8))
+        train_run(RunConfig(task, ModelSpec("lstm"), 8, n_layers=1, steps=5, batch=4, eval_every=5, val_size=8))
 
 
 def test_cli_smoke_run_writes_report_and_resumes(tmp_path):
@@ -184,7 +186,7 @@ def test_cli_smoke_run_writes_report_and_resumes(tmp_path):
 def test_ds4d_learns_delay_copy_at_cpu_scale():
     """The paper's headline at CPU scale: DS4D solves fixed-delay copy (T = 16 tokens, lag 1024)."""
     task = preset("copy", "fixed", "cpu")
-    res = train_run(RunConfig(task, "ds4d", 56, n_layers=2, d_state=64, steps=600, batch=32, eval_every=100))
+    res = train_run(RunConfig(task, ModelSpec("ds4d"), 56, n_layers=2, d_state=64, steps=600, batch=32, eval_every=100))
     assert res["best_acc"] >= 0.99
     assert res["mechanism"]["acc_mu_zero"] < 0.5 and res["mechanism"]["acc_tau_min"] < 0.5
 
@@ -213,7 +215,7 @@ def test_evaluate_reads_the_supervised_positions_with_a_filler_gap():
     from ddesys.experiments.synthetic.train import accuracy, evaluate
     for gap in (0, 5):
         task = dataclasses.replace(preset("copy", "variable", "smoke"), gap=gap)
-        model = M.build("s4d", task.vocab, 8, 1, task.length, 8, seed=0)
+        model = M.build(ModelSpec("s4d"), task.vocab, 8, 1, task.length, 8, seed=0)
         x, y, p = (torch.from_numpy(a) for a in task.sample(64, np.random.default_rng(0)))
         acc = accuracy(model, x, y)                         # an untrained model: right at some positions
         det = evaluate(model, x, y, p, task)

@@ -63,13 +63,16 @@ def _expected_width(i, steps, w0=64.0, frac=0.6):
 
 # ------------------------------------------------------------------------------------------ delay
 def test_arch_keeps_older_dicts_and_keys():
-    assert "tap_w0" not in M.Arch("ds4d").to_dict() and "tap_frac" not in M.Arch("s4d").to_dict()
-    tap = M.Arch("ds4d-tap")
+    tap = M.Arch(M.ModelSpec("ds4d", tap=M.TapSchedule()))
+    assert "tap_w0" not in M.Arch().to_dict() and "tap_frac" not in M.Arch(M.ModelSpec("s4d")).to_dict()
     assert tap.to_dict()["tap_w0"] == 64.0 and tap.to_dict()["tap_frac"] == 0.6 and tap.label() == "ds4d-tap"
-    assert M.Arch("ds4d-tap", tap_w0=8.0).label() == "ds4d-tap (tap_w0=8.0)"
-    for bad in (dict(tap_w0=0.5), dict(tap_frac=0.0), dict(tap_frac=1.5)):
+    assert M.Arch(M.ModelSpec("ds4d", tap=M.TapSchedule(w0=8.0))).label() == "ds4d-tap (tap_w0=8.0)"
+    assert M.Arch.from_dict(tap.to_dict()) == tap and list(tap.to_dict())[0] == "family"
+    for bad in (dict(w0=0.5), dict(frac=0.0), dict(frac=1.5)):
         with pytest.raises(ValueError):
-            M.Arch("ds4d-tap", **bad)
+            M.TapSchedule(**bad)
+    with pytest.raises(ValueError, match="ds4d-clock"):
+        M.Arch(M.ModelSpec("ds4d", clock="given"))                 # the delay task has no clocked models
     runs = json.loads((ROOT / "docs/experiments/delay/results.json").read_text())["runs"]
     assert runs and all(run_key(r["config"]) == r["key"] for r in runs)       # committed results still merge
 

@@ -15,6 +15,7 @@ import torch
 from ddesys import DiscreteDelaySystem
 from ddesys import nn as dnn
 from ddesys.clock import clocked_simulate
+from ddesys.nn.decode.clocked import CLOCK_ENGINES, ClockedFused, ClockedReference
 
 F64 = torch.float64
 L = 24
@@ -354,7 +355,7 @@ def test_clocked_decode_engines_match_oracle(engine):
     clocked, x, ticks = dnn.Clocked(layer), _x(), torch.from_numpy(make_ticks())
     ref = oracle_nn(layer, x, ticks)
     cache = clocked.allocate_inference_cache(6, dtype=F64, engine=engine)
-    assert cache.engine == engine
+    assert type(cache.engine) is CLOCK_ENGINES[engine] and cache.engine.name == engine
     with torch.no_grad():
         y_pre = clocked.prefill(x[:, :10], cache, ticks[:, :10])
         y_rest, _ = _decode(clocked, x[:, 10:], ticks[:, 10:], cache)
@@ -368,14 +369,14 @@ def test_clocked_decode_engines_match_oracle(engine):
 
 def test_clocked_engine_choice(monkeypatch):
     ds, s4 = dnn.Clocked(dnn.DS4D(3, d_state=4, l_max=L, seed=0)), dnn.Clocked(dnn.S4D(3, d_state=4, seed=1))
-    assert ds.allocate_inference_cache(2).engine == "fused"
-    assert s4.allocate_inference_cache(2).engine == "reference"              # one-slot ring: the torch update
+    assert type(ds.allocate_inference_cache(2).engine) is ClockedFused
+    assert type(s4.allocate_inference_cache(2).engine) is ClockedReference              # one-slot ring: the torch update
     with pytest.raises(ValueError, match="DS4D inner layer"):
         s4.allocate_inference_cache(2, engine="fused")
     with pytest.raises(ValueError, match="engine must be"):
         ds.allocate_inference_cache(2, engine="triton")
     monkeypatch.setenv("DDESYS_REFERENCE", "1")
-    assert ds.allocate_inference_cache(2).engine == "reference"
+    assert type(ds.allocate_inference_cache(2).engine) is ClockedReference
 
 
 def test_clocked_fused_decode_follows_a_parameter_change_mid_sequence():

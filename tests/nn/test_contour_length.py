@@ -1,5 +1,5 @@
 """The layer's FFT length (ddesys.fft_length, docs/theory.md 5.4): a float32 forward synthesizes at
-M = nextpow2(L) and stays within float32 rounding of an independent float64 recurrence (tests/oracle.py);
+M = nextpow2(L) and stays within float32 rounding of an independent float64 recurrence (verification/reference/loops.py);
 float64 callers keep nextpow2(2L); the guard is M >= L."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from ddesys import choose_contour, fft_length, unit_roundoff
+from ddesys import choose_contour, fft_length
+from ddesys.contour import unit_roundoff
 from ddesys.nn import DS4D
 
 from nn_helpers import layer_oracle

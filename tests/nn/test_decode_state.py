@@ -2,7 +2,7 @@
 prefill (outputs, ring, tap input ring), and ``forward(x, state=..., return_state=True)`` over chunks
 equals the whole-sequence forward, outputs and gradients, for DS4D (with and without the tap) and S4D;
 the states decode like any cache. References: the layer's own whole-sequence FFT forward and prefill
-(checked against the float64 oracle in test_nn_decode.py) and ``layer_oracle`` (tests/oracle.py)."""
+(checked against the float64 oracle in test_nn_decode.py) and ``layer_oracle`` (verification/reference/loops.py)."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +11,7 @@ import torch
 from ddesys.nn import DS4D, S4D
 
 from nn_helpers import bhl, layer_oracle, live_states
-from oracle import rel_max
+from ddesys.verification.reference import rel_max
 
 F64 = torch.float64
 CUTS = (0, 13, 14, 37, 50)                    # chunks of 13, 1, 23, 13: shorter and longer than the delays

@@ -251,7 +251,7 @@ def test_16bit_nan_buffer_and_float16_array_refused():
 
 # ---------------------------------------------------------------------------------------------- the nn layer
 def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
-    """The call nn.DS4D.step's fused engine makes (constants from ``_step_constants`` as NumPy views, the
+    """The call nn.DS4D.step's fused engine makes (constants from ``step_constants`` as NumPy views, the
     cache's buffer viewed, ``y`` in ``rdt``), here outside the layer, equals the layer's torch reference
     engine token by token in float32, before and after the longest delay; and the layer's
     own default step (which calls the fused step) matches too."""
@@ -262,10 +262,10 @@ def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
     layer = dnn.DS4D(H, N, l_max=48)
     cache, cache_layer = (layer.allocate_inference_cache(B) for _ in range(2))
     cache_ref = layer.allocate_inference_cache(B, engine="reference")
-    assert (cache_layer.engine, cache_ref.engine) == ("fused", "reference")
+    assert (cache_layer.engine.name, cache_ref.engine.name) == ("fused", "reference")
     rdt = torch.float32
     with torch.no_grad():
-        k_ = layer._step_constants(rdt)
+        k_ = layer.step_constants(rdt)
         consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (k_.lam, k_.m1, k_.m2, k_.bbar, k_.c)) + (
             layer.D.detach().to(rdt).contiguous().numpy(), k_.k.contiguous().numpy())
     buf_np = cache.buf.numpy()                                  # once per cache

@@ -22,7 +22,7 @@ from ddesys import nn as dnn
 from ddesys.nn import SequenceModel
 
 from nn_helpers import reference_model_forward
-from oracle import rel_max
+from ddesys.verification.reference import rel_max
 
 V = 13
 

@@ -1,5 +1,6 @@
-"""The fused model step (nn/model_step.py) against an independent float64 NumPy model, the module path,
-and its fallbacks: the plan is used exactly where eligible, and follows parameter changes."""
+"""The compiled model step (nn/decode/model_step.py, ``model.compile_step``) against an independent
+float64 NumPy model, the module path, and its fallbacks: the plan runs compiled exactly where the blocks
+publish fused forms, and follows parameter changes."""
 from __future__ import annotations
 
 import math
@@ -7,12 +8,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from ddesys.cpu import block_loops
 from ddesys.nn import DS4D, SequenceModel
-from ddesys.nn import model_step as ms
+from ddesys.nn.decode import model_step as ms
 from nn_helpers import spec_discrete, vec_recurrence
 from torch import nn
 
-pytestmark = pytest.mark.skipif(ms._nb is None, reason="the fused model step needs Numba")
+pytestmark = pytest.mark.skipif(not block_loops.available(), reason="the compiled model step needs Numba")
 
 _erf = np.vectorize(math.erf)
 
@@ -64,14 +66,25 @@ def build(dtype=torch.float64, prenorm=True, glu=True, norm="layer", approximate
     return model
 
 
-def steps(model, x, caches=None):
+def steps(model, x, caches=None, compiled=True):
+    """Step ``model`` through ``x`` ``(B, L, ...)``: outputs ``(B, L, ...)`` and the plan from
+    ``model.compile_step`` (``compiled=False``: ``model.step``, the modules; then the caches instead)."""
     caches = model.allocate_inference_cache(x.shape[0], dtype=x.dtype) if caches is None else caches
+    plan = model.compile_step(caches) if compiled else None
     with torch.no_grad():
-        return torch.stack([model.step(x[:, t], caches) for t in range(x.shape[1])], 1), caches
+        ys = [plan.step(x[:, t]) if compiled else model.step(x[:, t], caches) for t in range(x.shape[1])]
+    return torch.stack(ys, 1), plan if compiled else caches
 
 
-def used_plan(model, caches):
-    return ms.current_plan(model, caches) is not None
+def run(plan, x):
+    """``plan.step`` through ``x`` ``(B, L, ...)`` without autograd: ``(B, L, ...)``."""
+    with torch.no_grad():
+        return torch.stack([plan.step(x[:, t]) for t in range(x.shape[1])], 1)
+
+
+def used_plan(plan, n):
+    """The plan ran compiled for ``n`` tokens."""
+    return plan.reason is None and plan.fused_tokens == n
 
 
 @pytest.mark.parametrize("prenorm,glu,norm,approximate,B", [
@@ -81,26 +94,51 @@ def test_fused_step_equals_numpy_model_float64(prenorm, glu, norm, approximate, 
     model = build(prenorm=prenorm, glu=glu, norm=norm, approximate=approximate)
     k_max = max(int(b.layer.discrete(torch.float64).k.max()) for b in model.blocks)
     x = torch.randn(B, 2 * k_max + 8, 5, dtype=torch.float64)                    # past every delay, twice
-    y, caches = steps(model, x)
-    assert used_plan(model, caches)
+    y, plan = steps(model, x)
+    assert used_plan(plan, x.shape[1])
     ref = np_model(model, x)
     assert np.abs(y.numpy() - ref).max() <= 1e-10 * np.abs(ref).max()
-    assert (B > ms.MATVEC_MAX_BATCH) == (not ms.current_plan(model, caches).matvec)   # both product paths
+    assert (B > ms.MATVEC_MAX_BATCH) == (not plan.program.matvec)               # both product paths
 
 
 @pytest.mark.parametrize("B", [1, 4])
 def test_fused_step_float32_matches_module_path_and_oracle(B):
     model = build(dtype=torch.float32, H=32, L=40)
     x = torch.randn(B, 60, 5)
-    y, caches = steps(model, x)
-    assert used_plan(model, caches)
-    model.fuse_step = False
-    y_mod, c2 = steps(model, x)
-    assert not used_plan(model, c2)
+    y, plan = steps(model, x)
+    assert used_plan(plan, 60)
+    y_mod, _ = steps(model, x, compiled=False)
     scale = float(y_mod.abs().max())
     assert float((y - y_mod).abs().max()) <= 2e-6 * scale
     ref = np_model(model, x.double())
     assert np.abs(y.double().numpy() - ref).max() <= 2e-6 * np.abs(ref).max()
+
+
+def test_model_step_is_the_module_path_and_the_plan_is_opt_in():
+    model = build(H=12)
+    x = torch.randn(1, 6, 5, dtype=torch.float64)
+    y_mod, caches = steps(model, x, compiled=False)
+    assert not hasattr(SequenceModel, "fuse_step")                                # no class flag
+    y, plan = steps(model, x)
+    assert used_plan(plan, 6) and plan.caches is not caches                       # a plan holds its own list
+    assert float((y - y_mod).abs().max()) <= 1e-12 * float(y.abs().max())
+    with pytest.raises(ValueError, match="one cache per layer"):
+        model.compile_step(caches[:2])
+
+
+def test_blocks_publish_their_fused_form():
+    model = build(H=12)
+    form = model.blocks[0].fused_form()
+    assert form.layer is model.blocks[0].layer and form.out is model.blocks[0].out and form.glu
+    assert form.norm is model.blocks[0].norm and form.prenorm and form.act == "gelu"
+    relu = SequenceModel(5, 4, d_model=12, n_layers=1, activation="ReLU", layer_kw=dict(d_state=8, l_max=24))
+    assert relu.blocks[0].fused_form() is None
+    drop = SequenceModel(5, 4, d_model=12, n_layers=1, dropout=0.1, layer_kw=dict(d_state=8, l_max=24))
+    assert drop.train().blocks[0].fused_form() is None and drop.eval().blocks[0].fused_form() is not None
+    h = model.blocks[0].act.register_forward_pre_hook(lambda *a: None)
+    assert model.blocks[0].fused_form() is None
+    h.remove()
+    assert model.blocks[0].fused_form() is not None
 
 
 def test_prefill_then_fused_steps_equal_forward():
@@ -109,18 +147,18 @@ def test_prefill_then_fused_steps_equal_forward():
     caches = model.allocate_inference_cache(2, dtype=torch.float64)
     with torch.no_grad():
         y0 = model.prefill(x[:, :20], caches)
-        y1, _ = steps(model, x[:, 20:], caches)
+        y1, plan = steps(model, x[:, 20:], caches)
         y = model(x)
-    assert used_plan(model, caches)
+    assert used_plan(plan, 30)
     assert float((torch.cat([y0, y1], 1) - y).abs().max()) <= 1e-9 * float(y.abs().max())
 
 
 def _not_fused(model, x, caches=None, grad=False):
     caches = model.allocate_inference_cache(x.shape[0], dtype=x.dtype) if caches is None else caches
-    ms._PLANS.pop(model, None)                                                  # no plan kept from before
+    plan = model.compile_step(caches)
     with torch.set_grad_enabled(grad):
-        model.step(x[:, 0], caches)
-    return not used_plan(model, caches)
+        plan.step(x[:, 0])
+    return plan.fused_tokens == 0
 
 
 def test_ineligible_models_take_the_module_path():
@@ -130,6 +168,7 @@ def test_ineligible_models_take_the_module_path():
     assert _not_fused(model, x, grad=True)                                      # gradients: the modules
     ref = model.allocate_inference_cache(2, dtype=torch.float64, engine="reference")
     assert _not_fused(model, x, ref)                                            # another engine
+    assert "fused engine" in model.compile_step(ref).reason
     h = model.blocks[1].out.register_forward_hook(lambda *a: None)
     assert _not_fused(model, x)                                                 # hooks run on the modules
     h.remove()
@@ -143,6 +182,7 @@ def test_ineligible_models_take_the_module_path():
     relu = SequenceModel(5, 4, d_model=12, n_layers=2, activation="ReLU", layer_kw=dict(d_state=8, l_max=24),
                          dtype=torch.float64).eval()
     assert _not_fused(relu, x)
+    assert "fused form" in relu.compile_step(relu.allocate_inference_cache(2, dtype=torch.float64)).reason
     s4 = SequenceModel(5, 4, d_model=12, n_layers=2, layer="s4d", dtype=torch.float64).eval()
     assert _not_fused(s4, x)
 
@@ -150,22 +190,20 @@ def test_ineligible_models_take_the_module_path():
 def test_plan_follows_parameter_changes():
     model = build(H=16, L=32)
     x = torch.randn(1, 40, 5, dtype=torch.float64)
-    _, caches = steps(model, x[:, :10])
-    plan = ms.current_plan(model, caches)
+    _, plan = steps(model, x[:, :10])
+    program = plan.program
     with torch.no_grad():                                                        # in place: seen directly
         model.blocks[0].out.weight.mul_(1.5)
         model.blocks[2].norm.bias.add_(0.2)
         model.blocks[1].layer.log_dt.add_(0.1)                                   # the layer's constants too
-    model.reset_cache(caches)
-    y, _ = steps(model, x, caches)
-    assert ms.current_plan(model, caches) is plan                                # no rebuild was needed
+    model.reset_cache(plan.caches)
+    y = run(plan, x)
+    assert plan.program is program                                               # no re-derivation was needed
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
-    model.decoder.weight = nn.Parameter(torch.randn_like(model.decoder.weight))   # a new object: a new plan
-    model.reset_cache(caches)
-    old = ms.current_plan(model, caches)
-    assert old is None                                                           # the old plan is stale
-    y, _ = steps(model, x, caches)
-    assert used_plan(model, caches)
+    model.decoder.weight = nn.Parameter(torch.randn_like(model.decoder.weight))   # a new object: derived again
+    model.reset_cache(plan.caches)
+    y = run(plan, x)
+    assert plan.program is not program and used_plan(plan, 10 + 2 * 40)
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
 
 
@@ -186,12 +224,12 @@ def test_fused_model_step_is_bitwise_across_threads_and_batches_alone():
 def test_reset_and_new_caches_rebuild_the_binding():
     model = build(H=16, L=32)
     x = torch.randn(2, 30, 5, dtype=torch.float64)
-    y, caches = steps(model, x)
-    model.reset_cache(caches)
-    y2, _ = steps(model, x, caches)
+    y, plan = steps(model, x)
+    model.reset_cache(plan.caches)
+    y2, _ = steps(model, x, plan.caches)
     assert torch.equal(y, y2)
-    y3, c3 = steps(model, x)                                                     # another list of caches
-    assert torch.equal(y, y3) and used_plan(model, c3)
+    y3, p3 = steps(model, x)                                                     # another list of caches
+    assert torch.equal(y, y3) and used_plan(p3, 30)
 
 
 def test_layer_subclass_with_own_step_is_not_bypassed():
@@ -205,24 +243,27 @@ def test_layer_subclass_with_own_step_is_not_bypassed():
     model = build(H=12)
     model.blocks[0].layer.__class__ = Marked
     x = torch.randn(1, 4, 5, dtype=torch.float64)
-    steps(model, x)
-    assert Marked.calls == 4
+    _, plan = steps(model, x)
+    assert Marked.calls == 4 and plan.reason is not None
 
 
-def test_a_plan_is_not_reused_in_training_mode_or_on_moved_storage():
+def test_a_plan_is_not_used_in_training_mode_or_on_moved_storage():
     torch.manual_seed(1)
     model = SequenceModel(5, 4, d_model=12, n_layers=2, dropout=0.5, layer_kw=dict(d_state=8, l_max=24),
                           dtype=torch.float64).eval()
     x = torch.randn(1, 6, 5, dtype=torch.float64)
-    _, caches = steps(model, x)
-    assert used_plan(model, caches)
+    _, plan = steps(model, x)
+    assert used_plan(plan, 6)
     model.train()                                                               # dropout active now
-    assert not used_plan(model, caches)
+    with torch.no_grad():
+        plan.step(x[:, 0])
+    assert plan.fused_tokens == 6 and "dropout" in plan.reason
     model.eval()
     lin = model.blocks[0].out
     lin.weight.data = lin.weight.data * 2                                       # new storage, same object
-    model.reset_cache(caches)
-    y, _ = steps(model, x, caches)                                              # the same caches
+    model.reset_cache(plan.caches)
+    y = run(plan, x)                                                            # the same caches
+    assert plan.reason is None and plan.fused_tokens == 12
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
 
 
@@ -233,11 +274,10 @@ def test_clocked_token_model_fused_step_equals_module_path_and_forward():
                           layer_kw=dict(d_state=8, l_max=20), dtype=torch.float64).eval()
     ids = torch.randint(0, 9, (3, 40))
     ids[:, ::3] = 0                                                             # pauses
-    caches = model.allocate_inference_cache(3, dtype=torch.float64)
+    plan = model.compile_step(model.allocate_inference_cache(3, dtype=torch.float64))
     with torch.no_grad():
-        y = torch.stack([model.step(ids[:, t], caches) for t in range(40)], 1)
-        assert used_plan(model, caches)
-        model.fuse_step = False
+        y = torch.stack([plan.step(ids[:, t]) for t in range(40)], 1)
+        assert used_plan(plan, 40)
         c2 = model.allocate_inference_cache(3, dtype=torch.float64)
         y_mod = torch.stack([model.step(ids[:, t], c2) for t in range(40)], 1)
         y_fwd = model(ids)
@@ -245,50 +285,44 @@ def test_clocked_token_model_fused_step_equals_module_path_and_forward():
     assert float((y - y_fwd).abs().max()) <= 1e-9 * float(y.abs().max())
 
 
-def test_cache_lists_decoded_in_turn_keep_their_plans():
+def test_plans_over_cache_lists_decoded_in_turn_are_independent():
     model = build(H=12)
     x = torch.randn(1, 8, 5, dtype=torch.float64)
-    lists = [model.allocate_inference_cache(1, dtype=torch.float64) for _ in range(ms.MAX_PLANS)]
+    plans = [model.compile_step(model.allocate_inference_cache(1, dtype=torch.float64)) for _ in range(5)]
     with torch.no_grad():
-        for t in range(2):
-            for c in lists:
-                model.step(x[:, t], c)
-    plans = [ms.current_plan(model, c) for c in lists]
-    assert all(p is not None for p in plans) and len({id(p) for p in plans}) == ms.MAX_PLANS
-    extra = model.allocate_inference_cache(1, dtype=torch.float64)
-    with torch.no_grad():
-        model.step(x[:, 0], extra)
-    assert ms.current_plan(model, lists[0]) is None and ms.current_plan(model, extra) is not None
+        ys = [[p.step(x[:, t]) for p in plans] for t in range(8)]
+    y_alone, _ = steps(model, x)
+    for i, p in enumerate(plans):
+        assert used_plan(p, 8) and torch.equal(torch.stack([ys[t][i] for t in range(8)], 1), y_alone)
 
 
 def test_a_token_batch_that_does_not_fit_the_caches_is_named():
     model = build(H=12)
     x = torch.randn(3, 4, 5, dtype=torch.float64)
-    _, caches = steps(model, x)                                                  # a plan for batch 3
+    _, plan = steps(model, x)                                                    # a plan for batch 3
     with torch.no_grad(), pytest.raises(ValueError, match="batch 2"):
-        model.step(x[:2, 0], caches)
+        plan.step(x[:2, 0])
 
 
 def test_compiled_encoder_and_decoder_follow_in_place_updates_and_hooks():
     model = build(H=16, L=32)
     x = torch.randn(1, 12, 5, dtype=torch.float64)
-    _, caches = steps(model, x[:, :4])
-    plan = ms.current_plan(model, caches)
-    assert plan.enc is not None and plan.dec is not None                         # batch 1: both compiled
+    _, plan = steps(model, x[:, :4])
+    program = plan.program
+    assert program.enc is not None and program.dec is not None                  # batch 1: both compiled
     with torch.no_grad():                                                        # seen through the views
         model.encoder.weight.mul_(0.5)
         model.decoder.bias.add_(1.0)
-    model.reset_cache(caches)
-    y, _ = steps(model, x, caches)
-    assert ms.current_plan(model, caches) is plan
+    model.reset_cache(plan.caches)
+    y = run(plan, x)
+    assert plan.program is program
     assert float(np.abs(y.numpy() - np_model(model, x)).max()) <= 1e-10 * float(y.abs().max())
     seen = []
     model.encoder.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
-    ms._PLANS.pop(model, None)
-    model.reset_cache(caches)
-    y2, _ = steps(model, x, caches)
-    assert len(seen) == x.shape[1] and used_plan(model, caches)                  # a hooked encoder runs as torch's
-    assert ms.current_plan(model, caches).enc is None
+    model.reset_cache(plan.caches)
+    y2, plan2 = steps(model, x, plan.caches)                                     # hooks: judged by a new plan
+    assert len(seen) == x.shape[1] and used_plan(plan2, 12)                      # a hooked encoder runs as torch's
+    assert plan2.program.enc is None
     assert float((y2 - y).abs().max()) <= 1e-12 * float(y.abs().max())
 
 
@@ -297,13 +331,13 @@ def test_embedding_model_fused_at_batch_one_and_float_input_mismatch_is_named():
     model = SequenceModel(9, 7, d_model=12, n_layers=2, embedding=True, layer_kw=dict(d_state=8, l_max=20),
                           dtype=torch.float64).eval()
     ids = torch.randint(0, 9, (1, 30))
-    caches = model.allocate_inference_cache(1, dtype=torch.float64)
+    plan = model.compile_step(model.allocate_inference_cache(1, dtype=torch.float64))
     with torch.no_grad():
-        y = torch.stack([model.step(ids[:, t], caches) for t in range(30)], 1)
-        assert used_plan(model, caches)
+        y = torch.stack([plan.step(ids[:, t]) for t in range(30)], 1)
+        assert used_plan(plan, 30)
         y_fwd = model(ids)
     assert float((y - y_fwd).abs().max()) <= 1e-9 * float(y_fwd.abs().max())
     lin = build(H=12)
-    c = lin.allocate_inference_cache(1, dtype=torch.float64)
+    plan = lin.compile_step(lin.allocate_inference_cache(1, dtype=torch.float64))
     with torch.no_grad(), pytest.raises(RuntimeError):
-        lin.step(torch.randn(1, 5, dtype=torch.float32), c)                      # torch's dtype error, not a plan's
+        plan.step(torch.randn(1, 5, dtype=torch.float32))                        # torch's dtype error, not a plan's

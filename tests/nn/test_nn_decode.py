@@ -2,7 +2,7 @@
 ring-buffer wrap-around), clear exceptions on bad input, ``param_groups``, the decode cache size
 (``k_max + 1`` slots) and the public API.
 
-The references (``layer_oracle`` on ``tests/oracle.py``'s ``brute_force``, ``vandermonde_kernel``,
+The references (``layer_oracle`` on ``verification/reference/loops.py``'s ``brute_force``, ``vandermonde_kernel``,
 ``causal_conv`` in ``tests/nn_helpers.py``) never run the layer's own code path; see
 ``nn_helpers``' docstring.
 """
@@ -19,7 +19,7 @@ from ddesys.nn import DS4D, S4D, SequenceModel, param_groups
 
 from nn_helpers import (D_IN, D_MODEL, F64, _np, bhl, causal_conv, layer_oracle, make_model,
                         reference_model_forward, spec_discrete, vandermonde_kernel)
-from oracle import rel_max, rrmse
+from ddesys.verification.reference import rel_max, rel_rmse as rrmse
 
 
 # ---------------------------------------------------------------------------------------------------

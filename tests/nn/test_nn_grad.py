@@ -2,7 +2,7 @@
 delay gradient vs a finite difference of the oracle impulse response, and Hypothesis checks that any
 finite unconstrained parameters give a stable layer and a finite kernel.
 
-The references (``tests/oracle.py``'s ``impulse_response``, ``spec_discrete`` in
+The references (``verification/reference/loops.py``'s ``impulse_response``, ``spec_discrete`` in
 ``tests/nn_helpers.py``) never run the layer's own code path; see ``nn_helpers``' docstring.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ddesys.nn import DS4D, S4D
 
-from oracle import impulse_response, rel_err
+from ddesys.verification.reference import impulse_response, rel_err
 from nn_helpers import D_IN, DS4D_PARAMS, F64, S4D_KEYS, _np, make_model, spec_discrete
 
 

@@ -5,7 +5,7 @@ layers, and both sampling paths (fused / reference, forward and gradcheck). Wher
 share code (the layer and ``to_ddesys`` share the kernel synthesis and the recurrence), each is checked
 against the oracle, never one against the other.
 
-The references (``tests/oracle.py``'s ``brute_force`` / ``impulse_response``, and ``spec_discrete``,
+The references (``verification/reference/loops.py``'s ``brute_force`` / ``impulse_response``, and ``spec_discrete``,
 ``vec_recurrence``, ``vandermonde_kernel``, ``causal_conv``, ``reference_model_forward`` in
 ``tests/nn_helpers.py``) never run the layer's own code path; see ``nn_helpers``' docstring.
 
@@ -23,7 +23,7 @@ import torch
 
 from ddesys.nn import DS4D, S4D
 
-from oracle import brute_force, impulse_response, rel_err, rel_max, rrmse
+from ddesys.verification.reference import brute_force, impulse_response, rel_err, rel_max, rel_rmse as rrmse
 from nn_helpers import (D_IN, D_OUT, F64, _cplx, _np, _s4d_twin, bhl, causal_conv, layer_oracle, make_model,
                         next_pow2, reference_model_forward, spec_discrete, vandermonde_kernel, vec_recurrence)
 

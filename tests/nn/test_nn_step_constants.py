@@ -9,7 +9,7 @@ import torch
 from ddesys.nn import DS4D, S4D
 
 from nn_helpers import bhl, layer_oracle
-from oracle import rrmse
+from ddesys.verification.reference import rel_rmse as rrmse
 
 
 def _decode(module, x, cache):

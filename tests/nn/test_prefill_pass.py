@@ -12,6 +12,7 @@ if not prefill.prefill_available():
     pytest.skip("the compiled prefill needs Numba", allow_module_level=True)
 
 from ddesys import nn as dnn  # noqa: E402
+from ddesys.nn.decode.engine import FusedEngine, ReferenceEngine  # noqa: E402
 
 from nn_helpers import live_states  # noqa: E402
 from test_fused_step import oracle as step_oracle  # noqa: E402
@@ -166,7 +167,7 @@ def test_layer_prefill_is_stepping(kind):
     with torch.no_grad():
         a = layer.allocate_inference_cache(2, dtype=torch.float64)
         if kind != "s4d":
-            assert a.engine == "fused"
+            assert isinstance(a.engine, FusedEngine)
         ya = torch.cat([layer.prefill(x[:, :7], a), _step_through(layer, x[:, 7:9], a), layer.prefill(x[:, 9:], a)], 1)
         b = layer.allocate_inference_cache(2, dtype=torch.float64)
         yb = _step_through(layer, x, b)
@@ -181,16 +182,16 @@ def test_layer_prefill_is_stepping(kind):
 def test_reference_engine_keeps_the_spectral_prefill(monkeypatch):
     """A cache of the reference engine (DDESYS_REFERENCE=1 at allocation) does not take the compiled pass,
     and both agree."""
-    import ddesys.nn.ds4d as ds4d_mod
+    import ddesys.nn.decode.engine as engine_mod
     layer = dnn.DS4D(3, d_state=4, l_max=12, seed=1).double()
     x = torch.randn(1, 30, 3, dtype=torch.float64)
     with torch.no_grad():
         monkeypatch.setenv("DDESYS_REFERENCE", "1")
         ref = layer.allocate_inference_cache(1, dtype=torch.float64)
         monkeypatch.delenv("DDESYS_REFERENCE")
-        assert ref.engine == "reference"
+        assert isinstance(ref.engine, ReferenceEngine)
         calls = []
-        monkeypatch.setattr(ds4d_mod, "fused_ds4d", lambda *a: calls.append(1))
+        monkeypatch.setattr(engine_mod, "fused_ds4d", lambda *a: calls.append(1))
         y_ref = layer.prefill(x, ref)
         assert not calls
         monkeypatch.undo()

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
-from ddesys.nn.selective import GateClock, soft_forward
+from ddesys.nn.selective import GateClock, SoftClocked, soft_forward
 from ddesys.selective import soft_scan, soft_scan_grad
 
 F64 = torch.float64
@@ -209,7 +209,7 @@ def test_soft_forward_at_clock_one_and_binary():
         # a gated Clocked layer: c = sigmoid(w . x_t + b), the oracle's loop plus d x
         gate = GateClock(3, init=0.4, seed=2).double()
         gate.w.mul_(40.0)                                                    # clocks spread over (0, 1)
-        gated = dnn.Clocked(layer, gate=gate)
+        gated = SoftClocked(layer, gate)
         xb = x.transpose(1, 2)                                               # (B, L, H)
         c = torch.sigmoid(xb @ gate.w + gate.b).numpy()
         assert c.min() < 0.05 and c.max() > 0.95

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
+from ddesys.nn.decode.engine import FusedEngine
 from ddesys.cpu.step import step_available
 
 pytestmark = pytest.mark.skipif(not step_available(), reason="the fused engine needs Numba")
@@ -25,7 +26,7 @@ def _allocations(layer, cache, xs):
 def test_step_allocates_only_its_output(batch, history):
     layer = dnn.DS4D(8, 8, l_max=32, seed=0)
     cache = layer.allocate_inference_cache(batch, history_dtype=history)
-    assert cache.engine == "fused"
+    assert isinstance(cache.engine, FusedEngine)
     xs = torch.randn(40, batch, 8)
     with torch.no_grad():
         for x in xs[:5]:                                    # constants, binding, compilation: once

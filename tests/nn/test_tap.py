@@ -1,6 +1,6 @@
 """The delayed input tap (docs/theory.md §8): ddesys.tap, DiscreteDelaySystem + DelayTap, DS4D(tap=True).
 
-Every number is checked against the float64 Python loops of tests/oracle.py (``brute_force`` for the
+Every number is checked against the float64 Python loops of verification/reference/loops.py (``brute_force`` for the
 delayed recurrence, ``tap_brute`` for the tap), written from the formulas without importing ddesys.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from ddesys.tap import tap_kernel, tap_support, tap_transfer, tap_weights
 from ddesys.nn import DS4D, SequenceModel, TapWidthSchedule, set_tap_width
 
 from nn_helpers import spec_discrete
-from oracle import brute_force, rel_max, tap_brute, tap_test_system
+from ddesys.verification.reference import brute_force, rel_max, tap_brute
+from random_systems import tap_test_system
 
 WIDTHS = (1.0, 2.5, 9.0)
 

@@ -4,7 +4,7 @@
 initial values (``tests/data/tap_v1.pt``, saved by the code before the branch: see
 ``tests/data/make_tap_v1.py``), the FIR tap is a ddesys system added to the delay system, the
 ``"tap_zero"`` ablation, the width bound and the schedule's step checks. Numbers are checked against
-the float64 loops of tests/oracle.py (``brute_force``, ``tap_brute``).
+the float64 loops of verification/reference/loops.py (``brute_force``, ``tap_brute``).
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from ddesys.experiments._probes import tap_zero
 from ddesys.nn.tap import TapBranch, TapWidthSchedule, max_tap_width
 
 from nn_helpers import layer_oracle
-from oracle import brute_force, rel_max, tap_brute, tap_test_system
+from ddesys.verification.reference import brute_force, rel_max, tap_brute
+from random_systems import tap_test_system
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 OLD = torch.load(ROOT / "tests/data/tap_v1.pt", weights_only=True)
@@ -54,7 +55,7 @@ def test_tap_is_a_composed_branch():
     assert not any(k.__module__ == "ddesys.nn.tap" for k in dnn.DS4D.__mro__)
     hooks = [k for k in dnn.DS4D.__mro__ if k.__module__.startswith("ddesys.nn.") and "_load_from_state_dict" in vars(k)]
     assert hooks == [dnn.DS4D]
-    for path in ("nn/ds4d.py", "nn/tap.py", "nn/delay_range.py", "verification/oracle.py"):
+    for path in ("nn/ds4d.py", "nn/tap.py", "nn/delay_range.py", "verification/reference/layer.py"):
         assert "_parameters" not in (ROOT / path).read_text(), path
 
 

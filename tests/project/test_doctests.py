@@ -9,10 +9,12 @@ import importlib
 import pytest
 
 DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "ddesys.continuous_response",
-          "ddesys.stability", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
+          "ddesys.stability", "ddesys.winding", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
           "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.matrix.statespace", "ddesys.matrix.roots",
           "ddesys.matrix.chart", "ddesys.matrix.crossings", "ddesys.matrix.norms", "ddesys.matrix.timeresp", "ddesys.lti", "ddesys.matrix.charmatrix",
-          "ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot"]
+          "ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot",
+          "ddesys.matrix.continuous_response", "ddesys.matrix.sweeps", "ddesys.matrix.discretize", "ddesys.matrix.freqresp",
+          "ddesys.matrix.rightmost"]
 NN = ["ddesys.nn.ds4d", "ddesys.nn.model", "ddesys.nn.optim", "ddesys.nn.s4compat"]
 
 

@@ -2,7 +2,7 @@
 dtypes, unstable simulations, and arguments aimed at the compiled recurrence's indices.
 
 Every accepted input must give finite, correct output, checked against the independent float64 oracle
-(`tests/oracle.py`, written from docs/theory.md §2-§5 without importing ddesys); every refused input must
+(`verification/reference/loops.py`, written from docs/theory.md §2-§5 without importing ddesys); every refused input must
 raise at the public call, naming the argument, the limit and the remedy.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import ddesys
 from ddesys import DelaySystem, DiscreteDelaySystem
 from ddesys.recurrence import run_recurrence
 from discrete_helpers import REPO, oracle_kernel
-from oracle import brute_force, rel_err, roots_radius
+from ddesys.verification.reference import brute_force, rel_err, roots_radius
 
 
 def _system(delay, lam=(0.5 + 0.2j, -0.3 + 0j), mu=(0.2 - 0.1j, 0.4j), d=0.3):
@@ -50,7 +50,7 @@ def test_delay_above_limit_refused(delay):
 
 def test_delay_at_limit_and_one_ulp_below_an_integer_match_oracle():
     """The largest accepted delay, and fractional parts at 1 ulp from 1, with a short sequence."""
-    assert ddesys.MAX_DELAY_STEPS == 2**31 - 1
+    assert ddesys.discrete.MAX_DELAY_STEPS == 2**31 - 1
     for delay in (2.0**31 - 1, 2.0**31 - 1.25, np.nextafter(8.0, 0.0), np.nextafter(1.0, 2.0), 1.0):
         _check_against_oracle(_system(delay))
     s = _system(2.0**31 - 1)
@@ -248,7 +248,7 @@ def test_recurrence_refuses_mismatched_shapes(name, shape):
 
 def test_recurrence_accepted_extremes_match_oracle():
     """k = 1, k at the limit, alpha at 1 ulp below 1, an empty batch and L = 0: finite and correct."""
-    for k, alpha in ((1, 0.0), (1, np.nextafter(1.0, 0.0)), (ddesys.MAX_DELAY_STEPS, 0.5), (5, 1.0)):
+    for k, alpha in ((1, 0.0), (1, np.nextafter(1.0, 0.0)), (ddesys.discrete.MAX_DELAY_STEPS, 0.5), (5, 1.0)):
         a = _flat_args(k=k, alpha=alpha)
         y, h = run_recurrence(**a, return_states=True)
         s = dict(lam=a["lam"], mu=a["mu"], bbar=a["bbar"], c=a["c"], delay=a["k"] + a["alpha"], d=a["d"])

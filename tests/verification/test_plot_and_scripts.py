@@ -10,7 +10,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import ddesys  # noqa: E402
-from ddesys import next_pow2, plot  # noqa: E402
+from ddesys import plot  # noqa: E402
+from ddesys.contour import next_pow2  # noqa: E402
 from ddesys.verification.systems import random_delay_system  # noqa: E402
 
 

@@ -1,10 +1,13 @@
-"""Decode caches of :class:`nn.DS4D` and :class:`nn.S4D`: the state a layer carries from token to token.
+"""Decode caches: the state a layer carries from token to token.
 
 A cache is made by its layer's ``allocate_inference_cache`` and stays bound to that layer (another
 layer, even of the same shape, refuses it: its state means nothing there) and to one decode engine
-(:mod:`nn.engine`), chosen at allocation. ``t`` counts the tokens consumed; :meth:`reset` empties the
-cache for a new sequence. Pickling or copying keeps the tensors; a pickled cache loses its binding (a
-weak reference) and is refused by every layer after loading.
+(:mod:`nn.decode.engine`), chosen at allocation. Every cache has the same public fields (:class:`Cache`):
+its state tensors, ``t`` (the tokens consumed), ``engine`` (the engine object), ``handle`` (what
+``engine.bind`` returned for the layer's current constants: views, bound compiled steps; None until bound),
+``owner`` (the layer) and ``max_seqlen``. :meth:`Cache.reset` empties the cache for a new sequence.
+Pickling or copying keeps the tensors and the engine, never the handle; a pickled cache loses its
+binding to the layer (a weak reference) and is refused by every layer after loading.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import torch
 
 from ddesys.cpu.step import is_channel_major, new_ring
 
-__all__ = ["DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major"]
+__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 
@@ -47,73 +50,110 @@ def describe_layer(layer):
     return f"{type(layer).__name__}(d_model={layer.H}, d_state={2 * layer.N2}) at {hex(id(layer))}"
 
 
-class _Bound:
-    """What DS4DCache and S4DCache share: the owning layer, the engine, copies, pickling, reset."""
+class Cache:
+    """What every decode cache shares: the owning layer, the engine and its handle, copies, pickling, reset.
 
-    # fields of the dataclasses below that are derived from the rest and rebuilt on demand
-    _DERIVED = ("_bound", "_ring", "_fmt16", "_warned", "_run")
+    Public fields (besides the subclass's state tensors and ``t``): ``engine`` (the decode engine
+    object, chosen at allocation; ``engine.name`` for display), ``handle`` (``engine.bind``'s result for
+    the constants the cache was last bound to, or None), ``owner_name`` (the allocating layer, described),
+    ``max_seqlen`` and ``warned`` (a float16 history's overflow warning was given)."""
 
-    def _bind(self, layer, engine, max_seqlen=None):
-        self._owner = weakref.ref(layer)
-        self._owner_name = describe_layer(layer)
-        self._engine = engine
+    engine = None
+    handle = None
+    owner_name = None
+    warned = False
+
+    def bind(self, layer, engine, max_seqlen=None):
+        """Bind this cache to ``layer`` (held weakly) and ``engine``; returns the cache."""
+        self._owner_ref = weakref.ref(layer)
+        self.owner_name = describe_layer(layer)
+        self.engine = engine
+        self.handle = None
         self.max_seqlen = max_seqlen
         return self
 
     @property
     def owner(self):
         """The layer that allocated this cache (None: unbound, e.g. built by hand or unpickled)."""
-        ref = self.__dict__.get("_owner")
+        ref = self.__dict__.get("_owner_ref")
         return ref() if ref is not None else None
 
-    @property
-    def engine(self):
-        """Name of the decode engine recorded at allocation: ``"fused"``, ``"triton"`` or ``"reference"``."""
-        eng = self.__dict__.get("_engine")
-        return eng.name if eng is not None else None
+    def binding(self):
+        """How the cache is bound, for error messages: ``"is bound to no layer (...)"``, ``"was allocated by
+        <layer>"`` or ``"was allocated by <layer>, which no longer exists"``."""
+        owner = self.owner_name
+        if self.__dict__.get("_owner_ref") is None:
+            return "is bound to no layer (built by hand, or unpickled" + (f" from one of {owner})" if owner else ")")
+        return f"was allocated by {owner}" + ("" if self.owner is not None else ", which no longer exists")
 
     @property
     def device(self):
         return self.state.device
 
-    def _tensors(self):
+    def tensors(self):
+        """The cache's state tensors (zeroed by :meth:`reset`)."""
         return [self.state]
 
     @torch.no_grad()
     def reset(self):
         """Empty the cache for a new sequence (state zeroed, ``t = 0``), in place; returns the cache."""
-        for v in self._tensors():
+        for v in self.tensors():
             if v is not None:
                 v.zero_()
         self.t = 0
-        for name in self._DERIVED:
-            self.__dict__.pop(name, None)
+        self.handle = None
+        self.warned = False
         return self
 
     def __getstate__(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in self._DERIVED and k != "_owner"}
-        return state
+        return {k: v for k, v in self.__dict__.items() if k not in ("handle", "_owner_ref")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
 
     def __copy__(self):
         new = object.__new__(type(self))
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in self._DERIVED})
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "handle"})
         return new
 
     def __deepcopy__(self, memo):
         new = object.__new__(type(self))
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            if k in self._DERIVED:
+            if k == "handle":
                 continue
-            new.__dict__[k] = v if k in ("_owner", "_engine") else copy.deepcopy(v, memo)
+            new.__dict__[k] = v if k in ("_owner_ref", "engine") else copy.deepcopy(v, memo)
+        return new
+
+
+class RingCache(Cache):
+    """A cache whose state is one complex buffer ``buf`` ``(B, ...)`` (the clocked layers' caches)."""
+
+    @property
+    def state(self):
+        return self.buf
+
+    @property
+    def batch_size(self):
+        return self.buf.shape[0]
+
+    @property
+    def real_dtype(self):
+        """Precision of the update: float64 for a complex128 buffer, else float32."""
+        return torch.float64 if self.buf.dtype == torch.complex128 else torch.float32
+
+    @property
+    def nbytes(self):
+        return sum(v.numel() * v.element_size() for v in self.tensors())
+
+    def detach(self):
+        new = copy.copy(self)
+        new.buf = self.buf.detach()
         return new
 
 
 @dataclass(eq=False)
-class DS4DCache(_Bound):
+class DS4DCache(Cache):
     """Decode state of one DS4D layer: ring buffer ``buf`` of the last ``R = k_max + 1`` states of every
     mode (``h_s`` lives in slot ``s mod R``; on the CPU channel-major in memory, ``(H, R, B, N2)``, one
     channel's history in one place: :func:`cpu_ring`) and the number ``t`` of tokens consumed.
@@ -130,13 +170,17 @@ class DS4DCache(_Bound):
     def state(self):
         return self.buf
 
-    def _tensors(self):
+    def tensors(self):
         return [self.buf, self.xbuf]
 
     @property
     def modes(self):
         """``(H, N2)``: the channels and modes the cache holds."""
         return tuple(self.buf.shape[2:4])
+
+    def ring(self):
+        """The states as a ring ``(B, R, H, N2)`` (the buffer itself)."""
+        return self.buf
 
     @property
     def history16(self):
@@ -171,7 +215,7 @@ class DS4DCache(_Bound):
 
 
 @dataclass(eq=False)
-class S4DCache(_Bound):
+class S4DCache(Cache):
     """Decode state of one S4D layer: ``h`` ``(B, H, N2)`` complex and the number ``t`` of tokens consumed."""
     h: torch.Tensor
     t: int = 0
@@ -185,6 +229,10 @@ class S4DCache(_Bound):
     def modes(self):
         """``(H, N2)``: the channels and modes the cache holds."""
         return tuple(self.h.shape[1:3])
+
+    def ring(self):
+        """The state as a ring of one slot ``(B, 1, H, N2)`` (a view)."""
+        return self.h[:, None]
 
     @property
     def real_dtype(self):

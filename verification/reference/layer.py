@@ -1,20 +1,20 @@
-"""Independent float64 references for the checks, in NumPy, written from docs/theory.md's formulas.
+"""A DS4D layer and model as NumPy float64 loops, written from docs/theory.md's formulas.
 
 Nothing here runs :mod:`ddesys`'s recurrence or kernel synthesis, or a layer's own forward, kernel,
 recurrent or decode path, so a check that compares those with these functions compares two
 implementations, not one implementation with itself. The one thing shared is the DS4D parameter map:
-it has one home, :func:`ddesys.ds4d_discrete` (tests/project/test_architecture.py), evaluated here in NumPy on
-the layer's raw parameters, and checked against an independent restatement in the tests
-(``tests/nn/test_nn_layers.py::test_discrete_matches_spec_formulas``). Torch modules are only read: a
-layer's raw parameters, and in :func:`model_forward` a model's embedding, norms, linears and activation
-(standard torch modules, not what the checks verify). ``tests/verification/test_verification_oracle.py`` checks
-these functions against the tests' own oracle (``tests/oracle.py``).
+it has one home, :func:`ddesys.ds4d_discrete`, evaluated here in NumPy on the layer's raw parameters and
+checked against an independent restatement in the tests (``spec_discrete`` in ``tests/nn_helpers.py``).
+Torch modules are only read: a layer's raw parameters, and in :func:`model_forward` a model's embedding,
+norms, linears and activation (standard torch modules, not what the checks verify).
+``tests/verification/test_verification_oracle.py`` checks these functions against the plain loops of
+:mod:`.loops`.
 
 * :func:`ds4d_params`: a DS4D layer's discrete system, as NumPy arrays;
 * :func:`recurrence`: the §2 recurrence ``h_t = lam h_{t-1} + mu((1 - alpha) h_{t-k} + alpha h_{t-k-1})
   + bbar x_t``, ``y_t = 2 Re sum_n c_n h_t + d x_t``, a loop over time vectorized over (batch, channel,
   mode), channels taken in chunks so the stored history stays under ``MEMORY_BYTES``;
-* :func:`impulse_response`: the kernel ``K_t`` (``d`` excluded), the recurrence driven by a unit impulse;
+* :func:`recurrence_kernel`: the kernel ``K_t`` (``d`` excluded), the recurrence driven by a unit impulse;
 * :func:`tap`: the delayed input tap of §8, ``e sum_{j >= 0} w_j x_{t-j}`` with the hat window, a loop
   over the window's offsets;
 * :func:`clocked_recurrence`: the same recurrence run in ticks (docs/theory.md §10): a loop over real
@@ -32,7 +32,8 @@ import numpy as np
 from ddesys import ds4d_discrete
 from ddesys.parameterization import delay_steps
 
-__all__ = ["soft_clock_recurrence", "clocked_recurrence", "ds4d_params", "impulse_response", "model_forward", "recurrence", "tap"]
+__all__ = ["clocked_recurrence", "ds4d_params", "model_forward", "recurrence", "recurrence_kernel",
+           "soft_clock_recurrence", "tap", "tap_params"]
 
 MEMORY_BYTES = 256 * 2**20            # history kept per chunk of channels
 
@@ -163,7 +164,7 @@ def tap_params(layer):
     return _np(layer.tap.e), s, layer.tap.width
 
 
-def impulse_response(lam, mu, bbar, c, delay, L):
+def recurrence_kernel(lam, mu, bbar, c, delay, L):
     """Kernel ``K`` float64 ``(H, L)``: the response to a unit impulse at ``t = 0`` without ``d``."""
     H = np.shape(delay)[0]
     x = np.zeros((1, H, L))

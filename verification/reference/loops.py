@@ -1,7 +1,7 @@
-"""Independent float64 reference implementations of the discrete delayed system (docs/theory.md §2-§5).
+"""The discrete delayed system as plain loops, float64 (docs/theory.md §2-§5, §7, §8).
 
-Written from the formulas of ``docs/theory.md`` only; nothing here imports :mod:`ddesys`, so the tests compare
-two implementations, not one implementation with itself.
+Written from the formulas of ``docs/theory.md`` only; this module imports nothing but NumPy, so a test
+that compares :mod:`ddesys` with it compares two implementations, not one implementation with itself.
 
 The system, per channel ``b`` and stored complex mode ``n`` (conjugates implied)::
 
@@ -9,16 +9,13 @@ The system, per channel ``b`` and stored complex mode ``n`` (conjugates implied)
     h_t = lam h_{t-1} + mu ((1 - alpha) h_{t-k} + alpha h_{t-k-1}) + bbar x_t,    h_{t<0} = 0
     y_t = 2 Re(sum_n c_n h_{n,t}) + d x_t
 
-Functions:
-
 * :func:`brute_force`: the recurrence as a plain Python loop over channel, mode and time (complex
   Python scalars), the slowest and most obviously correct form.
 * :func:`impulse_response`: the kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded) with a NumPy
   loop over ``t``, vectorized over channels and modes (fast enough for ``L`` in the thousands).
 * :func:`char_poly` / :func:`roots_radius`: the characteristic polynomial
   ``P(z) = z^{k+1} - lam z^k - mu((1 - alpha) z + alpha)`` and its spectral radius by ``np.roots``.
-* :func:`random_system`: random parameters following the DS4D initialization (docs/theory.md §7).
-* :func:`rel_err`, :func:`rel_max`, :func:`rrmse`: the tests' error measures (their one definition).
+* :func:`tap_brute`: the delayed input tap of docs/theory.md §8 as a Python loop.
 """
 from __future__ import annotations
 
@@ -29,6 +26,9 @@ import math
 import os
 
 import numpy as np
+
+__all__ = ["brute_force", "char_poly", "impulse_response", "roots_radius", "single_threaded_blas", "split_delay",
+           "tap_brute"]
 
 
 def _load_openblas():
@@ -50,8 +50,9 @@ _OPENBLAS = _load_openblas()
 
 @contextlib.contextmanager
 def single_threaded_blas():
-    """Run LAPACK single-threaded. ``np.roots`` of degree ~300 takes 0.05 s on one thread but several
-    seconds when OpenBLAS threads contend with other work on a small machine."""
+    """Run LAPACK single-threaded inside the block (the thread count is restored on exit): ``np.roots`` of
+    a degree in the hundreds is fast on one thread but slows down by orders of magnitude when OpenBLAS
+    threads contend with other work on a small machine."""
     if _OPENBLAS is None:
         yield
         return
@@ -176,47 +177,6 @@ def roots_radius(lam, mu, k, alpha):
     return float(np.abs(r).max()) if r.size else 0.0
 
 
-def random_system(rng, H, N2, dt, L, init="inv", p=0.1, max_delay_frac=0.5, phase="pi"):
-    """Random stable parameters following the DS4D initialization (docs/theory.md §7).
-
-    Args:
-        rng: ``np.random.Generator``.
-        H: channels; N2: stored complex modes per channel (state size ``N = 2 N2``).
-        dt: step, scalar or ``(H,)``.
-        L: sequence length (delays are drawn uniformly in ``[1, max_delay_frac * L]`` steps).
-        init: ``"inv"`` (``a_n = -1/2 + i (N/pi)(N/(2n+1) - 1)``) or ``"lin"`` (``a_n = -1/2 + i pi n``).
-        p: delayed-branch share: ``lam = (1-p) abar``, ``mu = p |abar| e^{i theta}``.
-        phase: ``"pi"`` (``theta = pi + 0.1 randn``) or ``"uniform"`` (``theta`` uniform in ``[0, 2 pi)``).
-    Returns:
-        ``dict(lam, mu, bbar, c, delay, d)`` with complex ``(H, N2)`` mode parameters and real ``(H,)``
-        delay / feedthrough, ready for ``DiscreteDelaySystem(**sys)`` and the oracle functions.
-    """
-    n = np.arange(N2)
-    N = 2 * N2
-    if init == "inv":
-        a = -0.5 + 1j * (N / np.pi) * (N / (2 * n + 1) - 1)
-    elif init == "lin":
-        a = -0.5 + 1j * np.pi * n
-    else:
-        raise ValueError(f"init must be 'inv' or 'lin', got {init!r}")
-    dt = np.broadcast_to(np.asarray(dt, dtype=np.float64), (H,))[:, None]
-    a = np.broadcast_to(a, (H, N2))
-    abar = np.exp(a * dt)
-    lam = (1 - p) * abar
-    if phase == "pi":
-        theta = np.pi + 0.1 * rng.standard_normal((H, N2))
-    elif phase == "uniform":
-        theta = rng.uniform(0.0, 2 * np.pi, (H, N2))
-    else:
-        raise ValueError(f"phase must be 'pi' or 'uniform', got {phase!r}")
-    mu = p * np.abs(abar) * np.exp(1j * theta)
-    bbar = (abar - 1) / a * 1.0
-    c = (rng.standard_normal((H, N2)) + 1j * rng.standard_normal((H, N2))) / np.sqrt(2)
-    delay = rng.uniform(1.0, max(1.0, max_delay_frac * L), H)
-    d = rng.standard_normal(H)
-    return dict(lam=lam, mu=mu, bbar=bbar, c=c, delay=delay, d=d)
-
-
 def tap_brute(e, s, width, x):
     """The delayed input tap ``e sum_{j >= 0} w_j x_{t-j}`` as a Python loop (docs/theory.md §8).
 
@@ -235,45 +195,3 @@ def tap_brute(e, s, width, x):
             for t in range(L):
                 y[b, ch, t] = ec * sum(hat[j] / Z * x[b, ch, t - j] for j in near if j >= 0 and t - j >= 0)
     return y
-
-
-def _f64(a):
-    """NumPy float64 (complex128 when complex) from an array or a torch tensor (read, never imported)."""
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
-    a = np.asarray(a)
-    return a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
-
-
-def rel_err(K, K_ref):
-    """Kernels ``(..., L)``: per channel ``max_t |K - K_ref| / max_t |K_ref|``, maximized over channels."""
-    K_ref = _f64(K_ref)
-    K = _f64(K).reshape(-1, K_ref.shape[-1])
-    K_ref = K_ref.reshape(-1, K_ref.shape[-1])
-    return float((np.abs(K - K_ref).max(-1) / np.abs(K_ref).max(-1)).max())
-
-
-def rel_max(a, ref):
-    """``max |a - ref| / max |ref|`` over all elements."""
-    a, ref = _f64(a), _f64(ref)
-    return float(np.abs(a - ref).max() / np.abs(ref).max())
-
-
-def rrmse(a, ref):
-    """Relative RMSE ``sqrt(mean |a - ref|^2 / mean |ref|^2)``."""
-    a, ref = _f64(a), _f64(ref)
-    return float(np.sqrt(np.mean(np.abs(a - ref) ** 2) / np.mean(np.abs(ref) ** 2)))
-
-
-__all__ = ["brute_force", "char_poly", "tap_brute", "impulse_response", "random_system", "rel_err", "rel_max", "roots_radius",
-           "rrmse", "split_delay"]
-
-
-def tap_test_system(rng, C=3, N2=4):
-    """A stable delay system of ``C`` channels for the tap tests: ``lam, mu, bbar, c`` ``(C, N2)``, the
-    delays ``[3.5, 7.2, 1.0]`` and ``d`` ``[0.3, -0.2, 0.0]`` (``C = 3``)."""
-    lam = 0.85 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
-    mu = 0.1 * np.exp(1j * rng.uniform(0, np.pi, (C, N2)))
-    bbar = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
-    c = rng.standard_normal((C, N2)) + 1j * rng.standard_normal((C, N2))
-    return lam, mu, bbar, c, np.array([3.5, 7.2, 1.0]), np.array([0.3, -0.2, 0.0])

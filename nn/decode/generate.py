@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from .lengths import check_lengths, valid_mask
+from ..lengths import check_lengths, valid_mask
 
 __all__ = ["generate", "sample"]
 
@@ -204,6 +204,7 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
     if "dtype" not in ckw and model.decoder.weight.dtype == torch.float64:
         ckw["dtype"] = torch.float64
     caches = model.allocate_inference_cache(B, max_seqlen=L + max_new_tokens, **ckw)
+    plan = model.compile_step(caches)                               # the model step (nn.decode.model_step)
     if lengths is None:
         logits = model.prefill(ids, caches)[:, -1]                 # (B, V)
     else:
@@ -217,7 +218,7 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
         tok = sample(logits, temperature, top_k, generator) if sampler is None else _sampled(sampler(logits), B, V, i)
         new.append(tok)                                              # (B,)
         if i + 1 < max_new_tokens:
-            logits = model.step(tok, caches)                         # (B, V)
+            logits = plan.step(tok)                                  # (B, V), compiled where it applies
     if lengths is None:
         out = torch.cat([ids, torch.stack(new, dim=1)], dim=1)       # (B, L + max_new_tokens)
     else:                                                            # each prompt's tokens, then its new ones

@@ -1,4 +1,9 @@
-"""Timing helpers shared by the verification checks and the benchmarks."""
+"""Timing helpers shared by the verification checks and the experiments' benchmarks: median seconds of
+callables timed in alternation, a training-step callable and a decoding callable for any layer or model
+with the decoding interface (``allocate_inference_cache`` / ``prefill`` / ``step``).
+
+Here, in the torch package, because they build and drive torch modules; verification and experiments
+both import :mod:`ddesys.nn` already, and neither may lend a module to the other."""
 from __future__ import annotations
 
 import statistics

@@ -1,4 +1,4 @@
-"""Independent float64 references for matrix delay systems (used by tests/test_dss_*.py; no ddesys code).
+"""Matrix delay systems by the method of steps, float64 (SciPy's ODE solver; no ddesys code).
 
 ``mos_reference``: the method of steps for commensurate delays ``tau_k = mult_k tau0``. On
 ``[0, J tau0]`` the segments ``z_j(r) = x(j tau0 + r)``, ``r in [0, tau0]``, obey the ODE of size
@@ -14,6 +14,8 @@ smooth (``kinks``), so each piece integrates a smooth right-hand side. An option
 """
 import numpy as np
 from scipy.integrate import solve_ivp
+
+__all__ = ["mos_reference"]
 
 
 def mos_reference(A, Ads, mult, tau0, x0, J, g=None, kinks=(), C=None, rtol=1e-12, atol=1e-14):
@@ -62,7 +64,8 @@ def mos_reference(A, Ads, mult, tau0, x0, J, g=None, kinks=(), C=None, rtol=1e-1
         sp = splits_for(size)
         for a, b in zip(sp[:-1], sp[1:]):
             sol = solve_ivp(rhs, (a, b), z, method="DOP853", rtol=rtol, atol=atol, dense_output=True)
-            assert sol.success, sol.message
+            if not sol.success:
+                raise RuntimeError(f"mos_reference: {sol.message}")
             pieces.append((a, b, sol.sol))
             z = sol.y[:, -1]
         if size < J:
@@ -85,16 +88,3 @@ def mos_reference(A, Ads, mult, tau0, x0, J, g=None, kinks=(), C=None, rtol=1e-1
         return res
 
     return x, q
-
-
-def random_similarity(rng, n, complex_=False):
-    """A well-conditioned random ``T`` (``cond(T) < 10``) for similarity transforms."""
-    while True:
-        T = rng.standard_normal((n, n)) + (1j * rng.standard_normal((n, n)) if complex_ else 0)
-        if np.linalg.cond(T) < 10:
-            return T
-
-
-def random_unitary(rng, n):
-    Q, R = np.linalg.qr(rng.standard_normal((n, n)))
-    return Q * np.sign(np.diag(R))

@@ -1,7 +1,10 @@
 """Output folders of the command-line tools: checked before any work, written atomically, owned by one
 program, locked while a results file is merged.
 
-Shared by ``python -m ddesys.verification`` and the experiment CLIs (:mod:`experiments`). A results file
+Shared by ``python -m ddesys.verification`` and the experiment CLIs (:mod:`ddesys.experiments`). It lives
+here, in the analysis package, because both depend on ``ddesys`` and neither may lend it to the other
+(verification never imports experiments); it is standard library only, so the CLIs check ``--out``
+before importing torch, and ``import ddesys`` stays free of torch. A results file
 names the program that wrote it (``"program": "ddesys.experiments.synthetic"``, ...); files from before
 that field are recognised by their layout (:func:`written_by`), and a program refuses a folder whose
 results another program wrote (:func:`check_owner`) before it does any work.

@@ -1,0 +1,466 @@
+"""Decode engines of :class:`nn.DS4D` and :class:`nn.S4D`: one per cache, chosen when the cache is allocated.
+
+=============  =====================================================  ==========================================
+engine         runs                                                   caches
+=============  =====================================================  ==========================================
+``"fused"``    :func:`ddesys.cpu.step.decode_step` (Numba, one pass)      CPU, complex64 / complex128 / 16-bit
+``"triton"``   :func:`gpu.decode.triton_step` (Triton, one kernel)    CUDA (or the interpreter in tests), all
+``"reference"`` the torch update of :mod:`ddesys.recurrence`          any device, all
+=============  =====================================================  ==========================================
+
+S4D (DS4D without delay) has two: :class:`S4DFusedEngine` (CPU with Numba: the compiled prefill pass)
+and :class:`S4DEngine` (anywhere: the Vandermonde prefill); both step with the torch update.
+
+:func:`select_engine` picks the default from :func:`ddesys.backend.choose` on the new ring (``"numba"``
+-> fused, ``"triton"`` -> triton, else reference; ``DDESYS_REFERENCE=1`` at allocation forces the
+reference). ``DS4D.step`` then calls ``cache``'s engine directly: no dispatch, no backend choice per token.
+
+The protocol (:class:`DecodeEngine`), one object per cache (``cache.engine``):
+
+* ``layout(buf)``: the ring in the memory order the engine reads (channel-major for the fused engine,
+  ``ddesys.cpu.step.new_ring``; slot-major for Triton; a copy where ``buf`` is not), applied at allocation;
+* ``carry_layout(ring)``: the same order for a carried state's ring, differentiably (no copy out of autograd);
+* ``bind(cache, consts) -> handle``, run when a cache first meets a set of constants (after allocation,
+  a reset, and every recomputation of the constants; ``layer.bind_cache(cache)`` does it): the
+  token-independent checks (device, the delays still fit the ring) and the per-cache views, returned as
+  the handle the cache keeps in its one slot ``cache.handle`` (``handle.consts``: the constants bound);
+* ``step(cache, x_t, consts)``: ``y_t`` ``(B, H)`` in the cache's real dtype, without optional branches;
+* ``prefill(layer, cache, xb)``: a chunk ``xb`` ``(B, H, L)`` through the cache's ring (positions
+  ``cache.t ..``): the outputs ``(B, H, L)`` without optional branches; ``cache.t`` is the caller's.
+
+Determinism. The fused engine's default (``parallel=None``) is a fixed rule: the serial loop below
+:data:`ddesys.cpu.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of channel blocks
+(every batch row in each), whose arithmetic does not depend on how many threads run it: outputs are
+bitwise equal whatever the thread count or the machine's load. ``parallel="auto"`` (opt-in) times both
+loops and keeps the faster (they agree to float rounding); it is ignored while
+``torch.are_deterministic_algorithms_enabled()``.
+
+The constants are memoized per layer (:class:`StepMemo`) and recomputed when a parameter changed;
+``layer.setup_step()`` recomputes them explicitly (after a write that torch does not track, such as
+one through ``param.data``).
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+from typing import Any, NamedTuple
+
+import torch
+
+from ddesys.backend import NUMBA, TRITON, choose, force_reference
+from ddesys.cpu.prefill import prefill_available
+from ddesys.cpu.step import bind_step, decode_step, step_available
+from ddesys.recurrence import delay_update, readout
+
+from .cache import channel_major
+from .prefill import fused_ds4d, fused_s4d, spectral_ds4d, spectral_s4d
+
+__all__ = ["DS4DConstants", "S4DConstants", "StepMemo", "ENGINES", "select_engine", "select_s4d_engine",
+           "DecodeEngine", "FusedEngine", "TritonEngine", "ReferenceEngine", "S4DEngine", "S4DFusedEngine",
+           "Handle", "FusedHandle", "check_history16"]
+
+PARALLEL = (None, False, True, "auto")
+
+
+class DS4DConstants(NamedTuple):
+    """A DS4D layer's decode constants in one real precision ``rdt``."""
+    lam: torch.Tensor           #: complex (H, N2)
+    m1: torch.Tensor            #: complex (H, N2), mu (1 - alpha)
+    m2: torch.Tensor            #: complex (H, N2), mu alpha
+    bbar: torch.Tensor          #: complex (H, N2)
+    c: torch.Tensor             #: complex (H, N2)
+    d: torch.Tensor             #: real (H,), the skip D in rdt
+    k: torch.Tensor             #: int64 (H,), integer delays
+    k_max: int                  #: max(k)
+    channels: torch.Tensor      #: int64 arange(H), for the reference engine's gathers
+    host: tuple | None          #: NumPy views (lam, m1, m2, bbar, c, d, k) for the fused engine (CPU), else None
+    branches: tuple = ()        #: the optional branches' decode constants, in ``layer.branches()`` order
+
+    @property
+    def slots(self):
+        """Ring slots the delays need, ``k_max + 1``."""
+        return self.k_max + 1
+
+    def recurrence(self):
+        """``(lam, m1, m2, bbar, c, d, k)``: the update's terms (:func:`ddesys.recurrence.delay_update`)."""
+        return self[:7]
+
+
+class S4DConstants(NamedTuple):
+    """An S4D layer's decode constants."""
+    lam: torch.Tensor           #: complex (H, N2)
+    bbar: torch.Tensor          #: complex (H, N2)
+    c: torch.Tensor             #: complex (H, N2)
+    d: torch.Tensor             #: real (H,)
+
+    slots = 1                   #: ring slots: the state alone (no delay)
+
+    def recurrence(self):
+        """``(lam, m1, m2, bbar, c, d, k)`` as DS4D's without delay: ``m1 = m2 = 0``, ``k = 1``."""
+        zero = torch.zeros_like(self.lam)
+        return self.lam, zero, zero, self.bbar, self.c, self.d, torch.ones(self.lam.shape[0], dtype=torch.int64,
+                                                                          device=self.lam.device)
+
+
+_VERSION, _DATA_PTR = operator.attrgetter("_version"), torch.Tensor.data_ptr
+
+
+class StepMemo:
+    """Memo of a layer's decode constants, so ``step`` does not rediscretize every token (complex ``exp``
+    over ``(H, N/2)`` is most of a token's work).
+
+    Recomputed when any of the layer's own parameters changed since the last call (an optimizer step,
+    ``load_state_dict`` or a write under ``torch.no_grad()``), when the dtype, device or a parameter
+    object changed, or when the layer's ``memo_key()`` (its ablation, delay range, tap width) changed.
+    Writes through ``param.data`` are invisible to torch: call ``layer.setup_step()`` after one.
+    (Change detection reads torch's per-tensor version counters and storage addresses: a few
+    microseconds per token.)"""
+
+    def __init__(self):
+        self._key, self._value, self._ids, self._params = None, None, None, ()
+
+    def clear(self):
+        self._key, self._value, self._ids, self._params = None, None, None, ()
+
+    @property
+    def value(self):
+        return self._value
+
+    def get(self, layer, dtype, compute):
+        """``compute(dtype)``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
+        params = layer._parameters                   # the layer's own parameters, in registration order
+        ids = tuple(map(id, params.values()))
+        if ids != self._ids:                         # a parameter object replaced (or the first call)
+            self._ids, self._params = ids, tuple(params.values())
+        vers = tuple(map(_VERSION, self._params))
+        ptrs = tuple(map(_DATA_PTR, self._params))   # a move or cast: new storage
+        key = (dtype, layer.memo_key(), ids, vers, ptrs)
+        if key != self._key:
+            self._value, self._key = compute(dtype), key
+        return self._value
+
+
+# ---------------------------------------------------------------------------------------------- handles
+class Handle:
+    """What ``engine.bind`` returns and the cache keeps in ``cache.handle``: the constants it was bound
+    for (``consts``), plus an engine's per-cache views (subclasses)."""
+
+    def __init__(self, consts):
+        self.consts = consts
+
+
+class FusedHandle(Handle):
+    """The fused engine's binding: ``ring`` (the NumPy view of the cache's ring; uint16 for a 16-bit
+    history), ``fmt16`` (None, ``"float16"`` or ``"bfloat16"``) and ``run`` (the bound compiled step
+    ``run(xn, t, yn)``, or None for ``parallel="auto"``, which times the loops per call)."""
+
+    def __init__(self, consts, ring, fmt16, run):
+        super().__init__(consts)
+        self.ring, self.fmt16, self.run = ring, fmt16, run
+
+
+class TritonHandle(Handle):
+    """The Triton engine's binding: ``run(x_t, t)``, the prepared kernel call on the cache's ring."""
+
+    def __init__(self, consts, run):
+        super().__init__(consts)
+        self.run = run
+
+
+# ---------------------------------------------------------------------------------------------- checks
+def _device_error(cache, consts):
+    return RuntimeError(f"the layer's parameters are on {consts.lam.device} but this cache is on {cache.device}: "
+                        "allocate a new cache after moving the layer")
+
+
+def _grad_error():
+    return RuntimeError("this cache carries autograd history (from forward(..., return_state=True)); decoding "
+                        "writes it in place: decode from cache.detach()")
+
+
+def _check_fits(cache, consts):
+    if cache.buf.requires_grad or (cache.xbuf is not None and cache.xbuf.requires_grad):
+        raise _grad_error()
+    R = cache.n_slots
+    if consts.k_max >= R:
+        raise RuntimeError(f"the layer's delays now reach {consts.k_max} steps, past the cache's {R - 1}: "
+                           "allocate a new cache (delays changed since allocation)")
+    if consts.branches and cache.xbuf is None:
+        raise RuntimeError("this cache has no input ring for the layer's tap: allocate it with "
+                           "allocate_inference_cache of this layer")
+    if consts.lam.device != cache.device:
+        raise _device_error(cache, consts)
+
+
+# ---------------------------------------------------------------------------------------------- engines
+class DecodeEngine:
+    """The decode-engine protocol (module docstring): ``layout``, ``carry_layout``, ``bind``, ``step``,
+    ``prefill``. ``name`` is for display only; engines are told apart by their class."""
+    name = None
+
+    @staticmethod
+    def layout(buf):
+        """The ring in the memory layout this engine reads (any: indexing is torch's)."""
+        return buf
+
+    @staticmethod
+    def carry_layout(ring):
+        """A carried state's ring ``(B, R, H, N2)`` in this engine's memory order, differentiably."""
+        return ring.contiguous()
+
+    def bind(self, cache, consts):
+        """Token-independent checks and per-cache views for ``consts``; returns the cache's handle."""
+        raise NotImplementedError
+
+    def step(self, cache, x_t, consts):
+        """``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)`` in the cache's real dtype; updates the state in place."""
+        raise NotImplementedError
+
+    def prefill(self, layer, cache, xb):
+        """A chunk ``xb`` ``(B, H, L)`` through the cache (positions ``cache.t ..``) -> outputs ``(B, H, L)``."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+def _channel_major_carry(ring):
+    """``(B, R, H, N2)`` channel-major in memory on the CPU (as the fused step reads it), else slot-major."""
+    if ring.device.type == "cpu":
+        return ring.permute(2, 1, 0, 3).contiguous().permute(2, 1, 0, 3)
+    return ring.contiguous()
+
+
+class SpectralPrefill:
+    """DS4D's prefill from the per-mode state kernels (FFT; :func:`nn.decode.prefill.spectral_ds4d` for a
+    fresh cache, :mod:`nn.decode.history` for one holding tokens): any device."""
+
+    @staticmethod
+    def prefill(layer, cache, xb):
+        return spectral_ds4d(layer, xb, cache)
+
+
+class ReferenceEngine(SpectralPrefill, DecodeEngine):
+    """The torch update (``ddesys.recurrence.delay_update`` / ``readout``), any device and history."""
+    name = "reference"
+    carry_layout = staticmethod(_channel_major_carry)
+
+    @staticmethod
+    def usable(buf):
+        return True
+
+    def bind(self, cache, consts):
+        _check_fits(cache, consts)
+        return Handle(consts)
+
+    def step(self, cache, x_t, consts):
+        buf, t, R = cache.buf, cache.t, cache.n_slots
+        lam, m1, m2, bbar, c, d, k, k_max, ar = consts[:9]
+        rdt = cache.real_dtype
+        wide = (lambda z: torch.view_as_complex(z.float())) if cache.history16 else (lambda z: z)  # noqa: E731
+        hk = wide(buf[:, (t - k) % R, ar])                          # (B, H, N2)
+        hk1 = wide(buf[:, (t - k - 1) % R, ar])                     # (B, H, N2)
+        if t <= k_max:                                              # reads before the start are zero
+            zero = torch.zeros((), dtype=hk.dtype, device=buf.device)
+            hk = torch.where((t - k >= 0)[:, None], hk, zero)
+            hk1 = torch.where((t - k - 1 >= 0)[:, None], hk1, zero)
+        prev = wide(buf[:, (t - 1) % R]) if t > 0 else torch.zeros_like(hk)               # (B, H, N2)
+        xt = x_t.to(rdt)
+        h = delay_update(prev, hk, hk1, xt[..., None], lam, m1, m2, bbar)  # (B, H, N2)
+        buf[:, t % R] = torch.view_as_real(h).to(buf.dtype) if cache.history16 else h
+        return readout(h, c, d, xt)                                  # (B, H)
+
+
+class FusedEngine(DecodeEngine):
+    """The fused Numba step on a CPU ring (:func:`ddesys.cpu.step.decode_step`), read through a NumPy view
+    of the cache's buffer taken once per cache (``cache.handle.ring``). The ring is channel-major in
+    memory (as ``allocate_inference_cache`` makes it); a cache whose ``buf`` was built otherwise (by hand,
+    or a state from another layout) gets a channel-major copy of it when first bound. Prefill: one
+    compiled pass of the same recurrence (:func:`nn.decode.prefill.fused_ds4d`)."""
+    name = "fused"
+    carry_layout = staticmethod(_channel_major_carry)
+
+    def __init__(self, parallel=None):
+        if parallel not in PARALLEL:
+            raise ValueError(f"parallel must be None (deterministic fixed rule), False, True or 'auto' (timed), "
+                             f"got {parallel!r}")
+        self.parallel = parallel
+
+    def __repr__(self):
+        return f"FusedEngine(parallel={self.parallel!r})"
+
+    @staticmethod
+    def usable(buf):
+        return buf.device.type == "cpu" and step_available()
+
+    @staticmethod
+    def layout(buf):
+        """The ring channel-major in memory (a copy when it is not; ``ddesys.cpu.step.new_ring``)."""
+        return channel_major(buf)
+
+    def bind(self, cache, consts):
+        _check_fits(cache, consts)
+        if consts.host is None:                                     # pragma: no cover - CPU constants have views
+            raise RuntimeError("the fused engine needs CPU constants")
+        old = cache.handle
+        if isinstance(old, FusedHandle):                            # the views of an earlier binding stay
+            ring, fmt16 = old.ring, old.fmt16
+        else:
+            cache.buf = buf = self.layout(cache.buf)               # a ring made elsewhere is copied once
+            ring = buf.view(torch.uint16).numpy() if cache.history16 else buf.numpy()
+            fmt16 = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(cache.history16)
+        # the token-independent work once: checks, the serial/parallel rule; "auto" keeps the timed call
+        run = None if self.parallel == "auto" else bind_step(ring, *consts.host, fmt16=fmt16, parallel=self.parallel)
+        return FusedHandle(consts, ring, fmt16, run)
+
+    def step(self, cache, x_t, consts):
+        rdt = cache.real_dtype
+        xn = (x_t if x_t.dtype == rdt else x_t.to(rdt)).detach().numpy()
+        y = torch.empty(x_t.shape, dtype=rdt)                       # (B, H), returned to the caller
+        yn = y.numpy()
+        hd = cache.handle
+        if hd.run is not None:
+            hd.run(xn, cache.t, yn)
+            return y
+        par = "auto" if not torch.are_deterministic_algorithms_enabled() else None
+        decode_step(hd.ring, xn, *consts.host, cache.t, yn, fmt16=hd.fmt16, parallel=par)
+        return y
+
+    @staticmethod
+    def prefill(layer, cache, xb):
+        consts = layer.bind_cache(cache)
+        hd = cache.handle
+        return fused_ds4d(hd.ring, hd.fmt16, consts.host, xb, cache)
+
+
+class TritonEngine(SpectralPrefill, DecodeEngine):
+    """The Triton kernel (:mod:`gpu.decode`): CUDA rings, complex or 16-bit. Triton is imported here, when
+    the first such cache is allocated."""
+    name = "triton"
+
+    def __init__(self):
+        from ddesys.gpu import decode as gpu_decode                        # imports Triton
+        self.gpu = gpu_decode
+
+    @staticmethod
+    def usable(buf):
+        from ddesys import gpu
+        return gpu.usable_for(buf)
+
+    @staticmethod
+    def layout(buf):
+        """The ring slot-major and contiguous, ``(B, R, H, N2)`` in memory (the kernel's layout)."""
+        return buf if buf.is_contiguous() else buf.contiguous()
+
+    def bind(self, cache, consts):
+        _check_fits(cache, consts)
+        cache.buf = self.layout(cache.buf)                                 # a ring made elsewhere: copied once
+        return TritonHandle(consts, self.gpu.prepare_step(cache.buf, consts.lam, consts.m1, consts.m2, consts.bbar,
+                                                          consts.c, consts.d, consts.k))
+
+    def step(self, cache, x_t, consts):
+        return cache.handle.run(x_t, cache.t)
+
+
+class S4DEngine(DecodeEngine):
+    """S4D's engine anywhere: the torch update per token, the Vandermonde prefill
+    (:func:`nn.decode.prefill.spectral_s4d`)."""
+    name = "reference"
+
+    def bind(self, cache, consts):
+        if cache.h.requires_grad:
+            raise _grad_error()
+        if consts.lam.device != cache.h.device:
+            raise _device_error(cache, consts)
+        return Handle(consts)
+
+    def step(self, cache, x_t, consts):
+        lam, bbar, c, dd = consts
+        xt = x_t.to(cache.real_dtype)
+        cache.h.copy_(delay_update(cache.h, 0, 0, xt[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
+        return readout(cache.h, c, dd, xt)
+
+    @staticmethod
+    def prefill(layer, cache, xb):
+        return spectral_s4d(layer, xb, cache)
+
+
+class S4DFusedEngine(S4DEngine):
+    """S4D's engine on the CPU with Numba: the torch update per token, the prefill in one compiled pass
+    (:func:`nn.decode.prefill.fused_s4d`: a ring of one slot, no delayed terms)."""
+    name = "fused"
+
+    def bind(self, cache, consts):
+        super().bind(cache, consts)
+        hd = Handle(consts)
+        hd.host = tuple(v.detach().resolve_conj().contiguous().numpy() for v in consts)    # lam, bbar, c, d
+        return hd
+
+    @staticmethod
+    def prefill(layer, cache, xb):
+        layer.bind_cache(cache)
+        return fused_s4d(cache.handle.host, xb, cache)
+
+
+def check_history16(cache, y, x_t):
+    """A float16 history (range 65504) whose output is no longer finite while its input is: warn once per
+    cache (bfloat16 has float32's range). ``step`` runs this for float16 caches until it warned."""
+    if bool(torch.isfinite(y).all()) or not bool(torch.isfinite(x_t).all()):
+        return
+    cache.warned = True
+    warnings.warn("DS4D: a float16 decode history overflowed (a state passed 65504, float16's largest value, and "
+                  "became infinite), so outputs are inf or NaN from here on; use history_dtype=torch.bfloat16 "
+                  "(float32's range), a complex cache, or smaller inputs", RuntimeWarning, stacklevel=3)
+
+
+#: The one table from a user-facing engine name to its class (``allocate_inference_cache(engine=...)``).
+ENGINES = {"fused": FusedEngine, "triton": TritonEngine, "reference": ReferenceEngine}
+
+
+def select_engine(buf, engine=None, parallel=None):
+    """The engine for a new DS4D ring ``buf``: ``engine`` (a name of :data:`ENGINES`) or the default for its
+    device (:func:`ddesys.backend.choose`: Numba -> fused, Triton -> triton, else the reference);
+    ``parallel`` configures the fused engine (None for the others)."""
+    if engine is not None and engine not in ENGINES:
+        raise ValueError(f"engine must be None or one of {tuple(ENGINES)}, got {engine!r}")
+    if parallel not in PARALLEL:
+        raise ValueError(f"parallel must be None, False, True or 'auto', got {parallel!r}")
+    if engine is None:
+        cls = {NUMBA: FusedEngine, TRITON: TritonEngine}.get(choose(buf), ReferenceEngine)
+        if cls is FusedEngine and not step_available():
+            cls = ReferenceEngine
+    else:
+        cls = ENGINES[engine]
+    if parallel is not None and cls is not FusedEngine:
+        raise ValueError(f"parallel={parallel!r} configures the fused CPU engine; this cache's engine is "
+                         f"{cls.name!r}")
+    if cls is FusedEngine:
+        if engine is not None and not cls.usable(buf):
+            raise ValueError(f"engine='fused' needs a CPU cache and Numba (cache on {buf.device}, Numba "
+                             f"{'available' if step_available() else 'missing or disabled'})")
+        return FusedEngine(parallel)
+    if cls is TritonEngine and engine is not None and not cls.usable(buf):
+        from ddesys import gpu
+        raise ValueError(f"engine='triton' needs a CUDA cache and Triton (cache on {buf.device}, Triton "
+                         f"{'available' if gpu.triton_available() else 'missing'})")
+    return cls()
+
+
+def select_s4d_engine(h):
+    """The engine of a new S4D state ``h``: the compiled prefill on the CPU with Numba (unless
+    ``DDESYS_REFERENCE=1``, read here, once per cache), else :class:`S4DEngine`."""
+    if h.device.type == "cpu" and prefill_available() and not force_reference():
+        return S4DFusedEngine()
+    return S4DEngine()
+
+
+def host_views(consts):
+    """NumPy views ``(lam, m1, m2, bbar, c, d, k)`` of CPU constants for the fused engine (None elsewhere)."""
+    if consts[0].device.type != "cpu":
+        return None
+    return tuple(v.detach().resolve_conj().contiguous().numpy() for v in consts)
+
+
+def is_finite_all(tensors):
+    """True when every tensor is finite (one device synchronization on a GPU)."""
+    return all(bool(torch.isfinite(v).all()) for v in tensors)

@@ -1,0 +1,298 @@
+"""The compiled decode step of a whole :class:`nn.SequenceModel` on the CPU: an opt-in plan over one list of
+caches, derived from what each block publishes (:meth:`nn.SequenceBlock.fused_form`).
+
+``SequenceModel.step`` through its modules costs about 15 torch calls per block (norm, GELU, the GLU
+linear, dropout, the residual), each a few microseconds of dispatch at batch 1, which together cost as
+much as the layers' own fused steps. ``plan = model.compile_step(caches)`` derives a :class:`StepPlan`
+from the blocks' forms; ``plan.step(x_t)`` then runs, per block, the layer's compiled step (its cache's
+handle, as ``DS4D.step``) and one compiled pass for the rest (:func:`ddesys.cpu.block_loops.block_post`)::
+
+    a = act(s)                        s: the layer's output (B, H)
+    r = GLU(W a + b)                  W: (2H, H) (or W a + b without GLU)
+    h' = h + r                        (post-norm blocks: h' = norm(h + r))
+    z' = next norm(h')                the next block's input (the last block: the model's final norm)
+
+so a token is the encoder, ``2 n_layers`` compiled calls and the decoder (up to :data:`MATVEC_MAX_BATCH`
+rows a linear encoder's and the decoder's products are compiled loops too; above it torch's ``addmm``
+between two compiled passes). The numbers agree with the module path to the model dtype's rounding (the
+loops' precision: :mod:`ddesys.cpu.block_loops`), and do not depend on the thread count.
+
+What runs compiled (judged when the plan is derived): every block publishes a form, of one width ``H``
+and one norm placement; its layer is a :class:`nn.DS4D` (unmodified ``step``, no tap) whose cache has the
+fused engine (not ``parallel="auto"``), or a :class:`nn.clock.Clocked` one with a given clock whose cache
+has the fused clocked engine; every cache that layer's own, in the parameters' dtype; parameters on the
+CPU, contiguous; Numba available. A plan that cannot run compiled says why (:attr:`StepPlan.reason`) and
+steps through the modules. Per token the plan also takes the module path under autograd, for another
+batch size, device or input dtype; it derives itself again when the model's mode changed or a parameter
+object or its storage was replaced (in-place updates are seen directly through its views). Per token it
+allocates the decoder's output only (and an embedding's or, above :data:`MATVEC_MAX_BATCH` rows, the
+encoder's).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ddesys.cpu import block_loops as loops
+
+from ..block import runs_hooks
+from ..clock import Clocked, ClockedCache
+from ..ds4d import DS4D
+from .cache import DS4DCache
+from .clocked import ClockedFused
+from .engine import FusedEngine, check_history16
+
+__all__ = ["MATVEC_MAX_BATCH", "StepPlan"]
+
+#: batch rows up to which the block's linear is the compiled loop (above: torch's addmm, faster there)
+MATVEC_MAX_BATCH = 2
+
+
+class _Norm(NamedTuple):
+    kind: int                   #: loops.NORM_NONE or loops.NORM_LAYER
+    w: np.ndarray               #: (H,) weight (ones without one)
+    b: np.ndarray               #: (H,) bias (zeros without one)
+    eps: float
+
+
+class _Block(NamedTuple):
+    own: _Norm                  #: the block's norm (applied to its output when post-norm)
+    W: np.ndarray               #: (O, H) the output linear, O = 2H with GLU
+    bias: np.ndarray            #: (O,)
+    act: int                    #: a value of loops.ACTS
+    glu: bool
+    nxt: _Norm                  #: makes the next input from the block's output
+    post: bool                  #: post-norm block
+
+
+class _Unfusable(Exception):
+    """Why a plan steps through the modules (its message)."""
+
+
+def _host(t, dt, what):
+    """``t``'s NumPy view, of dtype ``dt``, on the CPU and contiguous."""
+    a = t.detach().numpy() if t.device.type == "cpu" and t.is_contiguous() else None
+    if a is None or a.dtype != dt:
+        raise _Unfusable(f"{what}: a contiguous CPU tensor of the model's dtype is needed")
+    return a
+
+
+def _norm(mod, H, dt, watch):
+    """A norm module's :class:`_Norm` (``None``: the identity); its parameters go to ``watch``."""
+    if mod is None or type(mod) is nn.Identity:
+        one = np.zeros(1, dt)
+        return _Norm(loops.NORM_NONE, one, one, 0.0)
+    if type(mod) is not nn.LayerNorm or tuple(mod.normalized_shape) != (H,) or runs_hooks(mod):
+        raise _Unfusable("a norm that is neither a plain LayerNorm over the channels nor the identity")
+    watch.append(mod)
+    w = _host(mod.weight, dt, "the norm's weight") if mod.weight is not None else np.ones(H, dt)
+    b = _host(mod.bias, dt, "the norm's bias") if mod.bias is not None else np.zeros(H, dt)
+    return _Norm(loops.NORM_LAYER, w, b, float(mod.eps))
+
+
+def _linear(lin, dt, watch):
+    """``(W, bias)`` NumPy views of an ``nn.Linear`` the plan may run compiled, or None (torch's then): no
+    hooks, CPU, contiguous, of the model's dtype; a missing bias is zeros."""
+    if type(lin) is not nn.Linear or runs_hooks(lin):
+        return None
+    try:
+        W = _host(lin.weight, dt, "")
+        b = _host(lin.bias, dt, "") if lin.bias is not None else np.zeros(W.shape[0], W.dtype)
+    except _Unfusable:
+        return None
+    watch.append(lin)
+    return W, b
+
+
+class _CompiledLayer:
+    """A DS4D layer's fused-engine step on the plan's rows: its cache's bound compiled step."""
+
+    def __init__(self, layer, cache):
+        self.layer, self.cache = layer, cache
+        self.f16 = cache.handle.fmt16 == "float16"
+
+    def __call__(self, z, s, z_t, s_t, tick):
+        cache = self.cache
+        self.layer.bind_cache(cache)                             # memo check; rebinds after a parameter change
+        t = cache.t
+        cache.handle.run(z, t, s)                                # the layer's fused step: z -> s (B, H)
+        cache.t = t + 1
+        if self.f16 and not cache.warned:
+            check_history16(cache, s_t, z_t)
+
+
+class _OwnStep:
+    """A clocked layer's own step (its fused clocked engine) on the plan's rows."""
+
+    def __init__(self, layer, cache):
+        self.layer, self.cache = layer, cache
+
+    def __call__(self, z, s, z_t, s_t, tick):
+        s[...] = self.layer.step(z_t, self.cache, tick).numpy()
+
+
+def _plain_ds4d(layer):
+    return type(layer) is DS4D and not layer.has_tap and not layer.bidirectional
+
+
+def _layer_step(layer, cache, B, dtype):
+    """The compiled step of ``layer`` over ``cache`` (a callable ``(z, s, z_t, s_t, tick)``): a plain DS4D
+    layer on a fused-engine cache, or a given-clock :class:`nn.clock.Clocked` one on its fused engine."""
+    if cache.owner is not layer or cache.batch_size != B or cache.real_dtype != dtype:
+        raise _Unfusable("a cache that is not its layer's, of the batch and the model's dtype")
+    if type(layer) is Clocked:
+        if layer.gate is None and _plain_ds4d(layer.inner) and type(cache) is ClockedCache \
+                and isinstance(cache.engine, ClockedFused):
+            return _OwnStep(layer, cache)
+        raise _Unfusable("a clocked layer without a given clock, a plain DS4D inner layer or the fused engine")
+    if not _plain_ds4d(layer) or type(cache) is not DS4DCache:
+        raise _Unfusable("a layer that is not a plain DS4D (no tap) or a given-clock Clocked one")
+    if not isinstance(cache.engine, FusedEngine) or cache.engine.parallel == "auto":
+        raise _Unfusable("a cache without the fused engine (or with parallel='auto')")
+    layer.bind_cache(cache)
+    return _CompiledLayer(layer, cache)
+
+
+class _Program:
+    """The compiled step of one model over its caches, as derived (see :meth:`StepPlan.step`)."""
+
+    def __init__(self, model, caches):
+        if not loops.available():
+            raise _Unfusable("Numba is not available")
+        if model.training and any(m.p > 0 for m in model.modules() if isinstance(m, nn.Dropout)):
+            raise _Unfusable("active dropout (training mode)")
+        forms = [blk.fused_form() for blk in model.blocks]
+        if not forms or any(f is None for f in forms):
+            raise _Unfusable("a block without a fused form (see SequenceBlock.fused_form)")
+        w = model.encoder.weight
+        if w.dtype not in (torch.float32, torch.float64) or w.device.type != "cpu":
+            raise _Unfusable("parameters that are not float32 / float64 on the CPU")
+        if any((type(f.layer) is Clocked) != (model.clock is not None) for f in forms):
+            raise _Unfusable("clocked layers without the model's clock (or the reverse)")
+        H = forms[0].out.in_features
+        if any(f.out.in_features != H for f in forms) or len({f.prenorm for f in forms}) != 1:
+            raise _Unfusable("blocks of different widths or norm placements")
+        self.dt = dt = np.dtype(np.float32 if w.dtype == torch.float32 else np.float64)
+        B = caches[0].batch_size
+        self.steps = [_layer_step(f.layer, c, B, w.dtype) for f, c in zip(forms, caches)]
+        watch = []
+        final = _norm(model.norm, H, dt, watch)
+        self.specs = []
+        for i, f in enumerate(forms):
+            own = _norm(f.norm, H, dt, watch)
+            nxt = final if i == len(forms) - 1 else _norm(forms[i + 1].norm, H, dt, watch) if f.prenorm \
+                else _norm(None, H, dt, watch)
+            W, bias = _host(f.out.weight, dt, "a block's linear"), _host(f.out.bias, dt, "a block's bias")
+            watch.append(f.out)
+            self.specs.append(_Block(own, W, bias, loops.ACTS[f.act], f.glu, nxt, not f.prenorm))
+        self.first = self.specs[0].own if forms[0].prenorm else _norm(None, H, dt, watch)
+        dec = model.decoder
+        if runs_hooks(dec) or dec.weight.dtype != w.dtype:
+            raise _Unfusable("a hooked decoder or one of another dtype")
+        self.matvec = B <= MATVEC_MAX_BATCH
+        self.encoder, self.decoder = model.encoder, dec
+        self.enc = _linear(model.encoder, dt, watch) if self.matvec and isinstance(model.encoder, nn.Linear) \
+            and model.encoder.out_features == H else None               # (W, bias) compiled, or torch's
+        self.dec = _linear(dec, dt, watch) if self.matvec else None
+        self.x_dtype = None if isinstance(model.encoder, nn.Embedding) else w.dtype   # a float input: its dtype
+        self.training = model.training
+        seen = {}
+        for mod in watch + [dec, model.encoder]:                    # each parameter once, with its storage
+            for name, p in mod.named_parameters(recurse=False):
+                seen.setdefault(id(p), (mod, name, p, p.data_ptr()))
+        self.params = tuple(seen.values())
+        self.zero = dt.type(0)
+        self.hA, self.hB, self.z, self.s, self.a = (np.zeros((B, H), dt) for _ in range(5))   # (B, H) each
+        self.o = np.zeros((B, self.specs[0].W.shape[0]), dt)                                # (B, O)
+        self.z_t, self.s_t, self.a_t, self.o_t = map(torch.from_numpy, (self.z, self.s, self.a, self.o))
+        self.Wt = [torch.from_numpy(sp.W).t() for sp in self.specs]                        # (H, O) views
+        self.bias_t = [torch.from_numpy(sp.bias) for sp in self.specs]
+        self.h_in = np.zeros((B, H), dt)                                                   # the encoder's output
+
+    def current(self, model):
+        """The program still describes ``model`` (its mode, its parameter objects and their storage)."""
+        return model.training == self.training and \
+            all(getattr(m, n) is p and p.data_ptr() == ptr for m, n, p, ptr in self.params)
+
+    def fits(self, x):
+        return x.shape[0] == self.z.shape[0] and x.device.type == "cpu" and \
+            (self.x_dtype is None or x.dtype == self.x_dtype)
+
+    def run(self, x, tick):
+        """``x`` ``(B, d_input)`` (or token ids ``(B,)``), ``tick`` ``(B,)`` or None -> ``(B, d_output)``."""
+        if self.enc is not None:                                 # the encoder's product, compiled
+            loops.linear_rows(np.ascontiguousarray(x.detach().numpy()), *self.enc, self.zero, self.h_in)
+            hn = self.h_in                                       # (B, H)
+        else:
+            hn = self.encoder(x).detach().numpy()                # (B, H)
+        z, s = self.z, self.s
+        f = self.first
+        loops.norm_rows(hn, f.kind, f.w, f.b, f.eps, z)          # the first block's input
+        for layer_step, sp, W_t, b_t in zip(self.steps, self.specs, self.Wt, self.bias_t):
+            layer_step(z, s, self.z_t, self.s_t, tick)           # z -> s (B, H), the layer's step
+            if not self.matvec:                                  # torch's product above a few rows
+                loops.act_rows(s, sp.act, self.a)
+                torch.addmm(b_t, self.a_t, W_t, out=self.o_t)
+            own, nxt = sp.own, sp.nxt
+            out = self.hA if hn is not self.hA else self.hB
+            loops.block_post(s, hn, sp.W, sp.bias, self.zero, sp.act, sp.glu, not self.matvec,
+                             own.kind if sp.post else loops.NORM_NONE, own.w, own.b, own.eps,
+                             nxt.kind, nxt.w, nxt.b, nxt.eps, self.a, self.o, out, z)   # out: output; z: next input
+            hn = out
+        if self.dec is None:
+            return F.linear(self.z_t, self.decoder.weight, self.decoder.bias)
+        y = np.empty((z.shape[0], self.dec[0].shape[0]), z.dtype)                          # (B, d_output)
+        loops.linear_rows(z, *self.dec, self.zero, y)
+        return torch.from_numpy(y)
+
+
+class StepPlan:
+    """A :class:`nn.SequenceModel`'s compiled decode step over one list of caches (``model.compile_step``;
+    see the module docstring).
+
+    Attributes
+    ----------
+    model : SequenceModel
+    caches : list
+        The caches it advances (from ``model.allocate_inference_cache``).
+    reason : str or None
+        Why the plan steps through the modules; None while it runs compiled. The blocks' forms, hooks,
+        layers and engines are judged when the plan is made (make a new plan after changing them); the
+        model's mode and its parameter objects are followed per token.
+    fused_tokens : int
+        Tokens stepped compiled so far (the others went through the modules).
+    """
+
+    def __init__(self, model, caches):
+        self.model, self.caches = model, list(caches)
+        self.fused_tokens = 0
+        self.program, self.reason = None, None
+        self._derive()
+
+    def _derive(self):
+        self._training = self.model.training
+        try:
+            self.program, self.reason = _Program(self.model, self.caches), None
+        except _Unfusable as why:
+            self.program, self.reason = None, str(why)
+
+    def step(self, x_t):
+        """One position, as ``model.step(x_t, caches)``: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids
+        ``(B,)`` or ``(B, 1)``) -> ``(B, d_output)`` (``(B, 1, d_output)`` with the length axis); advances
+        the caches by one token. Raises as ``model.step``."""
+        model, prog = self.model, self.program
+        if (prog is None and model.training != self._training) or (prog is not None and not prog.current(model)):
+            self._derive()                                       # the model changed: derive again
+            prog = self.program
+        if prog is None or torch.is_grad_enabled():
+            return model.step(x_t, self.caches)
+        x, tick, seq_axis = model.step_input(x_t, self.caches)
+        if not prog.fits(x):
+            return model.step(x_t, self.caches)                  # the module path (or its error)
+        y = prog.run(x, tick)                                    # (B, d_output)
+        self.fused_tokens += 1
+        return y[:, None] if seq_axis else y

@@ -1,0 +1,115 @@
+"""One model specification for every experiment (experiments._models): labels derived from it and read
+back once, stored results still read (their labels, keys and models), and the builders give the models
+the labels gave before."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ddesys import nn as dnn
+from ddesys.experiments._models import FAMILIES, ModelSpec, TapSchedule, model_of, parse_models
+
+ROOT = Path(__file__).parents[2]
+STORED = [ROOT / "tests/data/synthetic_results_2026-11-29.json"] + sorted(
+    p for p in (ROOT / "docs/experiments").glob("*/results.json"))
+
+
+def test_labels_are_derived_and_read_back():
+    assert [m.label for m in parse_models(FAMILIES)] == list(FAMILIES)
+    assert ModelSpec("ds4d", tap=TapSchedule()).label == "ds4d-tap"
+    assert ModelSpec("s4d", clock="given").label == "s4d-clock" and ModelSpec("ds4d", clock="learned").label == "ds4d-gate"
+    assert ModelSpec.from_label("ds4d-tap").tap == TapSchedule(64.0, 0.6)
+    assert ModelSpec.from_label("ds4d-tap", tap=TapSchedule(8.0)).tap.w0 == 8.0
+    assert ModelSpec("ds4d", options={"p0": 0.1, "init": "lin"}).options == (("init", "lin"), ("p0", 0.1))
+    for bad in ("ds4", "ds4d-clk", "ds4d-clock-tap", "s4d-tap", "lstm-clock", ""):
+        with pytest.raises(ValueError):
+            ModelSpec.from_label(bad)
+    with pytest.raises(ValueError):
+        ModelSpec("s4d", tap=TapSchedule())
+    with pytest.raises(ValueError):
+        ModelSpec("ds4d", clock="sometimes")
+
+
+@pytest.mark.parametrize("path", STORED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_stored_results_read_their_models(path):
+    """The migration of stored runs: every run's label names a specification that gives the label back
+    (older files are read, their keys and reports unchanged)."""
+    data = json.loads(path.read_text())
+    runs = data.get("runs", [])
+    for r in runs:
+        spec = model_of(r["config"])
+        arch = r["config"].get("arch", r["config"])
+        assert spec.label == arch["family"]
+        if spec.tap is not None:                 # the delay task stores its schedule, synthetic runs the default
+            stored = (arch["tap_w0"], arch["tap_frac"]) if "tap_w0" in arch else (
+                r["tap_schedule"]["w0"], r["tap_schedule"]["frac"])
+            assert (spec.tap.w0, spec.tap.frac) == stored
+
+
+def _configs(program_free_field):
+    for path in STORED:
+        for r in json.loads(path.read_text()).get("runs", []):
+            if program_free_field(r["config"]):
+                yield r["config"]
+
+
+def test_configs_store_the_label_as_before():
+    """A run's config built from the specification is the stored dict, in its order (hence its key)."""
+    import dataclasses
+
+    from ddesys.experiments.general.train import RunConfig as GeneralRun
+    from ddesys.experiments.synthetic.tasks import Task
+    from ddesys.experiments.synthetic.train import RunConfig, run_key
+    fields = [f.name for f in dataclasses.fields(Task)]
+    n = 0
+    for c in _configs(lambda c: isinstance(c.get("task"), dict) and "family" in c):
+        task = Task(**{k: v for k, v in c["task"].items() if k in fields})
+        cfg = RunConfig(task, model_of(c), **{k: v for k, v in c.items() if k not in ("task", "family")})
+        assert cfg.to_dict() == c and list(cfg.to_dict()) == list(c) and cfg.key() == run_key(c)
+        n += 1
+    for c in _configs(lambda c: "epochs" in c):
+        cfg = GeneralRun(model=model_of(c), **{k: v for k, v in c.items() if k != "family"})
+        assert cfg.to_dict() == c and list(cfg.to_dict()) == list(c)
+        n += 1
+    assert n > 100
+
+
+def _same(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.parametrize("label", ["ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock", "ds4d-gate", "s4d-gate"])
+def test_the_spec_builds_what_the_label_built(label):
+    """``ModelSpec.sequence_model`` is the model the synthetic experiment built from the label before:
+    the same layer keywords (the tap on the base rate), the same clock, the same parameters."""
+    spec = ModelSpec.from_label(label)
+    kw = {"d_state": 8, "init": "lin", "dt_lr": 1e-4, "seed": 0}
+    if spec.is_ds4d:
+        kw["l_max"] = 24
+    old = dict(kw, **({"tap": True, "tap_lr": None} if spec.tap is not None else {}))
+    clock = {None: None, "given": dnn.TokenClock((0,)), "learned": "learned"}[spec.clock]
+    torch.manual_seed(0)
+    ref = dnn.SequenceModel(12, 12, d_model=8, n_layers=2, layer=spec.layer, layer_kw=old, embedding=True, clock=clock)
+    torch.manual_seed(0)
+    new = spec.sequence_model(12, 12, kw, pad=(0,), d_model=8, n_layers=2, embedding=True)
+    assert _same(ref, new)
+    x = torch.randint(0, 12, (2, 24), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(ref(x), new(x))
+
+
+def test_one_tap_schedule():
+    """The synthetic and the delay experiments step the same schedule object (w0 -> 1 at frac)."""
+    from ddesys.experiments.delay.models import Arch, tap_schedule
+    spec = ModelSpec.from_label("ds4d-tap", tap=TapSchedule(8.0, 0.5))
+    model = spec.sequence_model(1, 1, {"d_state": 4, "l_max": 16}, d_model=4, n_layers=1)
+    sched = spec.tap.schedule(model, 10)
+    assert type(sched) is dnn.TapWidthSchedule and [m.tap_width for m in model.modules()
+                                                      if isinstance(m, dnn.DS4D)] == [pytest.approx(8.0)]
+    assert type(tap_schedule(Arch(spec), model, 10)) is dnn.TapWidthSchedule
+    assert ModelSpec("ds4d").sequence_model(1, 1, {"d_state": 4, "l_max": 16}, d_model=4, n_layers=1) is not None
+    assert tap_schedule(Arch(), model, 10) is None
