@@ -338,7 +338,8 @@ class DiscreteResponses:
         out = f"; here the output holds {nonfinite} non-finite value(s)" if nonfinite else ""
         warnings.warn(f"simulate: the system is {what} in {where}: sufficient margin 1 - |lam| - |mu| down to "
                       f"{float(margin[sel].min()):.6g}, {radius}. Its response may grow without bound{out}. "
-                      "Check is_stable() (the exact test) before simulating long sequences.", RuntimeWarning, stacklevel=4)
+                      "Check is_stable() (the exact test) before simulating long sequences.", RuntimeWarning,
+                      stacklevel=4)
 
 
 __all__ = ["DiscreteResponses"]

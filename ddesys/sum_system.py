@@ -93,7 +93,7 @@ class SumSystem(Summable, DelayLTI):
             raise TypeError("SumSystem needs at least one part")
         batch = ()
         for i, p in enumerate(flat):
-            if not isinstance(p, Summable) or isinstance(p, SumSystem):
+            if not isinstance(p, Summable):
                 raise TypeError(f"SumSystem part {i} must be a DiscreteDelaySystem or a DelayTap, got "
                                 f"{type(p).__name__}")
             batch = check_batch(f"SumSystem part {i} ({type(p).__name__})", p.batch_shape, batch)

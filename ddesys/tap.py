@@ -195,8 +195,8 @@ class DelayTap(Summable, DelayLTI):
 
     Notes
     -----
-    An FIR system (``has_poles = False``): no poles (only trivial ones at ``z = 0``), so it is stable and adds nothing to the
-    poles or the stability of a sum it is part of. Its kernel is exact (no contour): the ``method``,
+    An FIR system (``has_poles = False``): no poles (only trivial ones at ``z = 0``), so it is stable and adds
+    nothing to the poles or the stability of a sum it is part of. Its kernel is exact (no contour): the ``method``,
     ``eps`` and ``M`` options of :meth:`kernel` are accepted so that a :class:`~ddesys.SumSystem` can
     pass them to every part. Immutable, like every ddesys system. Unpacks as ``e, delay, width`` (the
     older ``DelayTap`` was a named tuple of these fields).

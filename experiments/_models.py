@@ -80,7 +80,7 @@ class ModelSpec:
         """The specification a family label names (its inverse: :attr:`label`); ``tap``: the
         :class:`TapSchedule` of a ``-tap`` label (default :class:`TapSchedule()`). Raises ``ValueError``
         for a label no specification has. Meant for the command line and stored results only."""
-        layer, *parts = str(label).split("-")
+        layer, *parts = str(label).split("-")          # parser: the one place a label is read
         suffix = {v: k for k, v in CLOCKS.items()}
         kw = {}
         if parts[:1] == ["tap"]:

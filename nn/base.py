@@ -66,7 +66,7 @@ class DiagonalSSM(nn.Module):
         across chunks; ``state.detach()`` truncates it); it decodes like any cache once detached. A
         sequence cut into chunks, each forwarded from the previous one's state, gives the outputs of the
         whole-sequence forward (to the kernels' synthesis error: the history term uses the per-mode state
-        kernels, :mod:`nn.history`). FFT path only; not for bidirectional layers.
+        kernels, :mod:`nn.decode.history`). FFT path only; not for bidirectional layers.
 
         Non-finite inputs are refused (``ValueError`` naming the first position holding a NaN or inf):
         the FFT mixes all positions, so one NaN or inf would reach every output, earlier ones included.
@@ -212,6 +212,10 @@ class DiagonalSSM(nn.Module):
         return y
 
     # ------------------------------------------------------------------ decode constants
+    def clear_decode_memo(self):
+        """Forget the memoized decode constants (the next step recomputes them)."""
+        self._step_memo.clear()
+
     def decode_constants(self, rdt):
         """The decode constants in real precision ``rdt`` (:meth:`step_constants`), memoized
         (:class:`nn.decode.engine.StepMemo`): recomputed only after a parameter changed."""

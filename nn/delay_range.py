@@ -121,12 +121,13 @@ class DelayRange:
         place_delays(self.nu_tau, self.s_min, s_max, order, self.tau0)
         for branch in self._range_branches():
             branch.place(self.s_min, s_max)
-        self._adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
+        self.adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
 
     def _range_branches(self):
         return [m for m in self.children() if isinstance(m, RangeBranch)]
 
-    def _adopt_range(self, s_max, l_max, check=True):
+    def adopt_range(self, s_max, l_max, check=True):
+        """Fix the delay range at ``[s_min, s_max]`` with horizon ``l_max`` (the branches too); clears the decode memo."""
         self.s_max, self.l_max = float(s_max), int(l_max)
         self.delay_range.copy_(encode_range(self.s_min, self.s_max))
         for branch in self._range_branches():
@@ -183,4 +184,4 @@ def adopt_loaded_range(layer, saved):
     """After the checkpoint's tensors loaded: a layer whose range was not fixed takes the saved one."""
     if saved and saved[1] is not None and layer.s_max is None:
         layer.s_min = saved[0]
-        layer._adopt_range(saved[1], int(math.floor(saved[1])) + 1, check=False)
+        layer.adopt_range(saved[1], int(math.floor(saved[1])) + 1, check=False)

@@ -27,13 +27,13 @@ from .decode.engine import DS4DConstants, check_history16, host_views, select_en
 from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .optim import register_optim
-from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys
+from .tap import TapAccess, TapBranch, rename_old_tap_keys
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
 
 
-class DS4D(DelayRange, DiagonalSSM):
+class DS4D(DelayRange, TapAccess, DiagonalSSM):
     """Delay S4D layer: ``H`` channels, ``N/2`` complex modes each, one learnable delay per channel.
 
     The SSM alone: FFT convolution with the layer's kernel plus the ``D`` skip, returning a tensor. For
@@ -159,36 +159,7 @@ class DS4D(DelayRange, DiagonalSSM):
         ablation, delay range, and the tap branch's width and parameters."""
         return self.ablation, self.s_min, self.s_max, None if self.tap is None else self.tap.memo_key()
 
-    # ------------------------------------------------------------------ the tap branch (layer.tap)
-    @property
-    def has_tap(self):
-        """Whether the layer has the delayed input tap (``self.tap is not None``)."""
-        return self.tap is not None
-
-    def _tap_on(self):
-        return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)
-
-    def _require_tap(self):
-        if self.tap is None:
-            raise AttributeError(f"{type(self).__name__} has no tap: build it with tap=True")
-        return self.tap
-
-    @property
-    def tap_width(self):
-        """Half-width of the tap's read window in steps (``layer.tap.width``). Settable."""
-        return self._require_tap().width
-
-    @tap_width.setter
-    def tap_width(self, width):
-        self._require_tap().width = width
-
-    def tap_delay(self, dtype=torch.float64):
-        """The tap delays in steps, ``(C,)`` (differentiable): ``layer.tap.delay(dtype)``."""
-        return self._require_tap().delay(dtype)
-
-    tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
-    nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
-
+    # ------------------------------------------------------------------ branches (the tap: nn.tap.TapAccess)
     def branches(self):
         """The optional branches beside the SSM with its delayed feedback: ``(layer.tap,)`` or ``()``. Each
         has ``kernel(L, dtype)``, an input ring (``allocate``), ``step``, ``prefill`` (``chunk_output``
@@ -196,9 +167,14 @@ class DS4D(DelayRange, DiagonalSSM):
         ``DS4DConstants.branches``, in this order."""
         return () if self.tap is None else (self.tap,)
 
-    def tap_constants(self, rdt):
-        """The tap's decode constants in ``rdt`` (zero gains under the ``"tap_zero"`` ablation)."""
-        return self.tap.step_constants(rdt, zero=not self._tap_on())
+    def _live_branches(self):
+        """The branches whose terms count (none of the tap's under the ``"tap_zero"`` ablation)."""
+        return self.branches() if self._tap_on() else ()
+
+    def branch_constants(self, rdt):
+        """The branches' decode constants in ``rdt``, in :meth:`branches` order (an ablated branch's with
+        zero gains: its ring still moves)."""
+        return tuple(b.step_constants(rdt, zero=not self._tap_on()) for b in self.branches())
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
@@ -256,8 +232,8 @@ class DS4D(DelayRange, DiagonalSSM):
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
-        if branches and self._tap_on():
-            K = K + self.tap.kernel(L, self.kernel_dtype)           # (C, L) the FIR tap, exact
+        for branch in self._live_branches() if branches else ():
+            K = K + branch.kernel(L, self.kernel_dtype)             # (C, L) the FIR tap, exact
         return split_channels(K, self.H, self.bidirectional)
 
     def _kernel_for(self, x, branches=True):
@@ -274,8 +250,8 @@ class DS4D(DelayRange, DiagonalSSM):
         y = run_recurrence(rep(d.lam), rep(d.mu), rep(d.bbar), rep(d.c), rep(d.k), rep(d.alpha),
                            rep(self.D.double()), x.double().reshape(Bsz * H, L))
         y = y.reshape(Bsz, H, L)
-        if self._tap_on():
-            y = y + self.tap.filter(x)                              # (B, H, L)
+        for branch in self._live_branches():
+            y = y + branch.filter(x)                                # (B, H, L)
         return y.to(x.dtype)
 
     # ------------------------------------------------------------------ decoding
@@ -321,9 +297,9 @@ class DS4D(DelayRange, DiagonalSSM):
         if history_dtype is not None:
             shape, dt = shape + (2,), history_dtype
         xbuf = None
-        if self.tap is not None:                     # the tap's input ring (B, Rx, H), real
+        for branch in self.branches():               # the branches' input ring (B, Rx, H), real
             xdt = torch.float64 if rdt == torch.float64 else torch.float32
-            xbuf = self.tap.allocate(batch_size, xdt, self.D.device)
+            xbuf = branch.allocate(batch_size, xdt, self.D.device)
         if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
             buf = cpu_ring(shape, dt)
         else:
@@ -348,9 +324,8 @@ class DS4D(DelayRange, DiagonalSSM):
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
         consts = tuple(v.detach() for v in (d.lam, d.mu * (1 - al), d.mu * al, d.bbar, d.c, self.D.to(rdt), d.k))
-        br = tuple(self.tap_constants(rdt) for _ in self.branches())
         return DS4DConstants(*consts, int(d.k.max()), torch.arange(self.H, device=d.lam.device),
-                             host_views(consts), br)
+                             host_views(consts), self.branch_constants(rdt))
 
     @torch.no_grad()
     def step(self, x_t, cache):
@@ -411,6 +386,6 @@ class DS4D(DelayRange, DiagonalSSM):
             sysd = DiscreteDelaySystem(sh(lam), sh(mu), sh(bbar), sh(c), sh(s), np.stack([dd, np.zeros_like(dd)]))
         else:
             sysd = DiscreteDelaySystem(lam, mu, bbar, c, s, dd)
-        if not self._tap_on():
-            return sysd
-        return sysd + self.tap.to_ddesys((2, self.H) if self.bidirectional else None)
+        for branch in self._live_branches():
+            sysd = sysd + branch.to_ddesys((2, self.H) if self.bidirectional else None)
+        return sysd

@@ -340,5 +340,5 @@ class DS4D(_S4Compat):
         with torch.no_grad():
             for name, p in ref.named_parameters():
                 getattr(core, name).copy_(p)
-        core._step_memo.clear()
+        core.clear_decode_memo()
         return core

@@ -187,7 +187,7 @@ def s4_setup_optimizer(model, lr, weight_decay, epochs):
 def live_states(cache, layer):
     """What a cache's later steps read, independent of how it was filled: a DS4D cache's ring in time order
     ``(B, H, N2, R)`` complex128, zero outside each channel's last ``k + 1`` positions (a prefill leaves
-    older slots unspecified; ``nn.history.ring_past``), or an S4D cache's state ``(B, H, N2)``."""
+    older slots unspecified; ``nn.decode.history.ring_past``), or an S4D cache's state ``(B, H, N2)``."""
     if not hasattr(cache, "buf"):
         return cache.h
     from ddesys.nn.decode.history import ring_past

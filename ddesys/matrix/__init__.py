@@ -2,6 +2,19 @@
 
 :class:`~ddesys.matrix.statespace.DelayStateSpace` (continuous) and
 :class:`~ddesys.matrix.discrete.DiscreteDelayStateSpace` (discrete) with their roots, crossings,
-stability charts, norms and time responses, one module per analysis. The classes are exported by
-``ddesys`` itself; the modules here hold their machinery.
+stability charts, norms and time responses, one module per concept. The classes and result types are
+exported by ``ddesys`` itself; the modules here hold their machinery:
+
+* continuous: ``statespace`` (the class), ``charmatrix`` (validation, ``M(s)``), ``roots`` (certified
+  characteristic roots, spectral abscissa, exact stability; ``_roots_count``, ``_roots_igd``),
+  ``rightmost`` (batched rightmost roots), ``crossings`` and ``sweeps`` (delay sweeps, delay margin),
+  ``chart`` (stability charts), ``freqresp`` and ``norms`` (frequency response, H2, Hinf;
+  ``_spectral_est``), ``timeresp`` and ``continuous_response`` (method of steps; the class's
+  ``simulate``/``impulse``/``step``), ``plot``;
+* discrete: ``discrete`` (the class), ``discrete_response`` (kernels, simulation), ``discrete_stability``
+  (lag form, certified winding count), ``discrete_radius`` (companion matrix, spectral radius),
+  ``discretize`` (:func:`~ddesys.zoh_statespace`).
+
+Every class takes its time responses from a ``*Responses`` mixin of its ``*_response`` module (as the
+diagonal classes do).
 """

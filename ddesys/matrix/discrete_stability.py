@@ -6,9 +6,9 @@ characteristic matrix, written by lags ``j`` (:func:`lag_form`)::
     P(z) = I - sum_j E_j z^-j,      E_1 = Phi + ...,  E_{k_k} += (1 - a_k) G_k,  E_{k_k+1} += a_k G_k
 
 ``det(z^J P(z))`` (``J`` the largest lag) is a monic polynomial of degree ``n J``: its roots are the
-eigenvalues of the lifted companion matrix (:func:`ddesys.matrix.discrete_radius.companion_matrix`). The number of them in ``|z| < r``
-is ``n J + wind(det P, |z| = r)``, so the system is stable iff ``det P`` has winding number 0 on the unit
-circle and does not vanish there. :func:`winding_count` certifies the count:
+eigenvalues of the lifted companion matrix (:func:`ddesys.matrix.discrete_radius.companion_matrix`). The
+number of them in ``|z| < r`` is ``n J + wind(det P, |z| = r)``, so the system is stable iff ``det P`` has
+winding number 0 on the unit circle and does not vanish there. :func:`winding_count` certifies the count:
 
 * ``P`` is sampled at ``M = nextpow2(max(64, 8 n J))`` angles (the powers ``e^{-i j theta}`` from the
   integer ``(m j) mod M``); at each sample ``P0``, ``slogdet`` gives the phase of ``det P0`` and the

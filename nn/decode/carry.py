@@ -40,9 +40,9 @@ def ds4d_carry(layer, xb, cache, states, R, engine=None):
     elif cache is not None:
         ring = ring.to(cache.buf.dtype)
     xbuf = None
-    if layer.tap is not None:                                                       # the tap's input ring
-        xdt = torch.float64 if ring.dtype == torch.complex128 else torch.float32
-        xbuf = layer.tap.carry(xb, None if cache is None else cache.xbuf, t0, xdt)
+    xdt = torch.float64 if ring.dtype == torch.complex128 else torch.float32
+    for branch in layer.branches():                                                 # the branches' input ring
+        xbuf = branch.carry(xb, xbuf if cache is None else cache.xbuf, t0, xdt)
     new = DS4DCache(ring, t=t0 + L, xbuf=xbuf)
     return new.bind(layer, engine, None if cache is None else cache.max_seqlen)
 
@@ -54,9 +54,10 @@ def ds4d_forward_state(layer, xin, state, return_state):
     wide = torch.float64 if xin.dtype == torch.float64 else torch.float32
     R = state.n_slots if state is not None else int(layer.discrete(torch.float64).k.max()) + 1
     y_hist, states = ds4d_chunk(layer, xin, state, min(L, R) if return_state else 0, layer.kernel_dtype)
-    if y_hist is not None and layer.tap is not None:                                # the tap's history term
+    if y_hist is not None:                                                          # the branches' history terms
         dt = layer.kernel_dtype
-        y_hist = y_hist + layer.tap.history(state.xbuf, state.t, L, layer.tap_constants(dt), dt)
+        for branch, bc in zip(layer.branches(), layer.branch_constants(dt)):
+            y_hist = y_hist + branch.history(state.xbuf, state.t, L, bc, dt)
     if not return_state:
         return y_hist, None
     if state is None:

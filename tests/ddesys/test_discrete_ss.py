@@ -249,7 +249,8 @@ def test_bad_calls_and_immutability():
     assert "DiscreteDelayStateSpace(n=1" in repr(s)
 
 
-@pytest.mark.parametrize("name", ["ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability"])
+@pytest.mark.parametrize("name", ["ddesys.matrix.discrete", "ddesys.matrix.discrete_response",
+                                  "ddesys.matrix.discrete_stability"])
 def test_doctests(name):
     res = doctest.testmod(importlib.import_module(name), optionflags=doctest.ELLIPSIS)
     assert res.attempted > 0 and res.failed == 0

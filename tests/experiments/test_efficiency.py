@@ -72,7 +72,7 @@ def test_smoke_run_writes_json_and_figure(tmp_path):
 def test_runs_without_matplotlib(tmp_path):
     """The GPU image may lack matplotlib: the benchmark still writes its JSON (no figure) and exits 0."""
     code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from experiments.efficiency import main\n"
+            "from ddesys.experiments.efficiency import main\n"
             f"sys.exit(main(['--scale', 'smoke', '--quiet', '--out', {str(tmp_path)!r}]))")
     res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True, text=True,
                          timeout=300)

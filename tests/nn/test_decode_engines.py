@@ -73,7 +73,7 @@ def test_constants_are_named_tuples():
     ds = DS4D(3, 8, l_max=16, seed=1)
     c = ds.step_constants(torch.float64)
     assert isinstance(c, DS4DConstants) and c.lam.dtype == torch.complex128 and c.k.dtype == torch.int64
-    assert c.k_max == int(c.k.max()) and c.d.dtype == torch.float64 and c.tap is None
+    assert c.k_max == int(c.k.max()) and c.d.dtype == torch.float64 and c.branches == ()
     assert c.host is not None and c.host[-1].dtype.name == "int64"
     s = S4D(3, 8).step_constants(torch.float32)
     assert isinstance(s, S4DConstants) and s.lam.shape == (3, 4)

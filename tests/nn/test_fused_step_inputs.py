@@ -133,8 +133,8 @@ def test_no_per_token_allocation(kind):
     x = np.ones((B, H), rdt)
     y = np.zeros((B, H), rdt)
     lam, m1, m2, bb, c, d, k = P["lam"], P["m1"], P["m2"], P["bbar"], P["c"], P["d"], P["k"]
-    kern = step._kernel(2 if fmt16 else 0)
-    ring = step._memory_view(buf)                          # (H, R, B, N2): the loops' order
+    kern = step.step_kernel("16-bit" if fmt16 else "complex", False)   # the serial entry point, by name
+    ring = step.memory_view(buf)                           # (H, R, B, N2): the loops' order
     fmt = 0
     ts = list(range(1000, 1100))                           # the positions exist before measuring
     out = {name: [None] * 40 for name in ("serial", "auto", "threads")}    # filled in place: no growth

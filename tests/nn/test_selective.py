@@ -338,7 +338,7 @@ def test_bad_input_is_named():
 # ---------------------------------------------------------------- 6. without Numba
 _SCRIPT = """
 import json, sys, numpy as np
-from ddesys.cpu import _numba
+from ddesys import cpu
 from ddesys.selective import soft_scan, soft_scan_grad
 a = json.loads(sys.argv[1])
 cplx = lambda v: np.array(v[0]) + 1j * np.array(v[1])
@@ -346,7 +346,7 @@ args = [cplx(v) for v in a[:4]] + [np.array(v) for v in a[4:7]]
 y, fwd = soft_scan(*args)
 g = soft_scan_grad(*args, fwd, np.array(a[7]))
 out = [y] + [np.asarray(v) for v in g]
-print(json.dumps({"numba": _numba.nb is not None, "out": [[v.real.tolist(), np.imag(v).tolist()] for v in out]}))
+print(json.dumps({"numba": cpu.available(), "out": [[v.real.tolist(), np.imag(v).tolist()] for v in out]}))
 """
 
 

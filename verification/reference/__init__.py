@@ -15,7 +15,7 @@ is compared with:
 
 Two implementations of the same recurrence live here on purpose (:func:`brute_force` and
 :func:`recurrence`): the tests check one against the other
-(``tests/verification/test_verification_oracle.py``).
+(``tests/verification/test_reference.py``).
 """
 from .errors import rel_err, rel_max, rel_rmse
 from .layer import (clocked_recurrence, ds4d_params, model_forward, recurrence, recurrence_kernel,

@@ -7,8 +7,7 @@ it has one home, :func:`ddesys.ds4d_discrete`, evaluated here in NumPy on the la
 checked against an independent restatement in the tests (``spec_discrete`` in ``tests/nn_helpers.py``).
 Torch modules are only read: a layer's raw parameters, and in :func:`model_forward` a model's embedding,
 norms, linears and activation (standard torch modules, not what the checks verify).
-``tests/verification/test_verification_oracle.py`` checks these functions against the plain loops of
-:mod:`.loops`.
+``tests/verification/test_reference.py`` checks these functions against the plain loops of :mod:`.loops`.
 
 * :func:`ds4d_params`: a DS4D layer's discrete system, as NumPy arrays;
 * :func:`recurrence`: the §2 recurrence ``h_t = lam h_{t-1} + mu((1 - alpha) h_{t-k} + alpha h_{t-k-1})
