@@ -112,7 +112,7 @@ class Clocked(nn.Module):
 
     def __init__(self, inner, gate=None):
         super().__init__()
-        if getattr(inner, "transposed", False):
+        if inner.transposed:
             raise ValueError("Clocked needs an inner layer with transposed=False (inputs (B, L, H))")
         self.inner = inner
         self.H, self.N2 = inner.H, inner.N2

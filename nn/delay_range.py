@@ -146,6 +146,15 @@ class DelayRange:
                           UserWarning, stacklevel=5)
         self._length_checked = True
 
+    def prepare_decode(self, batch_size, max_seqlen, dtype):
+        """As :meth:`nn.base.DiagonalSSM.prepare_decode`; a layer built with ``l_max=None`` that has seen no
+        sequence takes its delay range from ``max_seqlen`` (as from a first forward of that length)."""
+        max_seqlen, rdt = super().prepare_decode(batch_size, max_seqlen, dtype)
+        if self.s_max is None and max_seqlen is not None:           # l_max=None: the range from max_seqlen
+            self._set_range(max_seqlen)
+        self._require_range("allocate_inference_cache")
+        return max_seqlen, rdt
+
     @contextmanager
     def as_prompt(self):
         """Inside this context the layer's forward passes read their inputs as prompts, not as training

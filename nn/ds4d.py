@@ -27,13 +27,13 @@ from .decode.engine import DS4DConstants, check_history16, host_views, select_en
 from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .optim import register_optim
-from .tap import TapAccess, TapBranch, rename_old_tap_keys
+from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys, require_tap
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
 
 
-class DS4D(DelayRange, TapAccess, DiagonalSSM):
+class DS4D(DelayRange, DiagonalSSM):
     """Delay S4D layer: ``H`` channels, ``N/2`` complex modes each, one learnable delay per channel.
 
     The SSM alone: FFT convolution with the layer's kernel plus the ``D`` skip, returning a tensor. For
@@ -159,7 +159,25 @@ class DS4D(DelayRange, TapAccess, DiagonalSSM):
         ablation, delay range, and the tap branch's width and parameters."""
         return self.ablation, self.s_min, self.s_max, None if self.tap is None else self.tap.memo_key()
 
-    # ------------------------------------------------------------------ branches (the tap: nn.tap.TapAccess)
+    # ------------------------------------------------------------------ the tap branch (layer.tap)
+    @property
+    def has_tap(self):
+        """Whether the layer has the delayed input tap (``self.tap is not None``)."""
+        return self.tap is not None
+
+    def _tap_on(self):
+        return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)
+
+    tap_width = property(lambda self: require_tap(self).width, lambda self, w: setattr(require_tap(self), "width", w),
+                         doc="Half-width of the tap's read window in steps (``layer.tap.width``). Settable.")
+
+    def tap_delay(self, dtype=torch.float64):
+        """The tap delays in steps, ``(C,)`` (differentiable): ``layer.tap.delay(dtype)``."""
+        return require_tap(self).delay(dtype)
+
+    tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
+    nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
+
     def branches(self):
         """The optional branches beside the SSM with its delayed feedback: ``(layer.tap,)`` or ``()``. Each
         has ``kernel(L, dtype)``, an input ring (``allocate``), ``step``, ``prefill`` (``chunk_output``
@@ -167,8 +185,7 @@ class DS4D(DelayRange, TapAccess, DiagonalSSM):
         ``DS4DConstants.branches``, in this order."""
         return () if self.tap is None else (self.tap,)
 
-    def _live_branches(self):
-        """The branches whose terms count (none of the tap's under the ``"tap_zero"`` ablation)."""
+    def _live_branches(self):                      # no term of the tap under the "tap_zero" ablation
         return self.branches() if self._tap_on() else ()
 
     def branch_constants(self, rdt):
@@ -265,11 +282,9 @@ class DS4D(DelayRange, TapAccess, DiagonalSSM):
         ----------
         batch_size : int
         max_seqlen : int or None
-            The longest sequence (prompt + generated) the cache will see (Mamba's): validated, recorded as
-            ``cache.max_seqlen``; a layer built with ``l_max=None`` that has seen no sequence yet takes its
-            delay range from it (as it would from a first forward of that length). The ring is sized by
-            the largest delay (``R = k_max + 1 <= l_max`` slots), never by the length: decoding past it
-            costs the same per token.
+            The longest sequence the cache will see (Mamba's), recorded as ``cache.max_seqlen``; a layer
+            with ``l_max=None`` that has seen no sequence takes its delay range from it. The ring has
+            ``R = k_max + 1 <= l_max`` slots whatever the length.
         dtype : torch.dtype or None
             ``torch.float64``: complex128 ring, update in float64; None or another float dtype: complex64,
             update in float32. Anything else raises ``TypeError``.
@@ -278,11 +293,9 @@ class DS4D(DelayRange, TapAccess, DiagonalSSM):
             error, :func:`ddesys.cpu.step.history_error_bound`); float16 overflows past 65504 (``step`` and
             ``prefill`` then warn once), bfloat16 has float32's range. CPU and CUDA.
         engine : None, "fused", "triton" or "reference"
-            None: fused Numba on the CPU, Triton on CUDA, the torch reference elsewhere or with
-            ``DDESYS_REFERENCE=1`` (read here, once per cache).
+            None: fused on the CPU, Triton on CUDA, else (or ``DDESYS_REFERENCE=1``) the reference.
         parallel : None, False, True or "auto"
-            Fused engine: None a fixed rule, bitwise the same at any thread count; ``"auto"`` times the
-            serial and parallel loops (opt-in, ignored under ``torch.use_deterministic_algorithms(True)``).
+            Fused engine: None a fixed rule, bitwise equal at any thread count; ``"auto"`` timed (opt-in).
         """
         max_seqlen, rdt = self.prepare_decode(batch_size, max_seqlen, dtype)
         if kwargs:
@@ -298,23 +311,13 @@ class DS4D(DelayRange, TapAccess, DiagonalSSM):
             shape, dt = shape + (2,), history_dtype
         xbuf = None
         for branch in self.branches():               # the branches' input ring (B, Rx, H), real
-            xdt = torch.float64 if rdt == torch.float64 else torch.float32
-            xbuf = branch.allocate(batch_size, xdt, self.D.device)
+            xbuf = branch.allocate(batch_size, rdt, self.D.device)
         if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
             buf = cpu_ring(shape, dt)
         else:
             buf = torch.zeros(shape, dtype=dt, device=self.D.device)
         eng = select_engine(buf, engine, parallel)
         return DS4DCache(eng.layout(buf), xbuf=xbuf).bind(self, eng, max_seqlen)
-
-    def prepare_decode(self, batch_size, max_seqlen, dtype):
-        """As :meth:`nn.base.DiagonalSSM.prepare_decode`; a layer built with ``l_max=None`` that has seen no
-        sequence takes its delay range from ``max_seqlen`` (as from a first forward of that length)."""
-        max_seqlen, rdt = super().prepare_decode(batch_size, max_seqlen, dtype)
-        if self.s_max is None and max_seqlen is not None:           # l_max=None: the range from max_seqlen
-            self._set_range(max_seqlen)
-        self._require_range("allocate_inference_cache")
-        return max_seqlen, rdt
 
     def step_constants(self, rdt):
         """:class:`nn.decode.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused

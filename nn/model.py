@@ -300,6 +300,17 @@ class SequenceModel(nn.Module):
         ------
         ValueError
             ``caches`` not a list of one cache per block.
+
+        Examples
+        --------
+        >>> import torch
+        >>> lm = SequenceModel(d_input=50, d_output=50, d_model=16, n_layers=2, embedding=True,
+        ...                    layer_kw={"l_max": 12}).eval()
+        >>> plan = lm.compile_step(lm.allocate_inference_cache(1))
+        >>> with torch.no_grad():
+        ...     logits = plan.step(torch.tensor([3]))          # (B, d_output), the caches advanced
+        >>> logits.shape
+        torch.Size([1, 50])
         """
         self._check_caches(caches, "compile_step")
         return StepPlan(self, caches)

@@ -131,7 +131,7 @@ class SoftClocked(nn.Module):
 
     def __init__(self, inner, gate):
         super().__init__()
-        if getattr(inner, "transposed", False):
+        if inner.transposed:
             raise ValueError("SoftClocked needs an inner layer with transposed=False (inputs (B, L, H))")
         self.inner, self.gate = inner, gate
         self.H, self.N2 = inner.H, inner.N2

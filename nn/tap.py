@@ -19,13 +19,13 @@ import warnings
 import torch
 
 import ddesys
-from ddesys.parameterization import ablation_kinds, delay_steps
+from ddesys.parameterization import delay_steps
 from ddesys.tap import check_width, offset_fir, tap_filter, tap_kernel, tap_support
 
 from .delay_range import RangeBranch, place_delays
 from .optim import register
 
-__all__ = ["MAX_WIDTH_PER_HORIZON", "TapAccess", "TapBranch", "TapWidthSchedule", "max_tap_width", "set_tap_width"]
+__all__ = ["MAX_WIDTH_PER_HORIZON", "TapBranch", "TapWidthSchedule", "max_tap_width", "set_tap_width"]
 
 # the window's half-width is at most this many history horizons l_max: wider windows are flat over the whole
 # history (the delay's gradient vanishes) and their decode ring (s_max + width + 1 inputs) outgrows the history
@@ -249,49 +249,20 @@ class TapBranch(RangeBranch):
                 error_msgs.append(f"{key}: {exc}")
 
 
-class TapAccess:
-    """The tap as seen from its DS4D layer (a mixin of :class:`nn.DS4D`, whose ``tap`` is a
-    :class:`TapBranch` or None): ``has_tap``, ``tap_width``, ``tap_delay`` and the deprecated names."""
-
-    @property
-    def has_tap(self):
-        """Whether the layer has the delayed input tap (``self.tap is not None``)."""
-        return self.tap is not None
-
-    def _tap_on(self):
-        return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)
-
-    def _require_tap(self):
-        if self.tap is None:
-            raise AttributeError(f"{type(self).__name__} has no tap: build it with tap=True")
-        return self.tap
-
-    @property
-    def tap_width(self):
-        """Half-width of the tap's read window in steps (``layer.tap.width``). Settable."""
-        return self._require_tap().width
-
-    @tap_width.setter
-    def tap_width(self, width):
-        self._require_tap().width = width
-
-    def tap_delay(self, dtype=torch.float64):
-        """The tap delays in steps, ``(C,)`` (differentiable): ``layer.tap.delay(dtype)``."""
-        return self._require_tap().delay(dtype)
-
-    tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
-    nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
-
-
 OLD_KEYS = {"tap_e": "tap.e", "nu_tap": "tap.nu", "tap_width_bits": "tap.width_bits"}
+
+
+def require_tap(layer):
+    """``layer.tap``, or ``AttributeError`` for a layer built without one."""
+    if layer.tap is None:
+        raise AttributeError(f"{type(layer).__name__} has no tap: build it with tap=True")
+    return layer.tap
 
 
 def deprecated_tap_attr(layer, old):
     """``layer.tap_e`` / ``layer.nu_tap`` (the names before the tap was a branch): the branch's parameter,
     with a ``DeprecationWarning``; ``AttributeError`` for a layer without a tap."""
-    new, tap = OLD_KEYS[old], layer.tap
-    if tap is None:
-        raise AttributeError(f"{type(layer).__name__} has no tap: build it with tap=True")
+    new, tap = OLD_KEYS[old], require_tap(layer)
     warnings.warn(f"DS4D.{old} is deprecated; use layer.{new}", DeprecationWarning, stacklevel=3)
     return getattr(tap, new.split(".")[1])
 

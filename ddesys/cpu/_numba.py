@@ -1,7 +1,8 @@
 """The optional Numba import, in one leaf module (imports nothing of the package but :mod:`ddesys._env`).
 
 ``nb`` is the ``numba`` module, or None when it is missing or ``DDESYS_DISABLE_NUMBA`` is set: every
-compiled loop of the package then has a documented fallback (:func:`ddesys.recurrence.numba_available`).
+compiled loop of the package then has a documented fallback. Public as ``ddesys.cpu.nb`` and
+:func:`ddesys.cpu.available` (``ddesys.recurrence.numba_available`` is an alias).
 """
 from __future__ import annotations
 

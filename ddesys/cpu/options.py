@@ -6,32 +6,35 @@ for entry points compiled on first use for exact signatures) with the options of
 calls ``numba.njit`` (``tests/ddesys/test_cpu_options.py`` checks it).
 
 Reassociation and determinism. A row with ``reassoc=True`` lets LLVM reorder the loop's sums (to
-vectorize them): its results differ from the written order by rounding, but they are the same on every
-run, at every thread count: each parallel loop splits a fixed partition of independent items
-(channels, channel blocks, batch rows) whose arithmetic does not depend on the thread that runs it. A
-row with ``reassoc=False`` sums in the written order. Which is which:
+vectorize them): its results differ from the written order by rounding. Either way a compiled loop gives
+bitwise-equal results at every thread count and on every call: each parallel loop splits a fixed
+partition of independent items (channels, channel blocks, batch rows) whose arithmetic does not depend
+on the thread that runs it. (Two compilations of one reassociating loop may round differently: Numba's
+passes visit hashed sets, so a recompile under another ``PYTHONHASHSEED`` can order a sum otherwise;
+Numba's disk cache keeps one compilation.) A row with ``reassoc=False`` sums in the written order.
+Which is which:
 
-=====================  =========  ========  =====  ===========  =====  ======  ===========================
-row                    fastmath   parallel  cache  error_model  nogil  inline  reassoc (loops)
-=====================  =========  ========  =====  ===========  =====  ======  ===========================
-``recurrence.channel``  fast       -         yes    -            -      always  yes (:mod:`.recurrence_loops`)
-``recurrence.batch``    CRN        prange    yes    -            -      -       yes
-``transfer.points``     -          -         yes    -            -      -       no  (:mod:`.fused`)
-``transfer.inv_den``    fast       -         yes    -            -      always  yes
-``transfer.sample``     fast       prange    yes    -            -      -       yes
-``step.inline``         -          -         -      -            -      always  no  (:mod:`.step_loops`)
-``step.modes``          CRN        -         -      -            -      always  yes
-``step.modes_start``    CRN        -         -      -            -      -       yes
-``step.entry``          CRN        -         yes    numpy        yes    -       yes
-``step.entry_parallel`` CRN        prange    yes    numpy        yes    -       yes
-``step.encode16``       -          -         yes    -            -      -       no
-``prefill.inline``      -          -         -      -            -      always  no  (:mod:`.prefill`)
-``prefill.rows``        CRN        -         -      -            -      always  yes
-``prefill.ring``        CRN        prange    yes    -            -      -       yes
-``tap.fir``             CN         -         yes    numpy        -      -       no  (:mod:`.tap_loops`)
-``selective.scan``      -          prange    yes    -            -      -       no  (:mod:`.selective_loops`)
-``block.fused``         CRN        -         yes    numpy        yes    -       yes (the compiled model step)
-=====================  =========  ========  =====  ===========  =====  ======  ===========================
+=======================  ========  ========  =====  ===========  =====  ======  ==============================
+row                      fastmath  parallel  cache  error_model  nogil  inline  reassoc (module)
+=======================  ========  ========  =====  ===========  =====  ======  ==============================
+``recurrence.channel``   fast      -         yes    -            -      always  yes (:mod:`.recurrence_loops`)
+``recurrence.batch``     CRN       prange    yes    -            -      -       yes
+``transfer.points``      -         -         yes    -            -      -       no (:mod:`.fused`)
+``transfer.inv_den``     fast      -         yes    -            -      always  yes
+``transfer.sample``      fast      prange    yes    -            -      -       yes
+``step.inline``          -         -         -      -            -      always  no (:mod:`.step_loops`)
+``step.modes``           CRN       -         -      -            -      always  yes
+``step.modes_start``     CRN       -         -      -            -      -       yes
+``step.entry``           CRN       -         yes    numpy        yes    -       yes
+``step.entry_parallel``  CRN       prange    yes    numpy        yes    -       yes
+``step.encode16``        -         -         yes    -            -      -       no
+``prefill.inline``       -         -         -      -            -      always  no (:mod:`.prefill`)
+``prefill.rows``         CRN       -         -      -            -      always  yes
+``prefill.ring``         CRN       prange    yes    -            -      -       yes
+``tap.fir``              CN        -         yes    numpy        -      -       no (:mod:`.tap_loops`)
+``selective.scan``       -         prange    yes    -            -      -       no (:mod:`.selective_loops`)
+``block.fused``          CRN       -         yes    numpy        yes    -       yes (:mod:`.block_loops`)
+=======================  ========  ========  =====  ===========  =====  ======  ==============================
 
 ``fast``: ``fastmath=True`` (every LLVM fast-math flag, reassociation included); ``CRN``:
 ``{"contract", "reassoc", "nsz"}`` (fused multiply-add and reordered sums; NaN and infinity keep their
@@ -103,23 +106,23 @@ def reassociates(fastmath) -> bool:
 
 #: name -> options: the table of the module docstring (keep the two in step)
 LOOPS = {
-    "recurrence.channel": LoopOptions(FAST, True, cache=True, inline=True),
-    "recurrence.batch": LoopOptions(CRN, True, parallel=True, cache=True),
-    "transfer.points": LoopOptions(False, False, cache=True),
-    "transfer.inv_den": LoopOptions(FAST, True, cache=True, inline=True),
-    "transfer.sample": LoopOptions(FAST, True, parallel=True, cache=True),
-    "step.inline": LoopOptions(False, False, inline=True),
-    "step.modes": LoopOptions(CRN, True, inline=True),
-    "step.modes_start": LoopOptions(CRN, True),
-    "step.entry": LoopOptions(CRN, True, cache=True, error_model="numpy", nogil=True),
-    "step.entry_parallel": LoopOptions(CRN, True, parallel=True, cache=True, error_model="numpy", nogil=True),
-    "step.encode16": LoopOptions(False, False, cache=True),
-    "prefill.inline": LoopOptions(False, False, inline=True),
-    "prefill.rows": LoopOptions(CRN, True, inline=True),
-    "prefill.ring": LoopOptions(CRN, True, parallel=True, cache=True),
-    "tap.fir": LoopOptions(CN, False, cache=True, error_model="numpy"),
-    "selective.scan": LoopOptions(False, False, parallel=True, cache=True),
-    "block.fused": LoopOptions(CRN, True, cache=True, error_model="numpy", nogil=True),
+    "recurrence.channel": LoopOptions(FAST, reassoc=True, cache=True, inline=True),
+    "recurrence.batch": LoopOptions(CRN, reassoc=True, parallel=True, cache=True),
+    "transfer.points": LoopOptions(False, reassoc=False, cache=True),
+    "transfer.inv_den": LoopOptions(FAST, reassoc=True, cache=True, inline=True),
+    "transfer.sample": LoopOptions(FAST, reassoc=True, parallel=True, cache=True),
+    "step.inline": LoopOptions(False, reassoc=False, inline=True),
+    "step.modes": LoopOptions(CRN, reassoc=True, inline=True),
+    "step.modes_start": LoopOptions(CRN, reassoc=True),
+    "step.entry": LoopOptions(CRN, reassoc=True, cache=True, error_model="numpy", nogil=True),
+    "step.entry_parallel": LoopOptions(CRN, reassoc=True, parallel=True, cache=True, error_model="numpy", nogil=True),
+    "step.encode16": LoopOptions(False, reassoc=False, cache=True),
+    "prefill.inline": LoopOptions(False, reassoc=False, inline=True),
+    "prefill.rows": LoopOptions(CRN, reassoc=True, inline=True),
+    "prefill.ring": LoopOptions(CRN, reassoc=True, parallel=True, cache=True),
+    "tap.fir": LoopOptions(CN, reassoc=False, cache=True, error_model="numpy"),
+    "selective.scan": LoopOptions(False, reassoc=False, parallel=True, cache=True),
+    "block.fused": LoopOptions(CRN, reassoc=True, cache=True, error_model="numpy", nogil=True),
 }
 
 #: the registered loops: ``(row name, module, function name)``, in the order they were defined

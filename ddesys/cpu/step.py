@@ -32,11 +32,12 @@ state error stays below ``(u max|h| + a) / (1 - rho)`` and::
     |y_t - y_t(exact)| <= 2 sum_n |c_n| (u max_s |h_{n,s}| + a) / (1 - rho_n)   (+ the float32 update's own)
 
 (:func:`history_error_bound`; ``tests/nn/test_fused_step.py`` checks a layer's error against it, and
-``python -m ddesys.experiments.bench.decode`` measures it on a layer's own parameters). float16 keeps 8
-times more bits than bfloat16 but has a narrow range: a state past 65504 in magnitude becomes infinite and one below ``6e-5`` loses relative precision;
-bfloat16 has float32's range. Use float16 when the states are known to be of moderate size (DS4D's usual
-O(1) scale), bfloat16 when they are not. Inside the loop a mode's pair is read and written as one uint32
-(real at the lower address), which lets the loop vectorize.
+``python -m ddesys.experiments.bench.decode --only accuracy`` measures it on a layer's own parameters).
+float16 rounds 8 times finer than bfloat16 but has a narrow range: a state past 65504 in magnitude
+becomes infinite and one below ``6e-5`` loses relative precision; bfloat16 has float32's range. Use
+float16 when the states are known to be of moderate size (DS4D's usual O(1) scale), bfloat16 when they
+are not. Inside the loop a mode's pair is read and written as one uint32 (real at the lower address),
+which lets the loop vectorize.
 
 Memory. A step past the delays reads, per channel, the previous slot (hot) and two slots written ``k``
 tokens ago, each channel's elsewhere: cold. Channel-major, the two delayed slots are adjacent and hold
@@ -93,7 +94,6 @@ PARALLEL_MIN_WORK = 131072
 RECHECK = 4096
 _TRIALS = 5                   # timed calls of each variant per decision
 _TMAX = 2 ** 62
-_COMPLEX, _SIXTEEN = "complex", "16-bit"   # the ring's storage: names of the entry points (step_loops.STEP_ENTRIES)
 
 _C64, _C128, _U16 = np.dtype(np.complex64), np.dtype(np.complex128), np.dtype(np.uint16)
 _F32, _F64, _I64 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64)
@@ -104,8 +104,10 @@ def step_available() -> bool:
     return _nb is not None
 
 
-from .step_loops import STEP_KERNELS, encode16_loop, step_kernel  # noqa: E402  (compiled loops)
+from .step_loops import STEP_KERNELS, encode16_loop, step_kernel  # noqa: E402,F401  (compiled loops)
 from .ring import is_channel_major, memory_view, new_ring  # noqa: E402  (the ring's memory layout)
+
+_COMPLEX, _SIXTEEN = STEP_KERNELS["complex"], STEP_KERNELS["16-bit"]   # the entry points of each ring storage
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -241,11 +243,11 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
         else:
             _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     if fmt16 is None:
-        storage, fmt = _COMPLEX, 0
+        kernels, fmt = _COMPLEX, 0
     elif fmt16 == "float16":
-        storage, fmt = _SIXTEEN, 0
+        kernels, fmt = _SIXTEEN, 0
     elif fmt16 == "bfloat16":
-        storage, fmt = _SIXTEEN, 1
+        kernels, fmt = _SIXTEEN, 1
     else:
         _refused((buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out), fmt16)
     timing = None
@@ -265,7 +267,7 @@ def decode_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t, y_out, fmt16=None, para
     else:
         raise ValueError(f"decode_step: parallel must be None, True, False or 'auto', got {parallel!r}")
     ring = memory_view(buf)                       # (H, R, B, N2): the loops' order
-    kern = STEP_KERNELS.get((storage, go_par)) or step_kernel(storage, go_par)
+    kern = (kernels.parallel if go_par else kernels.serial) or kernels.get(go_par)
     try:
         if go_par:
             with numba_threads():
@@ -300,9 +302,9 @@ def bind_step(buf, lam, m1, m2, bbar, c, d, k, fmt16=None, parallel=None):
     rdt = _F64 if buf.dtype == _C128 else _F32
     x0, y0 = np.zeros((B, H), rdt), np.zeros((B, H), rdt)
     check_step_args(buf, x0, lam, m1, m2, bbar, c, d, k, 0, y0, fmt16=fmt16)
-    storage, fmt = (_COMPLEX, 0) if fmt16 is None else (_SIXTEEN, FMT16.index(fmt16))
+    kernels, fmt = (_COMPLEX, 0) if fmt16 is None else (_SIXTEEN, FMT16.index(fmt16))
     go_par = (B * lam.size >= PARALLEL_MIN_WORK) if parallel is None else bool(parallel)
-    kern = step_kernel(storage, go_par)
+    kern = kernels.get(go_par)
     consts = (lam, m1, m2, bbar, c, d, k)
     ring = memory_view(buf)                       # (H, R, B, N2): the loops' order
 

@@ -316,17 +316,37 @@ if _nb is not None:
     STEP_ENTRIES = {("complex", False): _step_c_serial, ("complex", True): _step_c_parallel,
                     ("16-bit", False): _step_16_serial, ("16-bit", True): _step_16_parallel}
 
-    def step_kernel(storage, parallel):
-        """The compiled entry point for a ``storage`` ring (``"complex"`` or ``"16-bit"``), serial or
-        ``parallel``: compiled (or loaded from Numba's disk cache) on first use, then kept in
-        :data:`STEP_KERNELS`."""
-        key = (storage, bool(parallel))
-        kern = STEP_KERNELS.get(key)
+
+class StepKernels:
+    """The compiled entry points of one ring storage (``"complex"`` or ``"16-bit"``), by name: ``serial``
+    and ``parallel``, None until :meth:`get` compiles them (or loads them from Numba's disk cache)."""
+
+    __slots__ = ("storage", "serial", "parallel")
+
+    def __init__(self, storage):
+        self.storage = storage
+        self.serial = self.parallel = None
+
+    def get(self, parallel):
+        """The serial or ``parallel`` entry point, compiled on first use for its exact signatures."""
+        kern = self.parallel if parallel else self.serial
         if kern is None:
-            kern = STEP_KERNELS[key] = compile_loop(STEP_ENTRIES[key], _signatures(storage == "16-bit"))
+            kern = compile_loop(STEP_ENTRIES[(self.storage, bool(parallel))], _signatures(self.storage == "16-bit"))
+            if parallel:
+                self.parallel = kern
+            else:
+                self.serial = kern
         return kern
 
-#: (history storage, parallel) -> the compiled entry point, filled on first use (:func:`step_kernel`)
-STEP_KERNELS = {}
+
+#: ring storage -> its compiled entry points (:class:`StepKernels`)
+STEP_KERNELS = {"complex": StepKernels("complex"), "16-bit": StepKernels("16-bit")}
+
+
+def step_kernel(storage, parallel):
+    """The compiled entry point for a ``storage`` ring (``"complex"`` or ``"16-bit"``), serial or ``parallel``."""
+    return STEP_KERNELS[storage].get(parallel)
+
+
 if _nb is None:                # no Numba: ddesys.cpu.step.step_available() is False and nothing below is called
-    step_kernel = encode16_loop = pack16 = unpack16 = None
+    encode16_loop = pack16 = unpack16 = None

@@ -30,6 +30,7 @@ encoder's).
 """
 from __future__ import annotations
 
+from operator import is_
 from typing import NamedTuple
 
 import numpy as np
@@ -50,6 +51,7 @@ __all__ = ["MATVEC_MAX_BATCH", "StepPlan"]
 
 #: batch rows up to which the block's linear is the compiled loop (above: torch's addmm, faster there)
 MATVEC_MAX_BATCH = 2
+_DATA_PTR = torch.Tensor.data_ptr
 
 
 class _Norm(NamedTuple):
@@ -203,8 +205,9 @@ class _Program:
         seen = {}
         for mod in watch + [dec, model.encoder]:                    # each parameter once, with its storage
             for name, p in mod.named_parameters(recurse=False):
-                seen.setdefault(id(p), (mod, name, p, p.data_ptr()))
-        self.params = tuple(seen.values())
+                seen.setdefault(id(p), (mod, name, p))
+        self.mods, self.names, self.params = zip(*seen.values())     # (module, name, parameter) columns
+        self.ptrs = tuple(map(_DATA_PTR, self.params))
         self.zero = dt.type(0)
         self.hA, self.hB, self.z, self.s, self.a = (np.zeros((B, H), dt) for _ in range(5))   # (B, H) each
         self.o = np.zeros((B, self.specs[0].W.shape[0]), dt)                                # (B, O)
@@ -215,8 +218,8 @@ class _Program:
 
     def current(self, model):
         """The program still describes ``model`` (its mode, its parameter objects and their storage)."""
-        return model.training == self.training and \
-            all(getattr(m, n) is p and p.data_ptr() == ptr for m, n, p, ptr in self.params)
+        return model.training == self.training and all(map(is_, map(getattr, self.mods, self.names), self.params)) \
+            and tuple(map(_DATA_PTR, self.params)) == self.ptrs
 
     def fits(self, x):
         return x.shape[0] == self.z.shape[0] and x.device.type == "cpu" and \

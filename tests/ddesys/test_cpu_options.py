@@ -95,6 +95,10 @@ def _sources(dirs):
                 yield p, p.read_text()
 
 
+#: imports that only read the installed version for a report (nothing compiled)
+_VERSION_REPORTS = {("verification/__main__.py", "import numba")}
+
+
 def test_only_ddesys_cpu_imports_numba_and_only_the_table_compiles():
     """The one optional import of Numba lives in ddesys/cpu; ``njit`` is called in ddesys/cpu/options.py
     only (every other loop takes its options from the table by name)."""
@@ -103,7 +107,8 @@ def test_only_ddesys_cpu_imports_numba_and_only_the_table_compiles():
         rel = p.relative_to(REPO).as_posix()
         for ln, line in enumerate(text.splitlines(), 1):
             code = line.split("#", 1)[0]
-            if re.search(r"^\s*(import numba\b|from numba\b)", code) and not rel.startswith("ddesys/cpu/"):
+            if re.search(r"^\s*(import numba\b|from numba\b)", code) and not rel.startswith("ddesys/cpu/") \
+                    and (rel, line.strip()) not in _VERSION_REPORTS:
                 imports.append(f"{rel}:{ln}")
             if re.search(r"\bnjit\s*\(|\bnumba\.jit\s*\(|\bnb\.jit\s*\(", code) and rel != "ddesys/cpu/options.py":
                 jits.append(f"{rel}:{ln}")

@@ -1,4 +1,4 @@
-"""The discrete delayed system as plain loops, float64 (docs/theory.md §2-§5, §7, §8).
+"""The discrete delayed system as plain loops, float64 (docs/theory.md §2-§5, §8).
 
 Written from the formulas of ``docs/theory.md`` only; this module imports nothing but NumPy, so a test
 that compares :mod:`ddesys` with it compares two implementations, not one implementation with itself.
