@@ -44,20 +44,26 @@ def trainer(module, x, optimizer=torch.optim.SGD, lr=1e-4, device="cpu"):
     return step
 
 
-def decoder(layer, H, prompt_len, n_tokens, device="cpu", batch=1, **cache_kw):
+def decoder(layer, H, prompt_len, n_tokens, device="cpu", batch=1, compiled=True, **cache_kw):
     """A callable that decodes ``n_tokens`` after a prefilled prompt (cache state carried across calls;
     the ring buffer wraps, the per-token work does not change), and the cache. ``layer``: any module
     with ``allocate_inference_cache`` / ``prefill`` / ``step`` (a layer or an ``nn.SequenceModel``), for
-    ``batch`` sequences; ``cache_kw`` go to ``allocate_inference_cache`` (e.g. ``parallel=False``).
-    On CUDA the callable synchronizes before returning, so wall-clock timing is honest."""
+    ``batch`` sequences; ``cache_kw`` go to ``allocate_inference_cache`` (e.g. ``parallel=False``). A
+    model is stepped through its compiled plan (``compile_step``), as ``generate`` steps it
+    (``compiled=False``: through its modules). On CUDA the callable synchronizes before returning, so wall-clock timing is honest."""
     cache = layer.allocate_inference_cache(batch, **cache_kw)
     with torch.no_grad():
         layer.prefill(torch.randn(batch, prompt_len, H, device=device), cache)
     xs = torch.randn(n_tokens, batch, H, device=device)
+    if compiled and hasattr(layer, "compile_step"):
+        plan = layer.compile_step(cache)
+        step = lambda x_t, cache: plan.step(x_t)        # noqa: E731
+    else:
+        step = layer.step
 
     def run():
         with torch.no_grad():
             for i in range(n_tokens):
-                layer.step(xs[i], cache)
+                step(xs[i], cache)
         sync(device)
     return run, cache

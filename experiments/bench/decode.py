@@ -89,7 +89,7 @@ def model_section(H, N, l_max, n_tok, reps):
         with torch.no_grad():
             for x in xs:
                 plan.step(x)
-    modules = decoder(model, H, l_max // 2, n_tok)[0]           # the same model through its modules
+    modules = decoder(model, H, l_max // 2, n_tok, compiled=False)[0]           # the same model through its modules
     own = [decoder(blk.layer, H, l_max // 2, n_tok)[0] for blk in model.blocks]   # each layer, its own cache
 
     def layers():                                               # the model's 4 layers stepped in turn
