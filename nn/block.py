@@ -9,6 +9,7 @@ from .clock import Clocked
 from .ds4d import DS4D
 from .decode.generate import allocate_caches, split_dtype_arg
 from .s4d import S4D
+from .selective import GateClock, SoftClocked
 
 __all__ = ["BlockForm", "SequenceBlock", "norm_layer", "runs_hooks"]
 
@@ -89,8 +90,7 @@ class SequenceBlock(nn.Module):
         self.norm = norm_layer(norm, d_model)
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
         if clocked == "learned":
-            from .selective import GateClock
-            self.layer = Clocked(self.layer, gate=GateClock(d_model, seed=(layer_kw or {}).get("seed")))
+            self.layer = SoftClocked(self.layer, GateClock(d_model, seed=(layer_kw or {}).get("seed")))
         elif clocked:
             self.layer = Clocked(self.layer)
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()

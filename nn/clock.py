@@ -91,9 +91,8 @@ class Clocked(nn.Module):
     inner : nn.DS4D or nn.S4D
         The layer (``transposed=False``). Its delays count ticks: build it with ``l_max`` the longest
         *tick count* a sequence has (``None``: from the first compacted batch).
-    gate : None
-        Deprecated spelling of the learned clock: ``Clocked(inner, gate=g)`` builds
-        :class:`nn.selective.SoftClocked` ``(inner, g)``.
+
+    The learned clock is its own layer, :class:`nn.selective.SoftClocked` ``(inner, gate)``.
 
     The layer's training path is exact (the inner FFT path on the compacted sequence); ``mode=
     "recurrent"`` runs the inner recurrence on it. Decoding (``allocate_inference_cache``, ``step``,
@@ -102,15 +101,8 @@ class Clocked(nn.Module):
     """
 
     cache_type = ClockedCache
-    gate = None             #: no learned gate (that is :class:`nn.selective.SoftClocked`); read by older callers
 
-    def __new__(cls, inner=None, gate=None):
-        if gate is not None and cls is Clocked:                         # the learned clock is its own layer
-            from .selective import SoftClocked
-            return SoftClocked(inner, gate)
-        return super().__new__(cls)
-
-    def __init__(self, inner, gate=None):
+    def __init__(self, inner):
         super().__init__()
         if inner.transposed:
             raise ValueError("Clocked needs an inner layer with transposed=False (inputs (B, L, H))")

@@ -78,7 +78,7 @@ def check_clock(cfg, plot_dir, progress):
 def check_soft_clock(cfg, plot_dir, progress):
     """The learned clock (§10.4): the scan of a gated layer vs an independent NumPy loop (float64), its
     float32 scan vs the float64 one, decoding and prefill + decoding vs the scan."""
-    from ddesys.nn.clock import Clocked
+    from ddesys.nn.selective import SoftClocked
     from ddesys.nn.selective import GateClock
     rows = []
     L, B, H = min(cfg["Ls"][0], 256), 2, min(cfg["H"], 16)
@@ -89,14 +89,14 @@ def check_soft_clock(cfg, plot_dir, progress):
             gate = GateClock(H, init=init, seed=seed).double()
             with torch.no_grad():
                 gate.w.mul_(20.0)                               # clocks that vary along the sequence
-            layer = Clocked(inner, gate=gate).eval()
+            layer = SoftClocked(inner, gate).eval()
             x = torch.randn(B, L, H, dtype=torch.float64, generator=torch.Generator().manual_seed(400 + seed))
             y = layer(x)
             lam, mu, bbar, c, k, alpha, delay = (v.numpy() for v in inner.discrete(torch.float64))
             ref = reference.soft_clock_recurrence(lam, mu, bbar, c, delay, inner.D.double().numpy(),
                                                x.transpose(1, 2).numpy(), gate(x).numpy())
             rr.setdefault("anchor: float64 scan vs NumPy loop", []).append(rel_rmse(y.transpose(1, 2), ref))
-            lay32 = Clocked(dnn.DS4D(H, d_state=16, l_max=L, seed=seed), gate=GateClock(H, init=init, seed=seed))
+            lay32 = SoftClocked(dnn.DS4D(H, d_state=16, l_max=L, seed=seed), GateClock(H, init=init, seed=seed))
             lay32.load_state_dict(layer.state_dict())
             rr.setdefault("float32 scan vs float64 scan", []).append(rel_rmse(lay32(x.float()).double(), y))
             cache = layer.allocate_inference_cache(B, max_seqlen=L, dtype=torch.float64)
@@ -117,6 +117,6 @@ def check_soft_clock(cfg, plot_dir, progress):
                 criterion="the float64 scan within 1e-12 of an independent NumPy loop (verification.reference."
                           "soft_clock_recurrence), decoding and prefill + decoding within 1e-12 of the scan, "
                           "the float32 scan within 1e-5 (relative RMSE)",
-                setup=f"one gated layer (nn.clock.Clocked with nn.selective.GateClock, weights x20 so the clock "
+                setup=f"one gated layer (nn.selective.SoftClocked with nn.selective.GateClock, weights x20 so the clock "
                       f"varies), H={H}, state 16, l_max={L}, {cfg['seeds']} seeds, batch {B}, L={L}, mean clock at "
                       "initialization 0.2 / 0.6 / 0.95")

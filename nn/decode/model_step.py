@@ -147,7 +147,7 @@ def _layer_step(layer, cache, B, dtype):
     if cache.owner is not layer or cache.batch_size != B or cache.real_dtype != dtype:
         raise _Unfusable("a cache that is not its layer's, of the batch and the model's dtype")
     if type(layer) is Clocked:
-        if layer.gate is None and _plain_ds4d(layer.inner) and type(cache) is ClockedCache \
+        if _plain_ds4d(layer.inner) and type(cache) is ClockedCache \
                 and isinstance(cache.engine, ClockedFused):
             return _OwnStep(layer, cache)
         raise _Unfusable("a clocked layer without a given clock, a plain DS4D inner layer or the fused engine")

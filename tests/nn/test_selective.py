@@ -1,4 +1,4 @@
-"""The learned (soft) clock (issue 22): ddesys.selective, nn.selective, Clocked(gate=), SequenceModel(clock="learned").
+"""The learned (soft) clock (issue 22): ddesys.selective, nn.selective, SoftClocked, SequenceModel(clock="learned").
 
 Every number is checked against :func:`soft_oracle`, a float64 Python loop written from the definition
 (docs/theory.md §10.5) without importing the code under test: internal time ``tau_t = c_0 + ... + c_t``,
@@ -177,7 +177,7 @@ def test_soft_scan_grad_equals_finite_differences_of_the_definition():
         assert max_err(g32, g) < 1e-5 * np.abs(g).max(), name
 
 
-# ---------------------------------------------------------------- 3. nn: soft_forward, Clocked(gate=)
+# ---------------------------------------------------------------- 3. nn: soft_forward, SoftClocked
 def _layer(H=2, T=12):
     return dnn.DS4D(H, d_state=4, l_max=T, seed=0).double()
 
