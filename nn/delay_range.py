@@ -8,6 +8,7 @@ their initial delays (:meth:`RangeBranch.place`) and hands them the range (:meth
 from __future__ import annotations
 
 import math
+import struct
 import warnings
 from contextlib import contextmanager
 
@@ -129,7 +130,8 @@ class DelayRange:
     def adopt_range(self, s_max, l_max, check=True):
         """Fix the delay range at ``[s_min, s_max]`` with horizon ``l_max`` (the branches too); clears the decode memo."""
         self.s_max, self.l_max = float(s_max), int(l_max)
-        self.delay_range.copy_(encode_range(self.s_min, self.s_max))
+        for i, v in enumerate((self.s_min, self.s_max)):             # in place, on the buffer's device
+            self.delay_range[i].fill_(struct.unpack("<q", struct.pack("<d", v))[0])   # encode_range's bits
         for branch in self._range_branches():
             branch.adopt_range(self.s_min, self.s_max, self.l_max, check=check)
         self._step_memo.clear()

@@ -85,7 +85,21 @@ def _layer_calls(layer, x):
              "discrete": lambda: layer.discrete(), "allocate_inference_cache": step, "step": step,
              "prefill": prefill_then_step, "memo_key": lambda: layer.memo_key(),
              "setup_step": lambda: layer.setup_step()}
+    def as_prompt():
+        with layer.as_prompt():
+            return layer(x)
+
+    calls.update({                                            # the decoding interface used by engines and clocks
+        "bind_cache": lambda: layer.bind_cache(layer.allocate_inference_cache(B)),
+        "decode_constants": lambda: tuple(layer.decode_constants(torch.float32)),
+        "step_constants": lambda: tuple(layer.step_constants(torch.float32)),
+        "delay_form": lambda: layer.delay_form(), "branches": lambda: layer.branches() and None,
+        "check_decodable": lambda: layer.check_decodable(), "clear_decode_memo": lambda: layer.clear_decode_memo(),
+        "as_prompt": as_prompt, "prepare_decode": lambda: layer.prepare_decode(B, None, None),
+        "ssm_forward": lambda: layer.ssm_forward(x.transpose(-1, -2))})
     if isinstance(layer, dnn.DS4D):
+        calls["branch_constants"] = lambda: layer.branch_constants(torch.float32)
+        calls["adopt_range"] = lambda: layer.adopt_range(layer.s_max, layer.l_max)
         calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
         calls["tap_delay"] = (lambda: layer.tap_delay()) if layer.has_tap else \
             (lambda: pytest.raises(AttributeError, layer.tap_delay) and None)
