@@ -13,7 +13,8 @@ import warnings
 from contextlib import contextmanager
 
 import torch
-from torch import nn
+
+from .branch import Branch
 
 
 def encode_range(s_min, s_max):
@@ -67,7 +68,7 @@ def place_delays(nu, s_min, s_max, order, tau0):
         nu.copy_(torch.logit((s0 - s_min) / (s_max - s_min)).to(nu))                # (C,)
 
 
-class RangeBranch(nn.Module):
+class RangeBranch(Branch):
     """Base of a layer's branch whose delays live on the layer's range ``[s_min, s_max]``
     (``s = s_min + (s_max - s_min) sigmoid(nu)``). The layer (:class:`DelayRange`) calls
     :meth:`place` once, when the range is fixed, and :meth:`adopt_range` whenever it adopts one."""
@@ -125,7 +126,7 @@ class DelayRange:
         self.adopt_range(s_max, l_max if l_max is not None else int(math.floor(s_max)) + 1)
 
     def _range_branches(self):
-        return [m for m in self.children() if isinstance(m, RangeBranch)]
+        return [b for b in self.branches() if isinstance(b, RangeBranch)]
 
     def adopt_range(self, s_max, l_max, check=True):
         """Fix the delay range at ``[s_min, s_max]`` with horizon ``l_max`` (the branches too); clears the decode memo."""

@@ -27,6 +27,7 @@ from .decode.engine import DS4DConstants, check_history16, host_views, select_en
 from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .optim import register_optim
+from .branch import check_branches
 from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys, require_tap
 
 
@@ -72,13 +73,11 @@ class DS4D(DelayRange, DiagonalSSM):
         parameters (see :func:`nn.optim.param_groups`).
     eps, M :
         Contour: ``eps="auto"`` with ``M = nextpow2(2L)`` (the paper's length), about 3e-11 relative
-        kernel error in float64 and 2e-5 in float32 (:mod:`ddesys.contour`); ``M=4L``-sized values give
-        1e-13. A forward in float32 (or lower) synthesizes at ``M = nextpow2(L)``, half the work, whose
-        predicted error in float64 (about 2e-8) stays under the float32 rounding of the kernel it
-        delivers (:func:`ddesys.fft_length`); ``M`` set here fixes it for every call. The layer assumes no decay when choosing ``eps`` (no device synchronization per forward);
-        :meth:`ddesys.DiscreteDelaySystem.kernel` chooses from the actual decay and may pick ``M = 4L``.
-        Both are within their predicted error of the exact kernel; :meth:`contour` gives the layer's
-        ``(M, rho)`` to reproduce its kernel with ``to_ddesys().kernel(L, M=M, eps=rho**M)``.
+        kernel error in float64 and 2e-5 in float32 (:mod:`ddesys.contour`; ``M=4L``: 1e-13). A float32
+        forward synthesizes at ``M = nextpow2(L)``, whose predicted error (about 2e-8 in float64) stays
+        under float32 rounding (:func:`ddesys.fft_length`); ``M`` set here fixes it for every call. The
+        layer assumes no decay when choosing ``eps`` (no device synchronization);
+        :meth:`contour` gives ``(M, rho)`` to reproduce its kernel with ``to_ddesys().kernel(L, M=M, eps=rho**M)``.
     kernel_dtype : torch.dtype
         Precision of the kernel synthesis, ``torch.float64`` (default: batch-independent cost, no
         float32 restoration floor) or ``torch.float32``. The convolution runs in the input's dtype, or
@@ -99,6 +98,9 @@ class DS4D(DelayRange, DiagonalSSM):
         shrinks it during training.
     tap_lr : float or None
         Learning rate of the tap delay (``None``: the optimizer's, not ``dt_lr``).
+    branches : sequence of :class:`nn.branch.Branch`
+        Further branches, each adding its own term to the output (:mod:`nn.branch`: a part with its own
+        parameters, kernel, decode state and step), after the tap; ``layer.added_branches``. Default none.
     seed : int or None
         Seeds the initialization (the global RNG is untouched when given).
 
@@ -119,7 +121,8 @@ class DS4D(DelayRange, DiagonalSSM):
     def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
                  p0=0.1, theta0=math.pi, theta_jitter=0.1, delay_init="grid", tau0=None, s_min=1.0,
                  s_max=None, bidirectional=False, transposed=False, dt_lr=None, eps="auto", M=None,
-                 kernel_dtype=torch.float64, ablation=None, tap=False, tap_width=1.0, tap_lr=None, seed=None):
+                 kernel_dtype=torch.float64, ablation=None, tap=False, tap_width=1.0, tap_lr=None, branches=(),
+                 seed=None):
         if not 0.0 <= p0 < 1.0:
             raise ValueError(f"p0 must lie in [0, 1), got {p0}")
         if delay_init not in ("grid", "constant"):
@@ -135,6 +138,7 @@ class DS4D(DelayRange, DiagonalSSM):
                          transposed=transposed, seed=seed)
         self.eps, self.M, self.kernel_dtype = eps, M, check_kernel_dtype(self, kernel_dtype)
         self.ablation = ablation
+        self.added_branches = check_branches(branches, 2 * d_model if bidirectional else d_model)
         self._init_range(s_min, l_max, s_max)
         for name in ("log_dt", "nu_tau"):
             register_optim(self, name, {"weight_decay": 0.0, **({"lr": dt_lr} if dt_lr is not None else {})})
@@ -156,17 +160,14 @@ class DS4D(DelayRange, DiagonalSSM):
 
     def memo_key(self):
         """What the decode constants depend on besides the layer's own parameters (see :class:`nn.decode.engine.StepMemo`):
-        ablation, delay range, and the tap branch's width and parameters."""
-        return self.ablation, self.s_min, self.s_max, None if self.tap is None else self.tap.memo_key()
+        ablation, delay range, and the branches' settings and parameters."""
+        return self.ablation, self.s_min, self.s_max, tuple(b.memo_key() for b in self.branches())
 
-    # ------------------------------------------------------------------ the tap branch (layer.tap)
+    # ------------------------------------------------------------------ branches (the tap: layer.tap)
     @property
     def has_tap(self):
         """Whether the layer has the delayed input tap (``self.tap is not None``)."""
         return self.tap is not None
-
-    def _tap_on(self):
-        return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)
 
     tap_width = property(lambda self: require_tap(self).width, lambda self, w: setattr(require_tap(self), "width", w),
                          doc="Half-width of the tap's read window in steps (``layer.tap.width``). Settable.")
@@ -178,20 +179,28 @@ class DS4D(DelayRange, DiagonalSSM):
     tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
     nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
 
-    def branches(self):
-        """The optional branches beside the SSM with its delayed feedback: ``(layer.tap,)`` or ``()``. Each
-        has ``kernel(L, dtype)``, an input ring (``allocate``), ``step``, ``prefill`` (``chunk_output``
-        then the ring's update), ``history`` and ``carry``; their decode constants are
-        ``DS4DConstants.branches``, in this order."""
-        return () if self.tap is None else (self.tap,)
+    def _tap_on(self):
+        return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)
 
-    def _live_branches(self):                      # no term of the tap under the "tap_zero" ablation
-        return self.branches() if self._tap_on() else ()
+    def branches(self):
+        """The optional branches beside the SSM with its delayed feedback (:class:`nn.branch.Branch`): the
+        tap (``layer.tap``) if any, then ``layer.added_branches``. Every path runs through them in this
+        order: kernels, the recurrent filter, decode states (``cache.branch_states``), steps, prefill,
+        carry; their decode constants are ``DS4DConstants.branches``."""
+        added = self._modules.get("added_branches")
+        return (() if self.tap is None else (self.tap,)) + (() if added is None else tuple(added))
+
+    def _ablated(self, branch):                    # the "tap_zero" ablation removes the tap's term
+        return branch is self.tap and not self._tap_on()
+
+    def _live_branches(self):
+        return tuple(b for b in self.branches() if not self._ablated(b))
 
     def branch_constants(self, rdt):
         """The branches' decode constants in ``rdt``, in :meth:`branches` order (an ablated branch's with
-        zero gains: its ring still moves)."""
-        return tuple(b.step_constants(rdt, zero=not self._tap_on()) for b in self.branches())
+        zero gains: its state still moves)."""
+        return tuple(b.check_finite(any_device=True) or b.step_constants(rdt, zero=self._ablated(b))
+                     for b in self.branches())
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
@@ -250,7 +259,8 @@ class DS4D(DelayRange, DiagonalSSM):
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
         for branch in self._live_branches() if branches else ():
-            K = K + branch.kernel(L, self.kernel_dtype)             # (C, L) the FIR tap, exact
+            branch.check_finite()
+            K = K + branch.kernel(L, self.kernel_dtype)             # (C, L) the branch's kernel (the tap's: exact)
         return split_channels(K, self.H, self.bidirectional)
 
     def _kernel_for(self, x, branches=True):
@@ -309,15 +319,13 @@ class DS4D(DelayRange, DiagonalSSM):
         shape, dt = (batch_size, R, self.H, self.N2), self.cache_dtype(rdt)
         if history_dtype is not None:
             shape, dt = shape + (2,), history_dtype
-        xbuf = None
-        for branch in self.branches():               # the branches' input ring (B, Rx, H), real
-            xbuf = branch.allocate(batch_size, rdt, self.D.device)
+        states = tuple(b.allocate(batch_size, rdt, self.D.device) for b in self.branches())   # the tap's ring (B, Rx, H)
         if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
             buf = cpu_ring(shape, dt)
         else:
             buf = torch.zeros(shape, dtype=dt, device=self.D.device)
         eng = select_engine(buf, engine, parallel)
-        return DS4DCache(eng.layout(buf), xbuf=xbuf).bind(self, eng, max_seqlen)
+        return DS4DCache(eng.layout(buf), branch_states=states).bind(self, eng, max_seqlen)
 
     def step_constants(self, rdt):
         """:class:`nn.decode.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused
@@ -342,32 +350,29 @@ class DS4D(DelayRange, DiagonalSSM):
         cache.t = t + 1
         if cache.buf.dtype == torch.float16 and not cache.warned:
             check_history16(cache, y, x_t)                          # float16's range: warn once at overflow
-        for branch, bc in zip(self.branches(), consts.branches):    # the optional branches' terms
-            y = y + branch.step(x_t, cache.xbuf, t, bc).to(y.dtype)
+        for branch, bc, st in zip(self.branches(), consts.branches, cache.branch_states):   # the branches' terms
+            y = y + branch.step(x_t, st, t, bc).to(y.dtype)
         return y.to(x_t.dtype)
 
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
         """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
         and moves ``cache`` on by ``L`` tokens, keeping the states later steps read. The cache's engine runs
-        the SSM (``engine.prefill``, :mod:`nn.decode.prefill`): the fused engine (the CPU default) one
-        compiled pass of the decode recurrence over the prompt (each channel's last ``k + 1`` states as
-        stepping leaves them, in the cache's precision), the others the per-mode state kernels by FFT; each
-        optional branch (the tap) then adds its term and moves its input ring. A cache holding tokens
-        (``cache.t > 0``) continues from its state (:mod:`nn.decode.history`):
-        chunked prefill equals one prefill (spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded
-        prompt in a fresh cache; each sequence's states are those after its own tokens
-        (:mod:`nn.lengths`). Memory: the prompt's spectrum ``(B, H, M)`` complex128 and blocks of at most
-        ``PREFILL_BLOCK`` complex128 elements."""
+        the SSM (``engine.prefill``, :mod:`nn.decode.prefill`: on the CPU one compiled pass of the decode
+        recurrence, else the per-mode state kernels by FFT); each branch then adds its term and moves its
+        state. A cache holding tokens continues from its state (chunked prefill equals one prefill;
+        spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded prompt in a fresh
+        cache, each sequence's states those after its own tokens (:mod:`nn.lengths`). Memory: the prompt's
+        spectrum ``(B, H, M)`` complex128 and blocks of at most ``PREFILL_BLOCK`` complex128 elements."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
         xb = self._begin_prefill(x, cache)                          # (B, H, L)
         t0, L = cache.t, xb.shape[-1]
         consts = self.bind_cache(cache)
         y = cache.engine.prefill(self, cache, xb)                   # (B, H, L): the SSM, its history, its ring
-        for branch, bc in zip(self.branches(), consts.branches):    # the branches' terms, then their rings
-            y = y + branch.chunk_output(xb, cache.xbuf, t0, bc).to(y.dtype)
-            branch.prefill(xb, cache.xbuf, t0)
+        for branch, bc, st in zip(self.branches(), consts.branches, cache.branch_states):   # terms, then states
+            y = y + branch.chunk_output(xb, st, t0, bc).to(y.dtype)
+            branch.prefill(xb, st, t0)
         y = (y if self.transposed else y.transpose(-1, -2)).to(x.dtype)
         R = cache.n_slots
         slots = (t0 + torch.arange(L - min(R, L), L, device=xb.device)) % R   # the chunk's ring slots

@@ -73,7 +73,7 @@ class TapBranch(RangeBranch):
     """
 
     def __init__(self, channels, width=1.0, *, lr=None, delay_init="grid", tau0=None, generator=None):
-        super().__init__()
+        super().__init__(channels)
         register(self, "e", 0.5 * torch.randn(channels, generator=generator), wd=0.0, ssm=False)   # (C,)
         register(self, "nu", torch.zeros(channels), lr=lr, wd=0.0, ssm=False)                    # (C,)
         self.order = torch.randperm(channels, generator=generator) if delay_init == "grid" else None
@@ -204,20 +204,6 @@ class TapBranch(RangeBranch):
             wi = torch.where(src >= 0, we[:, i, None], zero)                            # (C, L)
             y += wi * xw.gather(-1, src.clamp(0, P + L - 1).expand(B, C, L))
         return y
-
-    def history(self, xbuf, t0, L, consts, dtype):
-        """The tap's output ``(B, C, L)`` at a chunk's steps ``tau < L`` from the inputs before ``t0`` alone
-        (those in ``xbuf``): :meth:`chunk_output` over a zero chunk (the state carry's history term)."""
-        B, _, C = xbuf.shape
-        zero = torch.zeros((B, C, L), dtype=dtype, device=xbuf.device)
-        return self.chunk_output(zero, xbuf, t0, consts)
-
-    def carry(self, xb, xbuf, t0, dtype):
-        """The input ring after a chunk ``xb`` ``(B, C, L)`` (tokens ``t0 ..``), out of place: a copy of
-        ``xbuf`` (None: a fresh zero ring of ``dtype``) with the chunk's last inputs written."""
-        new = self.allocate(xb.shape[0], dtype, xb.device) if xbuf is None else xbuf.clone()
-        self.prefill(xb, new, t0)
-        return new
 
     def prefill(self, xb, xbuf, t0=0):
         """Keep a prompt's last inputs ``xb`` ``(B, C, L)`` (tokens ``t0 .. t0 + L - 1``) in the ring, at the

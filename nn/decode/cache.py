@@ -159,11 +159,12 @@ class DS4DCache(Cache):
     channel's history in one place: :func:`cpu_ring`) and the number ``t`` of tokens consumed.
 
     ``buf`` is complex ``(B, R, H, N2)``, or, for a 16-bit history, float16 / bfloat16 ``(B, R, H, N2, 2)``
-    (real and imaginary parts; the update itself runs in float32). ``xbuf`` ``(B, Rx, H)``: the tap's
-    input ring (layers with a tap), input ``s`` in slot ``s mod Rx``."""
+    (real and imaginary parts; the update itself runs in float32). ``branch_states``: the decode state of
+    each of the layer's optional branches, in ``layer.branches()`` order (:mod:`nn.branch`; the tap's is
+    its input ring ``(B, Rx, H)``, input ``s`` in slot ``s mod Rx``)."""
     buf: torch.Tensor
     t: int = 0
-    xbuf: torch.Tensor | None = None
+    branch_states: tuple = ()
     max_seqlen: int | None = field(default=None, repr=False)
 
     @property
@@ -171,7 +172,7 @@ class DS4DCache(Cache):
         return self.buf
 
     def tensors(self):
-        return [self.buf, self.xbuf]
+        return [self.buf, *self.branch_states]
 
     @property
     def modes(self):
@@ -202,15 +203,14 @@ class DS4DCache(Cache):
 
     @property
     def nbytes(self):
-        extra = 0 if self.xbuf is None else self.xbuf.numel() * self.xbuf.element_size()
-        return self.buf.numel() * self.buf.element_size() + extra
+        return sum(v.numel() * v.element_size() for v in self.tensors())
 
     def detach(self):
         """A cache with the same binding whose tensors are detached from autograd (for truncated
         backpropagation through a carried state, or before decoding from a training state)."""
         new = copy.copy(self)
         new.buf = self.buf.detach()
-        new.xbuf = None if self.xbuf is None else self.xbuf.detach()
+        new.branch_states = tuple(v.detach() for v in self.branch_states)
         return new
 
 

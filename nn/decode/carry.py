@@ -2,7 +2,7 @@
 continues from a cache and returns the state after the chunk as a new cache.
 
 The history's terms come from :mod:`nn.decode.history` (the SSM branch) and from the layer's optional
-branches (the tap: its FIR filter over the inputs kept in ``cache.xbuf``). The new cache's ring is laid
+branches (:mod:`nn.branch`; the tap: its FIR filter over the inputs kept in its state). The new cache's ring is laid
 out by its engine (``engine.carry_layout``: the cache's own engine, or the default one for a fresh
 state). Everything here is torch and differentiable (parameters, inputs and a carried state that
 requires grad).
@@ -39,11 +39,10 @@ def ds4d_carry(layer, xb, cache, states, R, engine=None):
         ring = torch.view_as_real(ring.to(torch.complex64)).to(h16)                # (B, R, H, N2, 2)
     elif cache is not None:
         ring = ring.to(cache.buf.dtype)
-    xbuf = None
     xdt = torch.float64 if ring.dtype == torch.complex128 else torch.float32
-    for branch in layer.branches():                                                 # the branches' input ring
-        xbuf = branch.carry(xb, xbuf if cache is None else cache.xbuf, t0, xdt)
-    new = DS4DCache(ring, t=t0 + L, xbuf=xbuf)
+    old = (None,) * len(layer.branches()) if cache is None else cache.branch_states
+    states = tuple(b.carry(xb, st, t0, xdt) for b, st in zip(layer.branches(), old))   # the branches' states
+    new = DS4DCache(ring, t=t0 + L, branch_states=states)
     return new.bind(layer, engine, None if cache is None else cache.max_seqlen)
 
 
@@ -56,8 +55,8 @@ def ds4d_forward_state(layer, xin, state, return_state):
     y_hist, states = ds4d_chunk(layer, xin, state, min(L, R) if return_state else 0, layer.kernel_dtype)
     if y_hist is not None:                                                          # the branches' history terms
         dt = layer.kernel_dtype
-        for branch, bc in zip(layer.branches(), layer.branch_constants(dt)):
-            y_hist = y_hist + branch.history(state.xbuf, state.t, L, bc, dt)
+        for branch, bc, st in zip(layer.branches(), layer.branch_constants(dt), state.branch_states):
+            y_hist = y_hist + branch.history(st, state.t, L, bc, dt)
     if not return_state:
         return y_hist, None
     if state is None:

@@ -100,15 +100,15 @@ def _grad_error():
 
 
 def _check_fits(cache, consts):
-    if cache.buf.requires_grad or (cache.xbuf is not None and cache.xbuf.requires_grad):
+    if any(v.requires_grad for v in cache.tensors()):
         raise _grad_error()
     R = cache.n_slots
     if consts.k_max >= R:
         raise RuntimeError(f"the layer's delays now reach {consts.k_max} steps, past the cache's {R - 1}: "
                            "allocate a new cache (delays changed since allocation)")
-    if consts.branches and cache.xbuf is None:
-        raise RuntimeError("this cache has no input ring for the layer's tap: allocate it with "
-                           "allocate_inference_cache of this layer")
+    if len(consts.branches) != len(cache.branch_states):
+        raise RuntimeError(f"this cache holds the states of {len(cache.branch_states)} branches, the layer has "
+                           f"{len(consts.branches)}: allocate it with allocate_inference_cache of this layer")
     if consts.lam.device != cache.device:
         raise _device_error(cache, consts)
 

@@ -6,7 +6,7 @@ layer's FFT forward of the chunk alone) plus the zero-input response, the per-mo
 kernel convolved with the history's *injection* (``lam h_{t0-1}`` at the chunk's first step and the
 delayed reads ``m1 h_{t-k} + m2 h_{t-k-1}`` that fall before it). The chunk's states are the same
 kernels convolved with ``bbar x + injection``. These are the SSM branch's terms; an optional branch (the
-tap) adds its own (:meth:`nn.tap.TapBranch.history`, :mod:`nn.decode.carry`).
+tap) adds its own (:meth:`nn.branch.Branch.history`, :mod:`nn.decode.carry`).
 
 Everything here is torch and differentiable (parameters, inputs and a carried state that requires
 grad); the layers run it under ``torch.no_grad()`` for ``prefill``.

@@ -138,7 +138,7 @@ class _OwnStep:
 
 
 def _plain_ds4d(layer):
-    return type(layer) is DS4D and not layer.has_tap and not layer.bidirectional
+    return type(layer) is DS4D and not layer.branches() and not layer.bidirectional
 
 
 def _layer_step(layer, cache, B, dtype):
