@@ -30,7 +30,7 @@ from .matrix.timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 from .clock import clock_index, clocked_simulate
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 __all__ = [
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DelaySystem", "DelayTap",

@@ -8,12 +8,19 @@ before importing torch, and ``import ddesys`` stays free of torch. A results fil
 names the program that wrote it (``"program": "ddesys.experiments.synthetic"``, ...); files from before
 that field are recognised by their layout (:func:`written_by`), and a program refuses a folder whose
 results another program wrote (:func:`check_owner`) before it does any work.
+
+Every results file also says what wrote it (:func:`provenance`: the ddesys version and the git commit of
+the source), and a CLI whose optional dependencies are missing stops with one line naming the extra to
+install (:func:`require_extra`) instead of a traceback.
 """
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,7 +29,8 @@ try:                                             # POSIX; elsewhere merges are n
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-__all__ = ["LOCK", "OutError", "atomic_write", "check_owner", "locked", "prepare_out", "written_by"]
+__all__ = ["LOCK", "OutError", "atomic_write", "check_owner", "extra_message", "locked", "missing_modules",
+           "prepare_out", "provenance", "require_extra", "written_by"]
 
 LOCK = ".results.lock"                           # the lock file of a folder's results (left in place)
 
@@ -152,3 +160,84 @@ def atomic_write(path, data):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# ------------------------------------------------------------------------------------------- provenance
+GIT_TIMEOUT_S = 2.0                              # per git call: provenance never holds a CLI up for long
+
+
+def provenance():
+    """What wrote a results file: ``{"ddesys": version, "commit": commit}``.
+
+    ``commit`` is the short hash of the git checkout the package runs from, with ``"+dirty"`` when its
+    tracked files have changes, or ``"unknown"`` when that cannot be told: an installed copy (not a
+    file git tracks), no git, a git error or a call past ``GIT_TIMEOUT_S``. It never raises. Git runs in
+    this package's source folder, takes no optional lock (``GIT_OPTIONAL_LOCKS=0``) and writes nothing.
+
+    Returns
+    -------
+    dict
+        ``{"ddesys": str, "commit": str}``.
+    """
+    from ._version import __version__
+    return {"ddesys": __version__, "commit": _git_commit(Path(__file__).resolve().parent)}
+
+
+def _git_commit(folder):
+    """Short commit (``+dirty``) of the checkout holding ``folder`` (which must track this file), or
+    ``"unknown"``."""
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT_S, check=True, stdin=subprocess.DEVNULL).stdout.strip()
+    try:
+        git("ls-files", "--error-unmatch", "--", Path(__file__).name)   # a copy inside another repo: not ours
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return "unknown"
+    if not commit:
+        return "unknown"
+    return commit + ("+dirty" if dirty else "")
+
+
+# ------------------------------------------------------------------------------------ optional extras
+#: how a missing module is named to the reader, and the note added to its install line
+_NAMES = {"torch": "PyTorch", "sklearn": "scikit-learn", "transformers": "Hugging Face transformers"}
+_NOTES = {"torch": "a CPU-only build: pip install torch --index-url https://download.pytorch.org/whl/cpu"}
+
+
+def missing_modules(*modules):
+    """The top-level ``modules`` that cannot be found (``importlib.util.find_spec``: nothing is imported,
+    so the check is cheap), in order. A module blocked in ``sys.modules`` (``None``) or whose finder
+    raises counts as missing."""
+    out = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            out.append(name)
+    return out
+
+
+def extra_message(who, extra, missing):
+    """One line: ``who`` needs the ``missing`` modules, installed by ``pip install 'ddesys[extra]'``.
+
+    >>> extra_message("ddesys.nn", "torch", ["torch"]).split(" (")[0]
+    "ddesys.nn needs PyTorch: pip install 'ddesys[torch]'"
+    """
+    names = ", ".join(_NAMES.get(m, m) for m in missing)
+    notes = "; ".join(_NOTES[m] for m in missing if m in _NOTES)
+    return f"{who} needs {names}: pip install 'ddesys[{extra}]'" + (f" ({notes})" if notes else "")
+
+
+def require_extra(program, extra, *modules):
+    """For a CLI's entry, before it imports ``modules``: when one cannot be found, print one line naming
+    ``pip install 'ddesys[extra]'`` to stderr and exit with status 2 (no traceback)."""
+    missing = missing_modules(*modules)
+    if missing:
+        print(f"error: {extra_message(program, extra, missing)}", file=sys.stderr)
+        raise SystemExit(2)

@@ -28,6 +28,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from ddesys.io import provenance
+
 from ._runs import OutError, ResultsError, RunSchema, atomic_write, is_main_process, open_results
 
 
@@ -73,7 +75,7 @@ def drive(exp, args, argv, out):
         done = set(ctx.broadcast(store.keys() if ctx.main else None))
         todo = [job for job in jobs if job.key not in done]
         if ctx.main:
-            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe())
+            store.meta.update(device=str(ctx.device), torch=torch.__version__, **ctx.describe(), **provenance())
             print(f"{len(jobs)} runs ({len(jobs) - len(todo)} already in {store.path}; {len(store.runs)} there "
                   f"in all); {what + '; ' if what else ''}device {ctx.device}"
                   + (f"; {ctx.world} processes ({ctx.backend})" if ctx.world > 1 else ""))

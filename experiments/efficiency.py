@@ -32,7 +32,7 @@ from ddesys.experiments._models import ModelSpec
 from ddesys.experiments._runs import OutError, atomic_write, prepare_out
 from ddesys.experiments._sizes import closest_width
 from ddesys.experiments._sizes import n_params as _count
-from ddesys.io import check_owner
+from ddesys.io import check_owner, provenance
 from ddesys.nn.timing import decoder, interleaved, trainer
 
 PROGRAM = "ddesys.experiments.efficiency"      # the owner named in efficiency.json
@@ -170,7 +170,8 @@ def table(res):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.efficiency",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", type=Path, default=Path("efficiency_out"))
@@ -183,7 +184,8 @@ def main(argv=None):
         raise SystemExit(f"error: {exc}") from None
     t0 = time.perf_counter()
     command = " ".join(["python -m ddesys.experiments.efficiency", *(sys.argv[1:] if argv is None else argv)])
-    res = {"program": PROGRAM, "command": command, **run(args.scale, args.device, progress=not args.quiet)}
+    res = {"program": PROGRAM, "command": command, **provenance(),
+           **run(args.scale, args.device, progress=not args.quiet)}
     res["seconds"] = time.perf_counter() - t0
     atomic_write(args.out / "efficiency.json", json.dumps(res, indent=1))
     wrote = [args.out / "efficiency.json"]

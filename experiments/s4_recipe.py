@@ -1,4 +1,4 @@
-"""The S4 repository's ``example.py`` recipe with the one-line swap, on an offline 64-step task (issue 21).
+"""The S4 repository's ``example.py`` recipe with the one-line swap, on an offline 64-step task.
 
     python -m ddesys.experiments.s4_recipe --seeds 5 --out DIR [--arms s4d ds4d ...] [--epochs 10]
 
@@ -92,7 +92,7 @@ ARMS = {
     "s4d-fixB": _arm("s4d", {"init": "lin"}, _freeze_B, "S4D-Lin, B fixed at 1: the S4 repository's S4D"),
     "ds4d": _arm("ds4d", {}, None, "nn.s4compat.DS4D, the one-line swap (drop-in defaults: p0 = 0.015)"),
     "ds4d-p0.1": _arm("ds4d", {"p0": 0.1}, None,
-                      "DS4D with the paper's p0 = 0.1 (the drop-in's default before issue 21)"),
+                      "DS4D with the paper's p0 = 0.1 (the drop-in's earlier default)"),
     "ds4d-p0.1-mainlr": _arm("ds4d", {"p0": 0.1}, _hints_main_rate(DELAY_PARAMS),
                              "p0 = 0.1, r/theta/nu_tau at the main rate (no weight decay) instead of S4's lr"),
     "ds4d-p0": _arm("ds4d", {"p0": 0.0}, None, "DS4D with p0 = 0 (S4D at initialization)"),
@@ -238,7 +238,8 @@ def _load(path, config):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.s4_recipe",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder; a rerun into it adds the missing (arm, seed) runs")
     ap.add_argument("--seeds", type=positive_int, default=5)
     ap.add_argument("--seed0", type=int, default=0)
@@ -253,7 +254,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=positive_int, default=None, help="first n training samples only (smoke runs)")
     args = ap.parse_args(argv)
-    from ddesys.io import OutError, atomic_write, check_owner, prepare_out
+    from ddesys.io import OutError, atomic_write, check_owner, prepare_out, provenance
     try:
         prepare_out(args.out)                        # before any work: an unusable folder fails at once
         check_owner(args.out, PROGRAM)               # another program's results.json is refused untouched
@@ -275,7 +276,7 @@ def main(argv=None):
             results.append(r)
             print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
                   f"{r['ms_per_step']:.0f} ms/step", flush=True)
-            atomic_write(path, json.dumps({"program": PROGRAM, "config": vars(args),
+            atomic_write(path, json.dumps({"program": PROGRAM, **provenance(), "config": vars(args),
                                            "results": results}, indent=1))   # after every run: interrupt-safe
     arms = list(dict.fromkeys([r["arm"] for r in results]))
     table = summarize(results, arms)

@@ -96,7 +96,8 @@ def compile_all(archs=(80, 90), dtypes=(torch.float32, torch.float64)):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.gpu.aot",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--arch", type=int, nargs="+", default=[80, 90], help="SM versions (80: A100, 90: H100/H200)")
     args = ap.parse_args(argv)
     from . import triton_available

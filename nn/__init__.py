@@ -1,8 +1,14 @@
 """Trainable DS4D and S4D layers (PyTorch), blocks, models and optimizer groups.
 
-Requires torch (``pip install torch==2.13.0`` on a CPU machine); ``ddesys`` owns the mathematics.
+Requires torch (``pip install 'ddesys[torch]'``; a CPU-only build: ``pip install torch --index-url
+https://download.pytorch.org/whl/cpu``); ``ddesys`` owns the mathematics. Without torch, importing this
+package raises an ImportError that says so.
 """
+from ddesys.io import extra_message, missing_modules
 
+if missing_modules("torch"):                     # one clear line instead of a failed import deep inside
+    raise ImportError(extra_message("ddesys.nn", "torch", ["torch"]), name="torch")
+del extra_message, missing_modules
 
 from .clock import Clocked, ClockedCache, TokenClock
 from .common import NonFiniteInputError

@@ -320,7 +320,7 @@ class DS4D(_S4Compat):
     """
 
     _core = _DS4DCore
-    _defaults = {"p0": 0.015}      # issue 21: the paper's p0 = 0.1 costs points in S4's recipe (see above)
+    _defaults = {"p0": 0.015}      # the paper's p0 = 0.1 costs points in S4's recipe (see above)
     _SHARED = ("init", "dt_min", "dt_max", "bidirectional", "seed")     # the core arguments S4D also takes
 
     def _build_core(self, d_model, d_state, kernel_args):
@@ -328,7 +328,7 @@ class DS4D(_S4Compat):
         exactly as :class:`S4D` with the same arguments draws it, from the same random stream, and the
         delay branch's draws (``theta``, the grid order) from a generator of their own: the swap consumes
         the caller's random numbers as S4D does, so every module built after it is initialized as in the
-        S4D script, and ``p0=0`` trains exactly as S4D (issue 21: otherwise the seeds compared different
+        S4D script, and ``p0=0`` trains exactly as S4D (otherwise the seeds compared different
         ``C``, ``D`` and GLU weights). ``seed=None``: the branch's generator is seeded from a digest of
         torch's random state (read, not advanced)."""
         ref = _S4DCore(d_model, d_state, transposed=True, **{k: v for k, v in kernel_args.items() if k in self._SHARED})

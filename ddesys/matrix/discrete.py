@@ -1,4 +1,4 @@
-"""Discrete matrix delay systems (issue 19).
+"""Discrete matrix delay systems.
 
 :class:`DiscreteDelayStateSpace` is the matrix generalization of the diagonal
 :class:`~ddesys.DiscreteDelaySystem` (same index conventions, docs/theory.md §2)::

@@ -1,4 +1,4 @@
-"""Discretization of continuous matrix delay systems: :func:`zoh_statespace` (issue 19).
+"""Discretization of continuous matrix delay systems: :func:`zoh_statespace`.
 
 The continuous ``x' = A x + sum_k Ad_k x(t - tau_k) + B u`` becomes a
 :class:`~ddesys.matrix.discrete.DiscreteDelayStateSpace` with the input and the delayed state held over

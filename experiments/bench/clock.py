@@ -114,7 +114,7 @@ def decode_section(contexts, n_tok, reps):
     print("   late / early (n = %d vs %d): " % (last, first)
           + ";  ".join(f"{f} {res[last][f] / res[first][f]:.2f}" for f in fams))
     if "llama" not in fams:
-        print("   (llama skipped: transformers is not installed)")
+        print("   (llama skipped: transformers is not installed: pip install 'ddesys[experiments]')")
     return res
 
 
@@ -142,7 +142,8 @@ def train_section(reps, batch=32):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.clock",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")

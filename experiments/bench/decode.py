@@ -245,7 +245,8 @@ def accuracy_section(H, N, L):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.decode",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", choices=["step", "model", "cache", "prefill", "memory", "load", "accuracy"])
     args = ap.parse_args(argv)

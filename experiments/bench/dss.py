@@ -1,4 +1,4 @@
-"""Benchmark of the matrix delay-system analysis (issue 19's goals), in one run on this machine.
+"""Benchmark of the matrix delay-system analysis (accuracy and speed goals), in one run on this machine.
 
     python -m ddesys.experiments.bench.dss [--quick] [--out DIR]
 
@@ -171,7 +171,8 @@ def _md_table(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.dss",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a 30 x 30 chart instead of 100 x 100")
     ap.add_argument("--out", default=None, help="folder for bench_dss.json and bench_dss.md")
     args = ap.parse_args(argv)
@@ -182,8 +183,9 @@ def main(argv=None):
             prepare_out(out)
         except OutError as exc:
             raise SystemExit(f"error: {exc}") from None
-    result = {"date": time.strftime("%Y-%m-%d"), "threads": thread_budget(), "accuracy": accuracy_rows(),
-              "timing": timing_rows(args.quick), "tdcpy": tdcpy_rows()}
+    from ddesys.io import provenance
+    result = {"date": time.strftime("%Y-%m-%d"), **provenance(), "threads": thread_budget(),
+              "accuracy": accuracy_rows(), "timing": timing_rows(args.quick), "tdcpy": tdcpy_rows()}
     md = [f"# Matrix delay systems: accuracy and speed ({result['date']}, {result['threads']} threads)", ""]
     for key in ("accuracy", "timing", "tdcpy"):
         md += [f"## {key}", "", _md_table(result[key]), ""]

@@ -30,7 +30,8 @@ from ddesys.nn.timing import decoder, interleaved, trainer
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.layers",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="H=64, L in {1024, 2048}, fewer repeats")
     ap.add_argument("--threads", type=int, default=None, help="torch threads for sections 1-3")
     ap.add_argument("--only", choices=["threads", "train", "decode"], default=None,

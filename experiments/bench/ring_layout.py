@@ -80,7 +80,8 @@ def time_layouts(batch, R, H=256, N2=32, n_tok=64, reps=5):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.ring_layout",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="R = 1024, batches 1 and 8")
     ap.add_argument("--slots", type=int, default=None, help="ring slots R (default 8192, quick 1024)")
     args = ap.parse_args(argv)

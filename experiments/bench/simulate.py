@@ -67,7 +67,8 @@ def python_loop(lam, mu, bbar, c, delay, d, x):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.simulate",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (L=1024, N2=8, 4 channels)")
     ap.add_argument("--L", type=int, default=None)
     ap.add_argument("--modes", type=int, default=None, help="N2, stored complex modes per channel")

@@ -193,7 +193,8 @@ def accuracy_section(H, N):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.step",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="H=64, fewer repeats")
     ap.add_argument("--l-max", type=int, default=1024, help="delay range of the layer (R ~ l_max slots)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (the Numba budget follows)")

@@ -57,7 +57,8 @@ def _frac(text):
 
 
 def _parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.delay",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
     ap.add_argument("--models", nargs="+", choices=FAMILIES, default=list(DEFAULT_FAMILIES),
                     help=f"default: {' '.join(DEFAULT_FAMILIES)}")

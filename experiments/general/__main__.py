@@ -29,6 +29,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from ddesys.io import require_extra
+
 from .._driver import Experiment, drive
 from .._models import ModelSpec, parse_models
 from .._runs import RunSchema, add_run_arguments, device_name, learning_rate, nonneg_int, positive_int, unit_fraction
@@ -74,7 +76,8 @@ def matched_width(cfg, data):
 
 
 def _parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.general",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES) + ("preset",), default="cpu",
                     help="preset: each task's paper-scale recipe (ddesys.experiments.general.tasks)")
     ap.add_argument("--tasks", nargs="+", choices=TASKS, default=["sdigits", "listops"])
@@ -148,6 +151,8 @@ def _experiment():
 
 def main(argv=None):
     args = _parse(argv)                                  # bad arguments: exit 2 here, before any work
+    if "sdigits" in args.tasks:                          # scikit-learn ships the digits
+        require_extra("python -m ddesys.experiments.general", "experiments", "sklearn")
     return drive(_experiment(), args, argv, args.out or Path("general_out") / args.scale)
 
 
