@@ -6,6 +6,7 @@ variable                    read                     effect
 ``DDESYS_DISABLE_NUMBA``    once, at import          no compiled CPU loops: the documented NumPy/torch fallbacks
 ``DDESYS_REFERENCE``        at each call             every fused fast path steps aside (:mod:`ddesys.backend`)
 ``DDESYS_NUM_THREADS``      at each call             the compiled loops' thread budget (:mod:`ddesys.cpu.threads`)
+``DDESYS_QUIET``            when the notice is due   no first-compile notice on stderr (:mod:`ddesys.cpu.notice`)
 ==========================  =======================  ==============================================================
 
 A switch is on when set to anything but ``""`` or ``"0"``. The ``gpu`` package, a leaf that imports

@@ -1,7 +1,8 @@
 """Plots for delay systems (matplotlib, imported lazily; no computation depends on this module).
 
 Every function takes an optional ``ax`` (or ``axes``) and returns the figure, titled, with labelled
-axes and units, so a saved PNG reads without the code that made it.
+axes and units, so a saved PNG reads without the code that made it. A figure made here (no ``ax`` given)
+uses matplotlib's constrained layout, so no label is clipped when it is saved.
 """
 from __future__ import annotations
 
@@ -32,6 +33,23 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def new_figure(nrows=1, ncols=1, figsize=None, **kw):
+    """``plt.subplots`` with the constrained layout (labels and titles kept inside the saved image).
+
+    Parameters
+    ----------
+    nrows, ncols : int, default 1
+    figsize : pair of float, optional
+    **kw
+        Passed to ``plt.subplots`` (``sharex``, ``squeeze``, ...).
+
+    Returns
+    -------
+    (matplotlib Figure, Axes or array of Axes)
+    """
+    return pyplot().subplots(nrows, ncols, figsize=figsize, layout="constrained", **kw)
 
 
 def _channels(sys, channels):
@@ -65,8 +83,7 @@ def plot_kernel(sys, L, channels=None, ax=None, **kernel_kw):
     >>> sys = DiscreteDelaySystem(lam=[0.9], mu=[0.05], bbar=[1.0], c=[0.5], delay=[3.5, 10.0])
     >>> plot.plot_kernel(sys, 64).savefig("kernel.png")  # doctest: +SKIP
     """
-    plt = pyplot()
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 3.5))
+    fig, ax = (ax.figure, ax) if ax is not None else new_figure(figsize=(7, 3.5))
     K = to_numpy(sys.kernel(L, **kernel_kw)).reshape(-1, L)
     delay = to_numpy(sys.delay).reshape(-1)
     for i in _channels(sys, channels):
@@ -96,9 +113,8 @@ def plot_freqresp(sys, omega=None, channels=None, axes=None):
     -------
     matplotlib Figure
     """
-    plt = pyplot()
     if axes is None:
-        fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+        fig, axes = new_figure(2, 1, figsize=(7, 5), sharex=True)
     fig = axes[0].figure
     discrete = hasattr(sys, "kernel")
     if omega is None:
@@ -139,8 +155,7 @@ def plot_roots(sys, ax=None, max_degree=2048):
     ValueError
         A discrete system of degree above ``max_degree``.
     """
-    plt = pyplot()
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 5))
+    fig, ax = (ax.figure, ax) if ax is not None else new_figure(figsize=(5, 5))
     if hasattr(sys, "poles"):
         roots = np.concatenate(sys.poles(max_degree=max_degree))
         th = np.linspace(0, 2 * np.pi, 400)
@@ -185,8 +200,7 @@ def plot_stability_region(k, alpha=0.0, n=201, lim=2.0, ax=None):
     >>> from ddesys import plot
     >>> plot.plot_stability_region(k=5, alpha=0.0).savefig("region.png")  # doctest: +SKIP
     """
-    plt = pyplot()
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(5, 5))
+    fig, ax = (ax.figure, ax) if ax is not None else new_figure(figsize=(5, 5))
     g = np.linspace(-lim, lim, n)
     LAM, MU = np.meshgrid(g, g)
     st = is_stable_exact(LAM.astype(complex), MU.astype(complex), np.full(LAM.shape, int(k)),

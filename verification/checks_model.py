@@ -8,9 +8,13 @@ from ddesys import nn as dnn
 from ddesys.verification import reference
 from ddesys.verification.reference import rel_err, rel_max, rel_rmse
 from ddesys.nn.timing import decoder, interleaved
-from ddesys.contour import next_pow2
 
 ANCHOR = "anchor: float64 recurrent vs independent NumPy recurrence (seed 0)"
+PAPER, AUTO32, AUTO64 = "paper eps=1e-3 f32 synthesis", "auto (default)", "float64 auto"
+INFORMATIONAL = "informational (paper's setting)"
+#: setting -> what the row is judged against (the check's pass rule below, in words)
+CRITERION = {PAPER: INFORMATIONAL, AUTO32: "rel. RMSE mean + std <= 1e-5, max abs <= 1.2e-4",
+             AUTO64: "rel. RMSE <= 1e-9", ANCHOR: "rel. RMSE <= 1e-12"}
 
 
 def _model(H, seed, L):
@@ -24,18 +28,27 @@ def _set_contour(model, eps, kernel_dtype):
         blk.layer.eps, blk.layer.kernel_dtype = eps, kernel_dtype
 
 
+def forward_fft_length(model, L, dtype):
+    """The FFT length ``M`` the model's DS4D layers synthesize their kernels at in a length-``L`` forward in
+    ``dtype``, as the layers report it (:meth:`DS4D.contour` with the forward's ``out_dtype``); one int
+    when every layer agrees, else their values joined by ``"/"``."""
+    Ms = sorted({blk.layer.contour(L, out_dtype=dtype)[0] for blk in model.blocks})
+    return Ms[0] if len(Ms) == 1 else "/".join(map(str, Ms))
+
+
 @torch.no_grad()
 def check_fft_vs_recurrent(cfg, plot_dir, progress):
     """Check 1: the paper's Table 7 protocol on a 4-layer DS4D model (state 64, explicit B, pre-norm,
-    GLU), eps = 1e-3, M = nextpow2(2L), next to the automatic setting and float64.
+    GLU), eps = 1e-3, M = nextpow2(2L) (informational), next to the automatic setting and float64 (judged).
+    Each row's ``M`` is the FFT length its forward used, asked of the layers (:func:`forward_fft_length`).
 
     The measured quantity is the paper's: the FFT path against the model's own recurrent path. That
     reference is anchored once per length (seed 0, float64) to an independent NumPy recurrence
     (:func:`verification.reference.model_forward`), so the check does not rest on the library alone."""
     rows = []
-    settings = [("paper eps=1e-3 f32 synthesis", torch.float32, 1e-3, torch.float32),
-                ("auto (default)", torch.float32, "auto", torch.float64),
-                ("float64 auto", torch.float64, "auto", torch.float64)]
+    settings = [(PAPER, torch.float32, 1e-3, torch.float32),
+                (AUTO32, torch.float32, "auto", torch.float64),
+                (AUTO64, torch.float64, "auto", torch.float64)]
     for L in cfg["Ls"]:
         for name, dtype, eps, kdt in settings:
             rr, ma = [], []
@@ -50,27 +63,37 @@ def check_fft_vs_recurrent(cfg, plot_dir, progress):
                 ma.append(float((y_fft - y_rec).abs().max()))
                 if dtype == torch.float64 and seed == 0:
                     y_ref = reference.model_forward(model, x)
-                    anchor = dict(L=L, setting=ANCHOR, M=None, rel_rmse_mean=rel_rmse(y_rec, y_ref),
-                                  rel_rmse_std=0.0, max_abs_mean=float((y_rec - y_ref).abs().max()),
-                                  max_abs_std=0.0)
+                    anchor = dict(L=L, setting=ANCHOR, criterion=CRITERION[ANCHOR], M=None,
+                                  rel_rmse_mean=rel_rmse(y_rec, y_ref), rel_rmse_std=0.0,
+                                  max_abs_mean=float((y_rec - y_ref).abs().max()), max_abs_std=0.0)
                 progress()
-            rows.append(dict(L=L, setting=name, M=next_pow2(2 * L), rel_rmse_mean=np.mean(rr),
+            rows.append(dict(L=L, setting=name, criterion=CRITERION[name], M=forward_fft_length(model, L, dtype),
+                             rel_rmse_mean=np.mean(rr),
                              rel_rmse_std=np.std(rr), max_abs_mean=np.mean(ma), max_abs_std=np.std(ma)))
         rows.append(anchor)
         progress()
-    auto32 = [r for r in rows if r["setting"] == "auto (default)"]
-    f64 = [r for r in rows if r["setting"] == "float64 auto"]
+    auto32 = [r for r in rows if r["setting"] == AUTO32]
+    f64 = [r for r in rows if r["setting"] == AUTO64]
     ok = all(r["rel_rmse_mean"] + r["rel_rmse_std"] <= 1e-5 and r["max_abs_mean"] <= 1.2e-4 for r in auto32) \
         and all(r["rel_rmse_mean"] <= 1e-9 for r in f64) \
         and all(r["rel_rmse_mean"] <= 1e-12 for r in rows if r["setting"] == ANCHOR)
     plot = _plot_table7([r for r in rows if r["setting"] != ANCHOR], plot_dir)
     return dict(name="FFT vs recurrent (Table 7 protocol)", passed=ok, rows=rows, plots=[plot],
                 criterion="default float32: relative RMSE <= 1e-5 and max abs error <= 1.2e-4 (the paper's "
-                          "figures); float64: relative RMSE <= 1e-9; anchor: the float64 recurrent path "
-                          "(the reference above) within relative RMSE 1e-12 of an independent NumPy "
-                          "recurrence (verification.reference)",
+                          "figures); float64: relative RMSE <= 1e-9; anchor: the float64 recurrent path (the "
+                          "reference above) within relative RMSE 1e-12 of an independent NumPy recurrence "
+                          "(verification.reference); the paper's own setting is shown for comparison, not judged "
+                          "(column criterion)",
                 setup=f"4 layers, H={cfg['H']}, state 64, explicit B, pre-norm, GLU, {cfg['seeds']} seeds, "
-                      f"batch 1, L in {cfg['Ls']}, M = nextpow2(2L)")
+                      f"batch 1, L in {cfg['Ls']}; column M: the FFT length each row's forward used, as the "
+                      "layer reports it (DS4D.contour for the row's dtype and contour settings): nextpow2(2L) "
+                      "for the paper's eps = 1e-3 and for float64, nextpow2(L) for the default float32 forward "
+                      "(float64 synthesis delivered in float32, docs/theory.md §5.4)",
+                notes=["The rows \"paper eps=1e-3 f32 synthesis\" run the paper's own contour (eps = 1e-3, "
+                       "M = nextpow2(2L), float32 synthesis) for comparison: they are informational and not "
+                       "judged, so their error may exceed 1e-5, the bound the library default is held to. "
+                       "PASS rests on the rows whose criterion column gives a bound.",
+                       "M — on the anchor rows: they compare two recurrences, no FFT is involved."])
 
 
 def _plot_table7(rows, plot_dir):
@@ -79,8 +102,8 @@ def _plot_table7(rows, plot_dir):
     for name in dict.fromkeys(r["setting"] for r in rows):
         rs = [r for r in rows if r["setting"] == name]
         ax.errorbar([r["L"] for r in rs], [r["rel_rmse_mean"] for r in rs], [r["rel_rmse_std"] for r in rs],
-                    marker="o", capsize=3, label=name)
-    ax.axhline(1e-5, color="k", ls=":", lw=1, label="paper's float32 level 1e-5")
+                    marker="o", capsize=3, label=name + (" (informational)" if name == PAPER else ""))
+    ax.axhline(1e-5, color="k", ls=":", lw=1, label="1e-5: the paper's float32 level, the default's bound")
     ax.set(xscale="log", yscale="log", xlabel="sequence length L (tokens)", ylabel="relative RMSE (output)",
            title="DS4D model: FFT path vs exact recurrence (mean +- std over seeds)")
     Ls = sorted(set(r["L"] for r in rows))
@@ -186,13 +209,15 @@ def check_decode(cfg, plot_dir, progress):
     rows = [dict(case="prefill + step vs independent recurrence (relative max error, float64)", value=err,
                  bound=1e-9),
             dict(case=f"per-token time at {positions[-1]} / at {positions[0]}", value=ratio, bound=1.5)]
-    rows += [dict(case=f"time per token at position {p_}", value=t, bound=None) for p_, t in zip(positions, times)]
+    rows += [dict(case=f"time per token at position {p_} (s)", value=t, bound=None) for p_, t in zip(positions, times)]
     return dict(name="Decoding after prefill", passed=err <= 1e-9 and ratio <= 1.5, rows=rows,
                 plots=["decode_time.png"],
                 criterion="decode equals the exact recurrence (independent NumPy loop) to 1e-9 (float64); "
                           "per-token time flat in position "
                           "(ratio <= 1.5, allowing for a shared machine)",
-                setup=f"H={H}, N={N}, l_max={l_max}, sequence {T}, prefill {p}")
+                setup=f"H={H}, N={N}, l_max={l_max}, sequence {T}, prefill {p}",
+                notes=["bound — on the time-per-token rows: they are informational (machine-dependent); "
+                       "the judged quantity is their ratio, the row above them."])
 
 
 __all__ = ["check_fft_vs_recurrent", "check_reductions", "check_decode"]

@@ -33,6 +33,8 @@ import datetime
 import sys
 import time
 
+from ddesys.io import provenance
+
 from .gpu_report import Report, env_vars
 
 FULL = dict(train=dict(batch=32, H=256, N=64, Ls=(1024, 2048, 4096, 8192), reps=10),
@@ -42,7 +44,8 @@ TOY = dict(train=dict(batch=2, H=4, N=4, Ls=(32,), reps=1, warmup=1),
 
 
 def _parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.verification.gpu",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--interpret", action="store_true", help="CPU smoke run under TRITON_INTERPRET=1")
     ap.add_argument("--out", default="verification_out/gpu", help="folder for gpu_check.json / gpu_check.md")
     ap.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh, printed)")
@@ -67,7 +70,7 @@ def _run(args, seed):
     info = pre["info"]
     meta = {"seed": seed, "interpret": args.interpret, "argv": sys.argv[1:], "device": info.get("device"),
             "torch": info.get("torch"), "triton": info.get("triton"),
-            "started": datetime.datetime.now().isoformat(timespec="seconds")}
+            "started": datetime.datetime.now().isoformat(timespec="seconds"), **provenance()}
     report = Report(args.out, meta)
     report.set_preflight(pre)
     print(f"GPU check: seed {seed} (repeat with --seed {seed}); writing {args.out}/gpu_check.json and .md",

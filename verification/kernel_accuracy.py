@@ -25,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ddesys.contour import next_pow2
+from ddesys.io import provenance
 from ddesys.verification import reference
 from ddesys.verification.reference import rel_err
 from ddesys.verification.systems import random_delay_system
@@ -64,7 +65,8 @@ def print_table(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m ddesys.verification.kernel_accuracy",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="L in {1024, 2048} only, 4 channels")
     ap.add_argument("--channels", type=int, default=16)
     ap.add_argument("--modes", type=int, default=32)
@@ -83,7 +85,7 @@ def main(argv=None):
     print(f"\nacceptance (library default): float64 <= {BOUND['float64']:g}, float32 <= {BOUND['float32']:g}: "
           + ("PASS" if not fails else f"FAIL ({len(fails)} rows)"))
     if args.json is not None:
-        args.json.write_text(json.dumps(dict(channels=H, modes=args.modes, seed=args.seed, bound=BOUND,
+        args.json.write_text(json.dumps(dict(**provenance(), channels=H, modes=args.modes, seed=args.seed, bound=BOUND,
                                              ref_bound=REF_BOUND, passed=not fails, rows=rows), indent=1, default=float))
     return 1 if fails else 0
 

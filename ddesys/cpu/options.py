@@ -3,7 +3,9 @@
 Each row names a loop family and gives its Numba options and whether its floating-point sums may be
 reassociated. Every loop of :mod:`ddesys.cpu` is compiled through :func:`loop` (or :func:`compile_loop`
 for entry points compiled on first use for exact signatures) with the options of its row; nothing else
-calls ``numba.njit`` (``tests/ddesys/test_cpu_options.py`` checks it).
+calls ``numba.njit`` (``tests/ddesys/test_cpu_options.py`` checks it). The first real compilation of one
+of them in a process writes a one-line notice to standard error (:mod:`ddesys.cpu.notice`;
+``DDESYS_QUIET=1`` silences it); a loop loaded from Numba's disk cache writes nothing.
 
 Reassociation and determinism. A row with ``reassoc=True`` lets LLVM reorder the loop's sums (to
 vectorize them): its results differ from the written order by rounding. Either way a compiled loop gives
@@ -48,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._numba import nb
+from .notice import install as _install_notice
 
 __all__ = ["LoopOptions", "LOOPS", "loop", "entry", "compile_loop", "prange", "reassociates", "registered"]
 
@@ -127,6 +130,8 @@ LOOPS = {
 
 #: the registered loops: ``(row name, module, function name)``, in the order they were defined
 _REGISTERED: list = []
+
+_install_notice()        # a one-line notice when a loop of the package first compiles (:mod:`.notice`)
 
 #: ``numba.prange`` with Numba, ``range`` without (the plain-Python fallback of a parallel loop)
 prange = nb.prange if nb is not None else range

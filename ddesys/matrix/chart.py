@@ -60,6 +60,11 @@ class StabilityChart:
     def plot(self, ax=None, title=None):
         """Filled contours of the spectral abscissa, the level 0 (stability boundary) in black.
 
+        The diverging colour map is centred on 0 and each sign is scaled to its own range (ten levels
+        from the most negative abscissa to 0, ten from 0 to the largest), so a slightly unstable region
+        (abscissa ``+0.05`` beside ``-2`` on the stable side) is as visible as the stable one; the
+        colour bar gives each half its own ticks.
+
         Parameters
         ----------
         ax : matplotlib Axes, optional
@@ -71,19 +76,35 @@ class StabilityChart:
         """
         if self.x.size < 2 or self.y.size < 2:
             raise ValueError("plot needs at least 2 points along x and along y")
-        from ..plot import pyplot
+        from matplotlib.colors import TwoSlopeNorm
 
-        plt = pyplot()
-        fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4.5))
+        from ..plot import new_figure
+
+        fig, ax = (ax.figure, ax) if ax is not None else new_figure(figsize=(6.5, 4.5))
         a = np.clip(self.abscissa, -5.0 * np.abs(self.abscissa).min() - 1.0, None)
-        lim = float(np.max(np.abs(a))) or 1.0
-        cf = ax.contourf(self.x, self.y, a, levels=np.linspace(-lim, lim, 21), cmap="RdBu_r")
-        fig.colorbar(cf, ax=ax, label="spectral abscissa max Re s (1 / time unit)")
+        levels, vmin, vmax = _signed_levels(a)
+        cf = ax.contourf(self.x, self.y, a, levels=levels, cmap="RdBu_r",
+                         norm=TwoSlopeNorm(vcenter=0.0, vmin=vmin, vmax=vmax))
+        bar = fig.colorbar(cf, ax=ax, label="spectral abscissa max Re s (1 / time unit)\n"
+                           "each sign scaled to its own range")
+        bar.set_ticks(levels[::5] if levels.size > 5 else levels)
         if np.nanmin(a) < 0 < np.nanmax(a):
             ax.contour(self.x, self.y, a, levels=[0.0], colors="k", linewidths=1.5)
         ax.set(xlabel=self.xlabel, ylabel=self.ylabel,
-               title=title or "Stability chart (blue: stable; black: max Re s = 0)")
+               title=title or "Stability chart (blue: stable, red: unstable; black: max Re s = 0)")
         return fig
+
+
+def _signed_levels(a):
+    """Contour levels with 0 a boundary, ten per sign present, and the norm's ``(vmin, vmax)`` around 0."""
+    lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
+    if lo < 0 < hi:
+        return np.concatenate([np.linspace(lo, 0.0, 11)[:-1], np.linspace(0.0, hi, 11)]), lo, hi
+    if lo < 0:                                   # all stable: blues from lo to 0
+        return np.linspace(lo, 0.0, 21), lo, -lo
+    if hi > 0:                                   # all unstable: reds from 0 to hi
+        return np.linspace(0.0, hi, 21), -hi, hi
+    return np.array([-1.0, 0.0, 1.0]), -1.0, 1.0   # every abscissa exactly 0
 
 
 def _axis(name, v):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plot import pyplot
+from ..plot import new_figure
 
 
 def plot_bode(omega, response=None, axes=None, title=None):
@@ -69,9 +69,8 @@ def plot_bode(omega, response=None, axes=None, title=None):
     order = np.argsort(w[keep])
     w, G = w[keep][order], G[..., keep][..., order]
     p, m = G.shape[:2]
-    plt = pyplot()
     if axes is None:
-        fig, axes = plt.subplots(2, m, figsize=(4.5 * m + 2, 5.5), sharex=True, squeeze=False)
+        fig, axes = new_figure(2, m, figsize=(4.5 * m + 2, 5.5), sharex=True, squeeze=False)
     else:
         axes = np.asarray(axes, dtype=object).reshape(-1)
         if axes.size != 2 * m:

@@ -1,15 +1,21 @@
 """The paper's synthetic experiments (section 5.1, appendix C): six delay tasks, DS4D against baselines
 at matched parameter counts.
 
+    python -m ddesys.experiments.synthetic --scale smoke         # about half a minute: checks the pipeline
     python -m ddesys.experiments.synthetic --tasks copy          # CPU scale: copy, 3 models x 3 seeds, ~2 h on 2 cores
     python -m ddesys.experiments.synthetic --models lstm gpt2 llama          # the other baselines at CPU scale
-    python -m ddesys.experiments.synthetic --scale smoke         # seconds: checks the pipeline
     python -m ddesys.experiments.synthetic --scale paper --device cuda      # full scale (GPU)
     python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
     python -m ddesys.experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
     python -m ddesys.experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
     python -m ddesys.experiments.synthetic --protocols variable --models ds4d-clock s4d-clock ds4d-gate   # clocks
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
+
+Scales (``--scale``): ``smoke`` checks the pipeline end to end and learns nothing (the three tasks with
+the variable lag, DS4D and S4D, one seed, 4 steps each: 6 runs, about half a minute on 2 cores, most of it
+start-up); ``cpu``, the default, starts a multi-hour CPU run (every task and protocol, 3 models x 3 seeds:
+54 runs, about 8 hours of training on 2 cores; ``--tasks copy`` alone about 2 hours); ``paper`` is sized
+for a GPU (20000 steps per run; days on a CPU).
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
 copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). ``ds4d-tap``
@@ -35,21 +41,29 @@ from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process,
 from . import FAMILIES, HF_FAMILIES
 from .tasks import KINDS, preset
 
-SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs
-    "smoke": dict(width=16, steps=20, batch=8, eval_every=10, val_size=32, d_state=(8, 8),
-                  models=("ds4d", "s4d", "lstm"), seeds=(0,), lrs=(1e-3,)),
+SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs,
+             # protocols; smoke: a pipeline check whose time is mostly start-up and per-run overhead, so it
+             # runs few runs (6) of a few steps
+    "smoke": dict(width=16, steps=4, batch=4, eval_every=2, val_size=16, d_state=(8, 8),
+                  models=("ds4d", "s4d"), seeds=(0,), lrs=(1e-3,), protocols=("variable",)),
     "cpu": dict(width=64, steps=800, batch=32, eval_every=50, val_size=256, d_state=(64, 128),
-                models=("ds4d", "ds4d-tap", "s4d"), seeds=(0, 1, 2), lrs=(1e-3,)),
+                models=("ds4d", "ds4d-tap", "s4d"), seeds=(0, 1, 2), lrs=(1e-3,), protocols=("fixed", "variable")),
     "paper": dict(width=128, steps=20000, batch=64, eval_every=500, val_size=1024, d_state=(64, 128),
-                  models=tuple(f for f in FAMILIES if f != "ds4d-tap"), seeds=(0, 1, 2), lrs=(2e-4, 1e-3)),
+                  models=tuple(f for f in FAMILIES if f != "ds4d-tap"), seeds=(0, 1, 2), lrs=(2e-4, 1e-3),
+                  protocols=("fixed", "variable")),
 }
 
 
 def _parse(argv):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.synthetic",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", choices=tuple(SCALES), default="cpu",
+                    help="smoke: a pipeline check, about half a minute on 2 cores; cpu (default): a multi-hour "
+                    "CPU run (about 8 h on 2 cores for every task; --tasks copy about 2 h); paper: GPU-sized, "
+                    "days on a CPU")
     ap.add_argument("--tasks", nargs="+", choices=KINDS, default=list(KINDS))
-    ap.add_argument("--protocols", nargs="+", choices=("fixed", "variable"), default=["fixed", "variable"])
+    ap.add_argument("--protocols", nargs="+", choices=("fixed", "variable"),
+                    help="default: the scale's (fixed and variable; smoke: variable)")
     ap.add_argument("--models", nargs="+", choices=FAMILIES, help="default: the scale's (Mamba only at paper "
                     "scale: on the CPU its compiled scan still makes a step several times S4D's)")
     ap.add_argument("--seeds", nargs="+", type=nonneg_int)
@@ -69,6 +83,8 @@ def _parse(argv):
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     add_run_arguments(ap)
     args = ap.parse_args(argv)
+    if args.protocols is None:
+        args.protocols = list(SCALES[args.scale]["protocols"])
     if args.lag_range is not None and args.lag_range[0] >= args.lag_range[1]:
         ap.error(f"--lag-range needs P_MIN < P_MAX, got {args.lag_range[0]} {args.lag_range[1]}")
     try:
@@ -113,7 +129,7 @@ def _available(models):
     skipped = [m for m in models if m in HF_FAMILIES]
     if skipped and is_main_process():
         print(f"note: transformers is not installed, skipping {', '.join(skipped)} "
-              "(pip install -e \".[experiments]\")")
+              "(pip install 'ddesys[experiments]')")
     return tuple(m for m in models if m not in HF_FAMILIES)
 
 

@@ -147,8 +147,8 @@ def test_arguments_are_checked_at_parse_time(tmp_path, main, args, capsys):
 
 def test_task_size_from_the_cli():
     from ddesys.experiments.synthetic.__main__ import _parse
-    args = _parse(["--scale", "smoke", "--tasks", "copy", "sum", "--tokens", "6", "--lag", "20",
-                   "--lag-range", "5", "30"])
+    args = _parse(["--scale", "smoke", "--tasks", "copy", "sum", "--protocols", "fixed", "variable", "--tokens", "6",
+                   "--lag", "20", "--lag-range", "5", "30"])
     sizes = {t.name: (t.T, t.P_min, t.P_max, t.window) for t in args.task_list}
     assert sizes == {"copy-fixed": (6, 20, 20, 1), "copy-variable": (6, 5, 30, 1), "sum-fixed": (6, 20, 20, 4),
                      "sum-variable": (6, 5, 30, 4)}

@@ -95,7 +95,9 @@ def _check_verification(out, cfg, rc, timing_must_pass):
         assert f64["rel_rmse_mean"] <= 1e-9
         assert anchor["rel_rmse_mean"] <= 1e-12                       # recurrent path vs NumPy recurrence
         assert auto["rel_rmse_mean"] < paper["rel_rmse_mean"]
-        assert {paper["M"], auto["M"], f64["M"]} == {next_pow2(2 * L)}
+        # the FFT length each forward used: float64 synthesis for the float32 default at nextpow2(L)
+        assert paper["M"] == f64["M"] == next_pow2(2 * L) and auto["M"] == next_pow2(L)
+        assert paper["criterion"] == "informational (paper's setting)"
 
     contour = checks["Contour-shift trade-off"]["rows"]
     assert len(contour) == 8
@@ -145,6 +147,7 @@ def _check_verification(out, cfg, rc, timing_must_pass):
         assert 0 <= r["rel_rmse_mean"] + r["rel_rmse_std"] <= (1e-5 if r["setting"].startswith("float32") else 1e-12), r
 
     report = (out / "report.md").read_text()
+    assert "None" not in report
     from ddesys.verification.registry import CHECKS
     assert report.count("\n## ") == 1 + len(CHECKS) == 1 + len(res["checks"])      # summary + every check
     assert "torch" in res["machine"] and res["elapsed_s"] > 0
