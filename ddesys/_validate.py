@@ -112,10 +112,12 @@ def check_dt(dt, allow_true=True):
     if dt is True or (isinstance(dt, np.bool_) and bool(dt)):
         if allow_true:
             return True
-        raise TypeError("dt must be a step > 0 in time units here, got True (unspecified step)")
+        raise TypeError("dt must be a number here, a step > 0 in time units; got True, a boolean: booleans are "
+                        "not steps (a discrete system's dt=True only marks its step as unspecified)")
     if dt is False or isinstance(dt, np.bool_):
-        raise ValueError("dt must be True (unspecified step) or a step > 0 in time units, got False "
-                         "(dt = 0 means a continuous system)")
+        raise ValueError(f"dt must be {'True (an unspecified step) or ' if allow_true else ''}a step > 0 in time "
+                         "units, got False, a boolean: booleans are not steps (dt = 0 would mean a continuous "
+                         "system)")
     if np.ndim(dt) != 0 or not isinstance(np.asarray(dt).item(), (int, float)):
         raise TypeError(f"dt must be True or a real scalar step > 0 in time units, got {dt!r}")
     step = float(np.asarray(dt).item())

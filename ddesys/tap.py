@@ -71,9 +71,18 @@ def tap_support(s, width):
     return xp.astype(j, xp.int64), hat / Z[..., None]
 
 
+def _check_count(n, name):
+    """``n`` a non-negative integer (a number of samples), else ``ValueError`` naming ``name``."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"{name} must be a non-negative integer (a number of samples), got {n!r}")
+    return int(n)
+
+
 def tap_weights(s, width, n):
-    """Dense causal weights ``w_j``, ``j = 0 .. n-1``: real ``(..., n)`` (differentiable in ``s``)."""
+    """Dense causal weights ``w_j``, ``j = 0 .. n-1``: real ``(..., n)`` (differentiable in ``s``); ``n`` a
+    non-negative integer (else ``ValueError``)."""
     xp = get_namespace(s)
+    n = _check_count(n, "n")
     width = check_width(width)
     _, _, Z = _hat(s, width)                                         # (...)
     j = _arange(xp, n, s)                                           # (n,)
@@ -99,7 +108,7 @@ def tap_kernel(e, s, width, L):
     >>> tap_kernel(np.array([2.0]), np.array([1.25]), 1.0, 4)     # linear interpolation at 1.25
     array([[0. , 1.5, 0.5, 0. ]])
     """
-    return e[..., None] * tap_weights(s, width, L)
+    return e[..., None] * tap_weights(s, width, _check_count(L, "L"))
 
 
 def tap_transfer(e, s, width, z):
@@ -114,12 +123,17 @@ def tap_transfer(e, s, width, z):
 def tap_filter(e, s, width, x):
     """The tap's output ``e_c sum_j w_j x_{c,t-j}`` in the time domain (``x_{t<0} = 0``).
 
-    ``e, s`` real ``(C,)`` or scalars, ``x`` real ``(..., C, L)`` (``(..., L)`` for scalars): real, the
-    shape of ``x``. One gather per window offset, ``O(J L)`` per channel (``J`` of :func:`tap_span`).
+    ``e, s`` real ``(C,)`` or scalars (a scalar serves every channel), ``x`` real ``(..., C, L)``
+    (``(..., L)`` for scalars): real, the shape of ``x``. Delays ``s >= 0`` and finite (in steps). One
+    gather per window offset, ``O(J L)`` per channel (``J`` of :func:`tap_span`). ``ValueError`` naming the
+    argument for a negative or non-finite delay, or gains, delays and ``x`` of different channel counts.
     """
     xp = get_namespace(x, s)
-    s = xp.reshape(xp.astype(_arr(xp, s), x.dtype), (-1,))          # (C,)
-    e = xp.reshape(xp.astype(_arr(xp, e), x.dtype), (-1,))          # (C,)
+    s = xp.reshape(xp.astype(_arr(xp, s), x.dtype), (-1,))          # (C,) or (1,)
+    e = xp.reshape(xp.astype(_arr(xp, e), x.dtype), (-1,))          # (C,) or (1,)
+    C = _check_channels(e, s, x)
+    if s.shape[0] != C:
+        s = xp.broadcast_to(s, (C,))
     j, w = tap_support(s, width)                                    # (C, J)
     L = x.shape[-1]
     t = xp.arange(L, dtype=xp.int64, device=None if is_numpy(xp) else x.device)
@@ -130,7 +144,26 @@ def tap_filter(e, s, width, x):
         idx = xp.broadcast_to(xp.where(ok, src, 0), x.shape)        # (..., C, L)
         xs = xp.take_along_axis(x, idx, axis=-1)                    # (..., C, L)
         y = y + xp.where(ok, w[:, i, None] * xs, xp.zeros_like(xs))
-    return e[:, None] * y if x.ndim >= 2 and s.shape[0] == x.shape[-2] else e * y
+    return e[:, None] * y if C > 1 else e * y
+
+
+def _check_channels(e, s, x):
+    """The channel count ``C`` of :func:`tap_filter`'s gains ``e`` and delays ``s`` (``(C,)`` or ``(1,)``) and
+    input ``x`` ``(..., C, L)``, after checking the delays (finite, ``>= 0``); ``ValueError`` naming the
+    misfit."""
+    sh = to_numpy(s)
+    if sh.size and not (np.all(np.isfinite(sh)) and sh.min() >= 0):
+        raise ValueError(f"tap_filter: the delays s must be finite and >= 0 steps (a tap reads the past), got "
+                         f"{sh.tolist() if sh.size <= 8 else f'min {sh.min():g}'}")
+    ne, ns = e.shape[0], s.shape[0]
+    if ne != ns and 1 not in (ne, ns):
+        raise ValueError(f"tap_filter: e holds {ne} gains but s holds {ns} delays: give one per channel (or a "
+                         "scalar for all)")
+    C = max(ne, ns)
+    if C > 1 and (x.ndim < 2 or x.shape[-2] != C):
+        raise ValueError(f"tap_filter: e and s describe {C} channels but x has shape {tuple(x.shape)}; x must be "
+                         f"(..., {C}, L)")
+    return C
 
 
 def offset_fir(x, j, we, P=0):

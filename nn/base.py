@@ -11,6 +11,8 @@ from .common import (NonFiniteInputError, check_alloc_sizes, check_cache, check_
                      check_input, check_sizes,
                      compute_dtype, fft_conv, init_dt, no_autocast, s4d_modes)
 from .decode.engine import StepMemo
+from .legacy import upgrade_layer_state
+from .lengths import check_lengths, left_align, right_align, zero_padding
 
 
 class DiagonalSSM(nn.Module):
@@ -51,13 +53,17 @@ class DiagonalSSM(nn.Module):
     def forward(self, x, mode="fft", state=None, return_state=False, lengths=None):
         """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.
 
-        ``lengths`` ``(B,)`` (ints in ``[1, L]``): a right-padded batch; each sequence gets the outputs
-        it would get alone (:mod:`nn.lengths`): outputs at ``t >= len_b`` are zero, a bidirectional
-        layer's reverse kernel runs over each sequence's own tokens, and ``return_state=True`` returns
-        each sequence's state after its own last token. Not with a carried ``state``.
+        ``lengths`` ``(B,)`` (ints in ``[1, L]``; ``[]`` for an empty batch): a right-padded batch; each
+        sequence gets the outputs it would get alone (:mod:`nn.lengths`): the padding is replaced by zeros
+        before anything reads it (it may hold anything, NaN and inf included: only valid positions are
+        checked), outputs at ``t >= len_b`` are zero, a bidirectional layer's reverse kernel runs over each
+        sequence's own tokens, and ``return_state=True`` returns each sequence's state after its own last
+        token. Not with a carried ``state``.
 
         ``mode="fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
-        float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification (no autograd).
+        float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification; under autograd
+        its gradient is the FFT path's (the derivative of the same function, to the kernel synthesis
+        error), so a model run in this mode still trains.
 
         ``state``: a cache of this layer (from ``allocate_inference_cache``, ``prefill``, decoding or a
         previous ``return_state``): the sequence continues from it (read, never modified), as S4's
@@ -80,6 +86,9 @@ class DiagonalSSM(nn.Module):
         if mode not in ("fft", "recurrent"):
             raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")
         xin = check_input(self, x)                                  # (B, H, L), any float dtype
+        n = None if lengths is None else check_lengths(lengths, xin.shape[0], xin.shape[-1], device=xin.device)
+        if n is not None:
+            xin = zero_padding(xin, n, dim=-1)                      # the padding is never read, whatever it holds
         self._prepare(xin.shape[-1])
         check_finite_params(self)
         if not bool(torch.isfinite(xin.sum(dtype=compute_dtype(xin)))):   # any NaN / inf makes the sum so
@@ -91,8 +100,8 @@ class DiagonalSSM(nn.Module):
                                  f"channel {h}: {float(xin[b, h, t])}; {int(bad.sum())} non-finite entries): "
                                  "the FFT path mixes all positions, so it would reach every output, earlier "
                                  "positions included; clean or mask the input")
-        if lengths is not None:
-            return self._forward_padded(xin, mode, state, return_state, lengths)
+        if n is not None:
+            return self._forward_padded(xin, mode, state, return_state, n)
         if state is not None or return_state:
             y, new = self._forward_state(xin, mode, state, return_state)
             y = y if self.transposed else y.transpose(-1, -2)
@@ -104,13 +113,25 @@ class DiagonalSSM(nn.Module):
         elif xin.shape[0] == 0:
             y = self.D[:, None] * xin
         else:
-            y = self._recurrent(xin)
+            y = self._exact(xin)
         return y if self.transposed else y.transpose(-1, -2)
 
-    def _forward_padded(self, xin, mode, state, return_state, lengths):
-        """``forward`` of a right-padded batch ``(B, H, L)`` with ``lengths`` (see :meth:`forward`)."""
-        from .lengths import check_lengths, left_align, right_align, valid_mask
-        n = check_lengths(lengths, xin.shape[0], xin.shape[-1], device=xin.device)
+    def _exact(self, x):
+        """``mode="recurrent"`` on ``x`` ``(B, H, L)``: the recurrence's values. Under autograd (a parameter or
+        ``x`` requiring grad) the gradient is the FFT path's, the derivative of the same function (to the
+        kernel synthesis error): the sequential recurrence has no autograd of its own, and a model trained
+        in this mode would otherwise leave its layers without gradients."""
+        if x.shape[0] == 0:                                         # empty batch: empty output
+            return self.D[:, None] * x
+        y = self._recurrent(x)
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            yf = self._fft(x)
+            y = yf + (y - yf).detach()                              # the recurrence's values, the FFT's gradient
+        return y
+
+    def _forward_padded(self, xin, mode, state, return_state, n):
+        """``forward`` of a right-padded batch ``(B, H, L)``, its padding zeroed, with lengths ``n`` (see
+        :meth:`forward`)."""
         out = (lambda y: y if self.transposed else y.transpose(-1, -2))  # noqa: E731
         if state is not None:
             raise ValueError("lengths= with a carried state= is not supported: the padding would sit between "
@@ -118,17 +139,17 @@ class DiagonalSSM(nn.Module):
         if return_state:                         # left-padded, the state after L steps is each sequence's own
             y, new = self._forward_state(left_align(xin, n, dim=-1), mode, None, True)
             return out(right_align(y, n, dim=-1)), new
-        mask = valid_mask(n, xin.shape[-1])[:, None, :].to(xin.dtype)   # (B, 1, L)
         if mode != "fft" and self.bidirectional:
             raise ValueError("mode='recurrent' is causal; a bidirectional layer has no recurrence")
-        xz = xin * mask                          # zero padding: the reverse kernel of a bidirectional
-        y = self._fft(xz) if mode == "fft" else self._recurrent(xz)     # layer then reads no padding
-        return out(y * mask)
+        # the padding is zero: the reverse kernel of a bidirectional layer reads none of it
+        y = self._fft(xin) if mode == "fft" else self._exact(xin)
+        return out(zero_padding(y, n, dim=-1))
 
     def _prefill_padded(self, x, cache, lengths):
         """``prefill`` of a right-padded prompt with ``lengths``: run left-aligned (zero inputs before a
-        sequence's first token leave its state at zero), outputs right-aligned again."""
-        from .lengths import check_lengths, left_align, right_align
+        sequence's first token leave its state at zero; the padding itself is never read), outputs
+        right-aligned again."""
+        check_cache(self, cache, check_input(self, x).shape[0], what="prefill")
         if cache.t != 0:
             raise ValueError("prefill(lengths=...) needs a fresh cache (t = 0): in a cache that already holds "
                              "tokens the padding would sit between them and the prompt")
@@ -256,7 +277,9 @@ class DiagonalSSM(nn.Module):
         return {k: v for k, v in super().__getstate__().items() if k not in ("_step_memo", "_memo_names")}
 
     def __setstate__(self, state):
-        super().__setstate__(state)
+        """Unpickling: the decode memo starts empty; a layer pickled by an earlier version gets today's
+        attributes (:func:`nn.legacy.upgrade_layer_state`)."""
+        super().__setstate__(upgrade_layer_state(state))
         self._step_memo = StepMemo()
 
     @staticmethod

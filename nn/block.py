@@ -123,29 +123,39 @@ class SequenceBlock(nn.Module):
     def _post(self, z):
         return self.drop(self.glu(self.out(self.drop(self.act(z)))))
 
-    def forward(self, x, mode="fft", lengths=None, ticks=None):
+    def forward(self, x, mode="fft", lengths=None, ticks=None, state=None, return_state=False):
         """``x`` ``(B, L, H)`` -> ``(B, L, H)``.
 
         Parameters
         ----------
         x : Tensor ``(B, L, H)``
         mode : {"fft", "recurrent"}
-            The layer's path: FFT convolution (training) or the exact recurrence (verification).
+            The layer's path: FFT convolution (training) or the exact recurrence (verification; its
+            gradient the FFT path's).
         lengths : Tensor ``(B,)``, optional
             A right-padded batch (see :meth:`SequenceModel.forward`).
         ticks : Tensor ``(B, L)`` bool, optional
             A clocked layer's clock.
+        state : cache, optional
+            The layer's state to continue from (its ``forward(state=)``; DS4D / S4D layers).
+        return_state : bool, default False
+            Also return the layer's state after the sequence (a new cache).
 
         Returns
         -------
-        Tensor ``(B, L, H)``
+        Tensor ``(B, L, H)``, or ``(y, state)`` with ``return_state``
         """
         z = self.norm(x) if self.prenorm else x
         kw = {} if lengths is None else {"lengths": lengths}
         if ticks is not None:
             kw = {"ticks": ticks}
-        y = x + self._post(self.layer(z, mode=mode, **kw))
-        return y if self.prenorm else self.norm(y)
+        if state is not None or return_state:
+            kw.update(state=state, return_state=return_state)
+        out = self.layer(z, mode=mode, **kw)
+        out, new = out if return_state else (out, None)
+        y = x + self._post(out)
+        y = y if self.prenorm else self.norm(y)
+        return (y, new) if return_state else y
 
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
         """The layer's fresh decode cache for ``batch_size`` sequences (see :meth:`SequenceModel.allocate_inference_cache`)."""

@@ -77,21 +77,32 @@ def check_finite_params(layer, any_device=False):
                                  "reload the last good checkpoint)")
 
 
+def check_layout(name, H, transposed, x):
+    """``x`` a 3-D tensor in the caller's layout, ``(B, H, L)`` when ``transposed`` else ``(B, L, H)``, with
+    ``H`` channels: else ``ValueError`` quoting that convention and the shape received (as the caller
+    gave it, never a transposed view), and the remedy when ``x`` looks like the other layout."""
+    want, other = ("(B, H, L)", "(B, L, H)") if transposed else ("(B, L, H)", "(B, H, L)")
+    ax = 1 if transposed else 2
+    if not torch.is_tensor(x) or x.dim() != 3:
+        got = f"shape {tuple(x.shape)}" if torch.is_tensor(x) else type(x).__name__
+        raise ValueError(f"{name}(d_model={H}) expects a 3-D input {want} (transposed={transposed}), got {got}")
+    if x.shape[ax] != H:
+        hint = (f": it looks like {other}; pass x.transpose(1, 2), or build the layer with transposed={not transposed}"
+                if x.shape[3 - ax] == H else "")
+        raise ValueError(f"{name}(d_model={H}) expects inputs {want} with H = {H} channels, got {x.shape[ax]} "
+                         f"channels in input of shape {tuple(x.shape)} (transposed={transposed}{hint})")
+
+
 def check_input(layer, x):
     """Validate ``x`` and return it as ``(B, H, L)``."""
     if not torch.is_tensor(x):
         raise TypeError(f"{type(layer).__name__} expects a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise TypeError(f"{type(layer).__name__} expects a real floating-point input, got {x.dtype}")
-    if x.dim() != 3:
-        raise ValueError(f"{type(layer).__name__} expects a 3-D input "
-                         f"({'(B, H, L)' if layer.transposed else '(B, L, H)'}), got shape {tuple(x.shape)}")
+    check_layout(type(layer).__name__, layer.H, layer.transposed, x)
     xt = x if layer.transposed else x.transpose(-1, -2)
     if xt.shape[-1] == 0:
         raise ValueError(f"{type(layer).__name__} got an empty sequence (L = 0) in input of shape {tuple(x.shape)}")
-    if xt.shape[1] != layer.H:
-        raise ValueError(f"{type(layer).__name__}(d_model={layer.H}) got {xt.shape[1]} channels in input of shape "
-                         f"{tuple(x.shape)} (transposed={layer.transposed})")
     if x.device != layer.D.device:
         raise ValueError(f"input on {x.device} but the layer's parameters are on {layer.D.device}")
     return xt
@@ -214,3 +225,15 @@ def check_clocked_cache(layer, cache, B):
         raise ValueError(f"this cache was not allocated by this {type(layer).__name__} layer (allocate_inference_cache)")
     if cache.batch_size != B:
         raise ValueError(f"the cache holds {cache.batch_size} sequences, the input {B}")
+
+
+def __getattr__(name):
+    """``StepConstants``: the decode memo's name before it moved (:class:`nn.decode.constants.StepMemo`),
+    with a ``DeprecationWarning``; checkpoints and scripts of earlier versions name it."""
+    if name == "StepConstants":
+        import warnings
+        from .decode.constants import StepMemo
+        warnings.warn("ddesys.nn.common.StepConstants is deprecated: the decode memo is "
+                      "ddesys.nn.decode.constants.StepMemo", DeprecationWarning, stacklevel=2)
+        return StepMemo
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

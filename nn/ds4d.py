@@ -15,7 +15,6 @@ from ddesys import DiscreteDelaySystem, choose_contour, fft_length
 from ddesys.contour import next_pow2, unit_roundoff
 from ddesys.parameterization import ablation_kinds, ds4d_discrete
 from ddesys.recurrence import run_recurrence
-from ddesys.tap import check_width
 from ddesys.transfer import synthesize_kernel
 
 from .autograd import kernel_sampler
@@ -28,7 +27,7 @@ from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .optim import register_optim
 from .branch import check_branches
-from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys, require_tap
+from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys, require_tap, tap_args
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
@@ -92,10 +91,10 @@ class DS4D(DelayRange, DiagonalSSM):
         (the paper's layer). The tap is the branch ``layer.tap`` (:class:`nn.tap.TapBranch`: parameters
         ``tap.e``, ``tap.nu`` ``(C,)``, its kernel, input ring and system), ``None`` without it; tap
         delays placed like the feedback delays (grid in another order, or ``tau0``).
-    tap_width : float
+    tap_width : float or None
         Initial half-width of the tap window (``>= 1``, at most ``4 l_max``: :func:`nn.tap.max_tap_width`;
-        1 = linear interpolation). Settable later (``layer.tap_width``); :class:`nn.TapWidthSchedule`
-        shrinks it during training.
+        None: 1 = linear interpolation). Settable later (``layer.tap_width``); :class:`nn.TapWidthSchedule`
+        shrinks it during training. With ``tap=True`` only (as ``tap_lr``; else ``ValueError``).
     tap_lr : float or None
         Learning rate of the tap delay (``None``: the optimizer's, not ``dt_lr``).
     branches : sequence of :class:`nn.branch.Branch`
@@ -121,7 +120,7 @@ class DS4D(DelayRange, DiagonalSSM):
     def __init__(self, d_model, d_state=64, l_max=None, *, init="inv", dt_min=1e-3, dt_max=1e-1,
                  p0=0.1, theta0=math.pi, theta_jitter=0.1, delay_init="grid", tau0=None, s_min=1.0,
                  s_max=None, bidirectional=False, transposed=False, dt_lr=None, eps="auto", M=None,
-                 kernel_dtype=torch.float64, ablation=None, tap=False, tap_width=1.0, tap_lr=None, branches=(),
+                 kernel_dtype=torch.float64, ablation=None, tap=False, tap_width=None, tap_lr=None, branches=(),
                  seed=None):
         if not 0.0 <= p0 < 1.0:
             raise ValueError(f"p0 must lie in [0, 1), got {p0}")
@@ -133,7 +132,7 @@ class DS4D(DelayRange, DiagonalSSM):
         ablation_kinds(ablation)                                    # validates
         self._p0, self._theta = p0, (theta0, theta_jitter)
         self.delay_init, self.tau0 = delay_init, tau0
-        self._tap_args = (bool(tap), check_width(tap_width), tap_lr)
+        self._tap_args = tap_args(tap, tap_width, tap_lr)          # (on, width, lr); refused without tap=True
         super().__init__(d_model, d_state, init=init, dt_min=dt_min, dt_max=dt_max, bidirectional=bidirectional,
                          transposed=transposed, seed=seed)
         self.eps, self.M, self.kernel_dtype = eps, M, check_kernel_dtype(self, kernel_dtype)
@@ -362,7 +361,7 @@ class DS4D(DelayRange, DiagonalSSM):
         recurrence, else the per-mode state kernels by FFT); each branch then adds its term and moves its
         state. A cache holding tokens continues from its state (chunked prefill equals one prefill;
         spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded prompt in a fresh
-        cache, each sequence's states those after its own tokens (:mod:`nn.lengths`). Memory: the prompt's
+        cache, each sequence's states those after its own tokens, its padding never read. Memory: the prompt's
         spectrum ``(B, H, M)`` complex128 and blocks of at most ``PREFILL_BLOCK`` complex128 elements."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)

@@ -3,8 +3,11 @@
 A batch ``(B, L, ...)`` holds sequences of lengths ``lengths (B,)``, right-padded to ``L``. What each
 path needs:
 
-* causal FFT / recurrent forward: nothing (an output at ``t < len_b`` reads inputs ``<= t`` only); the
-  outputs at padded positions are zeroed;
+* every path: the padding is replaced by zeros before anything reads it (:func:`zero_padding`; token
+  ids by a valid id before the embedding, its output then zeroed), so a NaN, an inf or an id outside the
+  vocabulary there never reaches a valid position, an output or a gradient;
+* causal FFT / recurrent forward: nothing more (an output at ``t < len_b`` reads inputs ``<= t`` only);
+  the outputs at padded positions are zeroed;
 * bidirectional forward: the reverse kernel at ``t`` reads the inputs after ``t``, so the padding is
   zeroed first (then it reads exactly the sequence's own later tokens);
 * prefill and the decoding after it: a sequence of zero inputs before the first token leaves a linear
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["check_lengths", "valid_mask", "left_align", "right_align"]
+__all__ = ["check_lengths", "valid_mask", "left_align", "right_align", "zero_padding"]
 
 
 def check_lengths(lengths, batch, L, device=None):
@@ -26,6 +29,7 @@ def check_lengths(lengths, batch, L, device=None):
     Parameters
     ----------
     lengths : sequence of int or tensor ``(B,)``
+        ``[]`` for an empty batch (``B = 0``).
     batch, L : int
         Batch size and padded length of the input.
     """
@@ -33,6 +37,8 @@ def check_lengths(lengths, batch, L, device=None):
         n = torch.as_tensor(lengths, device=device)
     except (TypeError, ValueError, RuntimeError) as exc:
         raise TypeError(f"lengths must be a sequence of ints, got {type(lengths).__name__}") from exc
+    if n.numel() == 0 and not torch.is_tensor(lengths):      # [] or (): no element to give it a dtype
+        n = n.to(torch.int64)
     if n.dtype.is_floating_point or n.dtype.is_complex or n.dtype == torch.bool:
         raise TypeError(f"lengths must hold integers, got dtype {n.dtype}")
     if n.shape != (batch,):
@@ -72,11 +78,22 @@ def right_align(y, lengths, dim=1):
 
 
 def _gather(x, idx, keep, dim):
-    """``out[b, t] = x[b, idx[b, t]]`` where ``keep[b, t]``, else 0, along the time axis ``dim``."""
+    """``out[b, t] = x[b, idx[b, t]]`` where ``keep[b, t]``, else 0, along the time axis ``dim``. Selected,
+    not multiplied: a NaN or inf in the dropped positions never reaches the output (``0 * inf`` is NaN)."""
     dim = dim % x.ndim
     shape = [1] * x.ndim
     shape[0], shape[dim] = idx.shape
     full = list(x.shape)
     index = idx.reshape(shape).expand(full)
     out = torch.gather(x, dim, index)
-    return out * keep.reshape(shape).to(out.dtype)
+    return torch.where(keep.reshape(shape), out, torch.zeros((), dtype=out.dtype, device=out.device))
+
+
+def zero_padding(x, lengths, dim=1):
+    """Right-padded ``x`` with its padding (``t >= len_b`` along ``dim``) replaced by zeros: selected, so
+    whatever the padding held (NaN, inf) is gone, and no gradient flows to it."""
+    dim = dim % x.ndim
+    shape = [1] * x.ndim
+    shape[0], shape[dim] = lengths.shape[0], x.shape[dim]
+    keep = valid_mask(lengths, x.shape[dim]).reshape(shape)
+    return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))

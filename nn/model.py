@@ -6,7 +6,8 @@ from torch import nn
 
 from .block import SequenceBlock, norm_layer
 from .decode.generate import allocate_caches, generate, reset_caches, split_dtype_arg
-from .lengths import check_lengths, left_align, right_align, valid_mask
+from .inputs import check_carry, check_owned_caches, checked_input, warn_dropout
+from .lengths import left_align, right_align, valid_mask, zero_padding
 from .decode.model_step import StepPlan
 
 __all__ = ["SequenceBlock", "SequenceModel"]
@@ -124,36 +125,11 @@ class SequenceModel(nn.Module):
             self.to(device=device, dtype=dtype)
 
     # ------------------------------------------------------------------ inputs
-    def _encode(self, x, what, step=False):
-        """Check ``x``'s shape and dtype and embed it: ``(B, L, H)`` (``step``: ``(B, H)``) and whether a
-        step's input carried the length axis ``(B, 1, ...)``."""
-        x, seq_axis = self._checked_input(x, what, step)
-        return self.encoder(x), seq_axis
-
-    def _checked_input(self, x, what, step=False):
-        """``x`` checked (shape and dtype, named on error), a step's length axis dropped, and whether it
-        had one."""
-        tokens = isinstance(self.encoder, nn.Embedding)
-        if tokens:
-            want, base = ("token ids of shape (B,) or (B, 1)", 1) if step else ("token ids of shape (B, L)", 2)
-            kind = "integer token ids (embedding=True)"
-            ok_dtype = torch.is_tensor(x) and not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
-        else:
-            d = self.encoder.in_features
-            want, base = (f"inputs of shape (B, {d}) or (B, 1, {d})", 2) if step else (f"inputs of shape (B, L, {d})", 3)
-            kind = "floating-point inputs (embedding=False)"
-            ok_dtype = torch.is_tensor(x) and x.is_floating_point()
-        if not torch.is_tensor(x):
-            raise TypeError(f"SequenceModel.{what} expects {want}, got {type(x).__name__}")
-        if not ok_dtype:
-            raise TypeError(f"SequenceModel.{what} expects {kind}, got dtype {x.dtype}")
-        seq_axis = step and x.dim() == base + 1 and x.shape[1] == 1
-        ok_shape = x.dim() == base or seq_axis
-        if not ok_shape or (not tokens and x.shape[-1] != self.encoder.in_features):
-            raise ValueError(f"SequenceModel.{what} expects {want}, got shape {tuple(x.shape)}")
-        if seq_axis:
-            x = x[:, 0]
-        return x, seq_axis
+    def _embed(self, x, n=None):
+        """The encoder's output ``(B, L, H)`` for checked input ``x`` (:func:`nn.inputs.checked_input`), zero
+        at the padding of a right-padded batch (lengths ``n``)."""
+        h = self.encoder(x)
+        return h if n is None else zero_padding(h, n)
 
     def _ticks(self, x, n=None):
         """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses."""
@@ -167,40 +143,73 @@ class SequenceModel(nn.Module):
     def _head(self, h):
         return self.decoder(self.norm(h))
 
-    def forward(self, x, mode="fft", lengths=None):
+    def forward(self, x, mode="fft", lengths=None, state=None, return_state=False):
         """``(B, L, d_input)`` (or ``(B, L)`` ids) -> ``(B, L, d_output)``, or ``(B, d_output)`` pooled.
 
         Parameters
         ----------
         x : Tensor ``(B, L, d_input)`` or ``(B, L)`` token ids
+            Ids must lie in ``[0, d_input)`` (at valid positions; ``ValueError`` naming the first other).
         mode : {"fft", "recurrent"}
             The layers' path (see :meth:`SequenceBlock.forward`).
         lengths : Tensor or sequence ``(B,)`` of ints, optional
             A right-padded batch: sequence ``b`` holds ``lengths[b]`` tokens. Each sequence gets the
-            outputs it would get alone at its valid positions (bidirectional layers included; the
-            outputs at padded positions are not meaningful), and pooling covers its valid positions only.
+            outputs it would get alone at its valid positions (bidirectional layers included), and
+            pooling covers its valid positions only. The padding is replaced before anything reads it
+            (ids by a valid id, inputs by zeros; it may hold anything, NaN or ids outside the vocabulary
+            included), and the outputs there are zero.
+        state : list, optional
+            One state per block, each its layer's cache (from :meth:`allocate_inference_cache`,
+            :meth:`prefill`, decoding, or a previous ``return_state``): the sequences continue from it
+            (read, never modified), as each layer's ``forward(state=)``. Not with a clock, nor with
+            ``lengths``.
+        return_state : bool, default False
+            Also return the state after the sequence, one new cache per block: differentiable (autograd
+            flows across chunks; ``cache.detach()`` truncates it), it continues a later ``forward``
+            (chunks forwarded state to state give the whole sequence's outputs, to the kernels'
+            synthesis error) and decodes like any cache (:meth:`step`; under autograd detach it first).
+            With ``lengths``: each sequence's state after its own last token.
 
         Returns
         -------
-        Tensor ``(B, L, d_output)`` or ``(B, d_output)``
+        Tensor ``(B, L, d_output)`` or ``(B, d_output)``; with ``return_state`` the pair ``(y, state)``.
 
         Raises
         ------
         ValueError, TypeError
-            ``x`` of another shape or dtype (named).
+            ``x`` of another shape or dtype, ids outside the vocabulary, a state that is not one cache
+            per block (each named); ``state`` / ``return_state`` with a clock.
+        RuntimeError
+            A state of another model's layers.
         """
-        h, _ = self._encode(x, "forward")                            # (B, L, H)
-        n = None if lengths is None else check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
+        x, _, n = checked_input(self, x, "forward", lengths=lengths)   # padding replaced
+        carry = state is not None or return_state
+        if carry:
+            check_carry(self)                                        # layers that carry state (no clock)
+            if state is not None:
+                self._check_caches(state, "forward")
+        h = self._embed(x, n)                                        # (B, L, H)
         ticks = self._ticks(x, n)                                    # (B, L) bool or None
-        for blk in self.blocks:
-            h = blk(h, mode=mode, lengths=None if ticks is not None else n, ticks=ticks)
+        new = []
+        for i, blk in enumerate(self.blocks):
+            kw = {"state": None if state is None else state[i], "return_state": return_state} if carry else {}
+            h = blk(h, mode=mode, lengths=None if ticks is not None else n, ticks=ticks, **kw)
+            if return_state:
+                h, s_i = h
+                new.append(s_i)
         h = self.norm(h)
         if self.pool == "mean":
-            h = h.mean(dim=1) if n is None else \
-                (h * valid_mask(n, h.shape[1])[..., None].to(h.dtype)).sum(dim=1) / n[:, None].to(h.dtype)
+            h = h.mean(dim=1) if n is None else zero_padding(h, n).sum(dim=1) / n[:, None].to(h.dtype)
         elif self.pool == "last":
             h = h[:, -1] if n is None else h[torch.arange(h.shape[0], device=h.device), n - 1]
-        return self.decoder(h)
+        y = self.decoder(h)
+        if self.pool is None and n is not None:
+            y = zero_padding(y, n)                                   # nothing at the padding
+        return (y, new) if return_state else y
+
+    def __setstate__(self, state):
+        """Unpickling (``torch.load`` of a whole model): a model pickled before clocks existed has none."""
+        super().__setstate__({"clock": None, **state})
 
     # ------------------------------------------------------------------ decoding
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
@@ -239,8 +248,12 @@ class SequenceModel(nn.Module):
         ------
         ValueError
             ``caches`` not a list of one cache per block.
+        RuntimeError
+            A cache not allocated by this model's layer at its place (another model's, or out of order):
+            refused before any is reset, as :meth:`step` and :meth:`prefill` refuse them.
         """
         self._check_caches(caches, "reset_cache")
+        check_owned_caches([blk.layer for blk in self.blocks], caches, "reset_cache")
         reset_caches(caches)
 
     def _check_caches(self, caches, what):
@@ -254,7 +267,7 @@ class SequenceModel(nn.Module):
         (token ids ``(B,)``), ``tick`` ``(B,)`` bool or None, ``seq_axis`` whether ``x_t`` had the length
         axis. Raises as :meth:`step`."""
         self._check_caches(caches, "step")
-        x, seq_axis = self._checked_input(x_t, "step", step=True)   # (B, d_input) or ids (B,)
+        x, seq_axis, _ = checked_input(self, x_t, "step", step=True)   # (B, d_input) or ids (B,)
         tick = None
         if self.clock is not None:                                   # the clock sees a length-1 sequence
             xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
@@ -268,18 +281,28 @@ class SequenceModel(nn.Module):
         ``caches`` (from :meth:`allocate_inference_cache`) are updated in place, through the modules (each
         block's :meth:`SequenceBlock.step`); :meth:`compile_step` makes a compiled plan of the same step.
 
+        Decoding is inference: ``step`` runs without autograd in every mode, as the layers' own steps
+        do, and as Mamba's ``step`` and Hugging Face's ``generate`` are used (a graph through the
+        encoder and decoder alone would give gradients that skip every layer's state; train with
+        :meth:`forward`, chunks carrying ``state``). In training mode with active dropout it warns
+        (once per call site, as :meth:`generate` does): dropout then makes identical steps differ;
+        call ``model.eval()``.
+
         Raises
         ------
         ValueError
-            ``caches`` not a list of one cache per block, or ``x_t`` of another shape (named).
+            ``caches`` not a list of one cache per block, ``x_t`` of another shape, or ids outside the
+            vocabulary (named).
         TypeError
             Float token ids, or integer inputs to a model without ``embedding``.
         """
-        x, tick, seq_axis = self.step_input(x_t, caches)
-        h = self.encoder(x)                                          # (B, H)
-        for blk, c in zip(self.blocks, caches):
-            h = blk.step(h, c, tick)
-        y = self._head(h)                                            # (B, d_output)
+        warn_dropout(self, "step")
+        with torch.no_grad():
+            x, tick, seq_axis = self.step_input(x_t, caches)
+            h = self.encoder(x)                                      # (B, H)
+            for blk, c in zip(self.blocks, caches):
+                h = blk.step(h, c, tick)
+            y = self._head(h)                                        # (B, d_output)
         return y[:, None] if seq_axis else y
 
     def compile_step(self, caches):
@@ -326,26 +349,30 @@ class SequenceModel(nn.Module):
         those after its own ``lengths[b]`` tokens, and decoding continues every sequence from its own
         end; the outputs come back right-aligned (``y[b, lengths[b] - 1]`` is the last token's).
 
+        The padding of a padded prompt is never read (ids there are not looked up; whatever it holds,
+        NaN included, never reaches a valid output or a state).
+
         Raises
         ------
         ValueError
-            ``caches`` not a list of one cache per block, or ``x`` of another shape (named).
+            ``caches`` not a list of one cache per block, ``x`` of another shape, or ids outside the
+            vocabulary at valid positions (named).
         """
         self._check_caches(caches, "prefill")
-        h, _ = self._encode(x, "prefill")                            # (B, L, H)
+        x, _, n = checked_input(self, x, "prefill", lengths=lengths)   # padding replaced
+        h = self._embed(x, n)                                        # (B, L, H)
         if self.clock is not None:                                   # padding = pauses: no re-alignment
-            n = None if lengths is None else check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
             if n is not None and any(c.t != 0 for c in caches):
                 raise ValueError("prefill(lengths=...) needs fresh caches (t = 0)")
             ticks = self._ticks(x, n)
             for blk, c in zip(self.blocks, caches):
                 h = blk.prefill(h, c, ticks=ticks)
-            return self._head(h)
-        if lengths is None:
+            y = self._head(h)
+            return y if n is None else zero_padding(y, n)
+        if n is None:
             for blk, c in zip(self.blocks, caches):
                 h = blk.prefill(h, c)
             return self._head(h)
-        n = check_lengths(lengths, h.shape[0], h.shape[1], device=h.device)
         if any(c.t != 0 for c in caches):
             raise ValueError("prefill(lengths=...) needs fresh caches (t = 0): in caches that already hold "
                              "tokens the padding would sit between them and the prompt")

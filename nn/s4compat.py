@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 import numbers
 
 import torch
 from torch import nn
 
+from .common import check_layout
 from .ds4d import DS4D as _DS4DCore
 from .optim import declared_hints, register_optim
 from .s4d import S4D as _S4DCore
@@ -55,6 +57,9 @@ class _S4Compat(nn.Module):
                             f"{', '.join(('lr',) + self.kernel_arg_names())}")
         if lr is not None and (isinstance(lr, bool) or not isinstance(lr, numbers.Real)):
             raise TypeError(f"lr must be a real number or None, got {lr!r}")
+        if lr is not None and not (math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"lr must be a finite number >= 0 (0 freezes the SSM parameters) or None (the "
+                             f"optimizer's rate), got {lr!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout probability has to be in [0, 1), got {dropout}")
 
@@ -134,12 +139,10 @@ class _S4Compat(nn.Module):
         Raises
         ------
         ValueError
-            ``u`` not a 3-D tensor.
+            ``u`` not a 3-D tensor in this module's layout with ``d_model`` channels (the message quotes
+            the layout and the shape given).
         """
-        if not torch.is_tensor(u) or u.dim() != 3:
-            raise ValueError(f"{type(self).__name__} expects a 3-D tensor "
-                             f"({'(B, H, L)' if self.transposed else '(B, L, H)'}), got "
-                             f"{tuple(u.shape) if torch.is_tensor(u) else type(u).__name__}")
+        check_layout(type(self).__name__, self.h, self.transposed, u)  # the caller's layout, before transposing
         if not self.transposed:
             u = u.transpose(-1, -2)                                 # (B, L, H) -> (B, H, L)
         y = self.kernel(u)                                          # (B, H, L): FFT conv + D skip
@@ -234,7 +237,7 @@ class S4D(_S4Compat):
     TypeError
         ``dt_lr`` (use ``lr``), an unknown keyword argument, a non-real ``lr``.
     ValueError
-        ``dropout`` outside ``[0, 1)``.
+        ``dropout`` outside ``[0, 1)``; ``lr`` NaN, infinite or negative.
 
     Notes
     -----
@@ -296,7 +299,7 @@ class DS4D(_S4Compat):
     TypeError
         ``dt_lr`` (use ``lr``), an unknown keyword argument, a non-real ``lr``.
     ValueError
-        ``dropout`` outside ``[0, 1)``.
+        ``dropout`` outside ``[0, 1)``; ``lr`` NaN, infinite or negative.
 
     Notes
     -----

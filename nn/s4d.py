@@ -100,7 +100,8 @@ class S4D(DiagonalSSM):
         """Consume a prompt ``(B, L, H)``; returns its outputs and sets the cache state
         ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j`` (plus ``lam_n^L h_n`` from a cache that already holds
         tokens: chunked prefill equals one prefill, :mod:`nn.decode.history`). The cache's engine runs it:
-        one compiled pass on the CPU (:func:`nn.decode.prefill.fused_s4d`), else the Vandermonde product."""
+        one compiled pass on the CPU (:func:`nn.decode.prefill.fused_s4d`), else the Vandermonde product.
+        ``lengths`` ``(B,)``: a right-padded prompt in a fresh cache, as :meth:`nn.DS4D.prefill`."""
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
         xb = self._begin_prefill(x, cache)                          # (B, H, L)

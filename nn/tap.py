@@ -238,6 +238,18 @@ class TapBranch(RangeBranch):
 OLD_KEYS = {"tap_e": "tap.e", "nu_tap": "tap.nu", "tap_width_bits": "tap.width_bits"}
 
 
+def tap_args(tap, width, lr):
+    """DS4D's ``tap``, ``tap_width`` and ``tap_lr`` checked: ``(on, width, lr)``. A width or a rate given
+    without ``tap=True`` is a ``ValueError`` (it would build no tap); ``width`` None is 1."""
+    if not tap:
+        given = [f"{n}={v!r}" for n, v in (("tap_width", width), ("tap_lr", lr)) if v is not None]
+        if given:
+            raise ValueError(f"DS4D: {', '.join(given)} given without tap=True: these set the delayed input tap, "
+                             "which is off by default; pass tap=True to build it, or drop them")
+        return False, 1.0, None
+    return True, check_width(1.0 if width is None else width), lr
+
+
 def require_tap(layer):
     """``layer.tap``, or ``AttributeError`` for a layer built without one."""
     if layer.tap is None:

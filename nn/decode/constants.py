@@ -74,6 +74,13 @@ class StepMemo:
     def value(self):
         return self._value
 
+    def __getstate__(self):
+        return {}                                    # derived data: never pickled
+
+    def __setstate__(self, state):
+        """Unpickled empty, whatever was pickled (an earlier version's memo pickled its constants)."""
+        self.clear()
+
     def get(self, layer, dtype, compute):
         """``compute(dtype)``'s value, reused while the key of ``(layer, dtype)`` is unchanged."""
         params = layer._parameters                   # the layer's own parameters, in registration order

@@ -1,12 +1,12 @@
 """Decode engines of :class:`nn.DS4D` and :class:`nn.S4D`: one per cache, chosen when the cache is allocated.
 
-=============  =====================================================  ==========================================
-engine         runs                                                   caches
-=============  =====================================================  ==========================================
-``"fused"``    :func:`ddesys.cpu.step.decode_step` (Numba, one pass)      CPU, complex64 / complex128 / 16-bit
-``"triton"``   :func:`gpu.decode.triton_step` (Triton, one kernel)    CUDA (or the interpreter in tests), all
-``"reference"`` the torch update of :mod:`ddesys.recurrence`          any device, all
-=============  =====================================================  ==========================================
+===============  ==========================================================  =======================================
+engine           runs                                                        caches
+===============  ==========================================================  =======================================
+``"fused"``      :func:`ddesys.cpu.step.decode_step` (Numba, one pass)       CPU, complex64 / complex128 / 16-bit
+``"triton"``     :func:`ddesys.gpu.decode.triton_step` (Triton, one kernel)  CUDA (or the interpreter in tests), all
+``"reference"``  the torch update of :mod:`ddesys.recurrence`                any device, all
+===============  ==========================================================  =======================================
 
 S4D (DS4D without delay) has two: :class:`S4DFusedEngine` (CPU with Numba: the compiled prefill pass)
 and :class:`S4DEngine` (anywhere: the Vandermonde prefill); both step with the torch update.

@@ -13,6 +13,7 @@ import warnings
 
 import torch
 
+from ..inputs import check_token_ids
 from ..lengths import check_lengths, valid_mask
 
 __all__ = ["generate", "sample"]
@@ -187,8 +188,9 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
     Raises
     ------
     ValueError, TypeError
-        A model that is not a token model, a prompt of another shape or dtype, or bad sampling
-        arguments (each named).
+        A model that is not a token model, a prompt of another shape or dtype, prompt ids outside the
+        vocabulary (at valid positions: padding ids are never read), or bad sampling arguments (each
+        named), before any work.
     FloatingPointError
         Non-finite logits (the new token's index is named).
     """
@@ -197,6 +199,8 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
         warnings.warn("generate with the model in training mode: dropout is active (call model.eval())",
                       UserWarning, stacklevel=3)
     B, L = prompt.shape
+    n = None if lengths is None else check_lengths(lengths, B, L, device=prompt.device)
+    check_token_ids(prompt, model.encoder.num_embeddings, "generate", None if n is None else valid_mask(n, L))
     ids = prompt.long()
     if max_new_tokens == 0:
         return (ids, model.decoder.weight.new_empty(B, 0, V)) if return_logits else ids
@@ -208,7 +212,6 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
     if lengths is None:
         logits = model.prefill(ids, caches)[:, -1]                 # (B, V)
     else:
-        n = check_lengths(lengths, B, L, device=ids.device)
         logits = model.prefill(ids, caches, lengths=n)[torch.arange(B, device=ids.device), n - 1]   # (B, V)
     new, seen = [], []
     for i in range(max_new_tokens):

@@ -73,6 +73,8 @@ def test_arrows_point_one_way_and_private_names_stay_home():
 def test_tests_use_the_new_import_paths():
     bad = []
     for f in sorted((ROOT / "tests").rglob("*.py")):
+        if f.parent == ROOT / "tests" / "data":      # scripts that wrote old-version test data, run on that version
+            continue
         for mod, names, line in _imports(f):
             if mod.split(".")[0] in SUBPACKAGES:
                 bad.append(f"{f.relative_to(ROOT)}:{line}: {mod}")
