@@ -131,7 +131,7 @@ def tap_filter(e, s, width, x):
     xp = get_namespace(x, s)
     s = xp.reshape(xp.astype(_arr(xp, s), x.dtype), (-1,))          # (C,) or (1,)
     e = xp.reshape(xp.astype(_arr(xp, e), x.dtype), (-1,))          # (C,) or (1,)
-    C = _check_channels(e, s, x)
+    C = _check_channels(e, s, x, check_values=is_numpy(xp))
     if s.shape[0] != C:
         s = xp.broadcast_to(s, (C,))
     j, w = tap_support(s, width)                                    # (C, J)
@@ -147,11 +147,12 @@ def tap_filter(e, s, width, x):
     return e[:, None] * y if C > 1 else e * y
 
 
-def _check_channels(e, s, x):
+def _check_channels(e, s, x, check_values=True):
     """The channel count ``C`` of :func:`tap_filter`'s gains ``e`` and delays ``s`` (``(C,)`` or ``(1,)``) and
-    input ``x`` ``(..., C, L)``, after checking the delays (finite, ``>= 0``); ``ValueError`` naming the
-    misfit."""
-    sh = to_numpy(s)
+    input ``x`` ``(..., C, L)``, after checking the delays (finite, ``>= 0``; NumPy only: on a device the
+    check would copy the delays to the host, and the layer's delays lie in its range by construction);
+    ``ValueError`` naming the misfit."""
+    sh = to_numpy(s) if check_values else np.zeros(0)
     if sh.size and not (np.all(np.isfinite(sh)) and sh.min() >= 0):
         raise ValueError(f"tap_filter: the delays s must be finite and >= 0 steps (a tap reads the past), got "
                          f"{sh.tolist() if sh.size <= 8 else f'min {sh.min():g}'}")
