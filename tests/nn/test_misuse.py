@@ -100,6 +100,9 @@ def test_recurrent_mode_trains_like_the_fft_mode(layer):
     for name, g in grads["recurrent"].items():
         assert g is not None, f"{name} got no gradient in mode='recurrent'"
         torch.testing.assert_close(g, grads["fft"][name], rtol=1e-6, atol=1e-8)
+    with torch.no_grad():                                   # the values are the recurrence's, bit for bit
+        y_plain = model(x, mode="recurrent")
+    assert torch.equal(model(x, mode="recurrent").detach(), y_plain)
 
 
 # ---------------------------------------------------------------------------------------------- arguments
