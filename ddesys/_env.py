@@ -7,6 +7,7 @@ variable                    read                     effect
 ``DDESYS_REFERENCE``        at each call             every fused fast path steps aside (:mod:`ddesys.backend`)
 ``DDESYS_NUM_THREADS``      at each call             the compiled loops' thread budget (:mod:`ddesys.cpu.threads`)
 ``DDESYS_QUIET``            when the notice is due   no first-compile notice on stderr (:mod:`ddesys.cpu.notice`)
+``DDESYS_MEMORY_BUDGET``    at each call             the memory an analysis may ask for: ``2G`` (:mod:`ddesys.budget`)
 ==========================  =======================  ==============================================================
 
 A switch is on when set to anything but ``""`` or ``"0"``. The ``gpu`` package, a leaf that imports

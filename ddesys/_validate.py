@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._array import get_namespace, to_numpy
+from .budget import BudgetError
 
 
 def as_array(xp, value, name, kind):
@@ -152,10 +153,11 @@ def check_real_dtype(xp, dtype, name="dtype"):
 
 
 def check_memory(nbytes, budget, what, remedy):
-    """Refuse (``ValueError``) a working set of ``nbytes`` above ``budget`` bytes before allocating it."""
+    """Refuse (:class:`ddesys.budget.BudgetError`, a ``ValueError`` and a ``MemoryError``) a working set of
+    ``nbytes`` above ``budget`` bytes before allocating it."""
     if nbytes > budget:
-        raise ValueError(f"{what} needs about {nbytes / 2**30:.3g} GiB of working memory, over the budget of "
-                         f"{budget / 2**30:.3g} GiB; {remedy}")
+        raise BudgetError(f"{what} needs about {nbytes / 2**30:.3g} GiB of working memory, over the budget of "
+                          f"{budget / 2**30:.3g} GiB; {remedy}")
 
 
 __all__ = ["MAX_DELAY_STEPS", "as_array", "broadcast_modes", "check_batch", "check_delay", "check_dt", "check_length",

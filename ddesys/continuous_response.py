@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_array, check_memory
+from ._validate import as_array
+from .budget import check_bytes
 from .lti import warn_renamed
 
 SIMULATE_MAX_BYTES = 2**30   # memory budget of the reference solver's grid (argument ``max_bytes``)
@@ -29,7 +30,7 @@ def _hermite(y0, y1, d0, d1, s, h):
 class ContinuousResponses:
     """Mixin of :class:`~ddesys.DelaySystem` (see the module docstring)."""
 
-    def simulate(self, u, t, h=None, return_states=None, max_bytes=SIMULATE_MAX_BYTES):
+    def simulate(self, u, t, h=None, return_states=None, max_bytes=None):
         """Reference solution of the DDE on the output times ``t``, for an input function ``u``.
 
         Method of steps on a grid of width ``h' = tau / ceil(tau / h)`` (the delay lands on grid
@@ -49,9 +50,10 @@ class ContinuousResponses:
         return_states : bool, optional
             Deprecated (``FutureWarning``): use :meth:`states`. With True, returns ``(y, states)`` as
             before.
-        max_bytes : int, default ``SIMULATE_MAX_BYTES`` (1 GiB)
-            Memory budget of the grid (states and derivatives, ``32 N2`` bytes per step); the solver
-            also runs a Python loop over the steps.
+        max_bytes : int, optional
+            Memory budget of the grid (states and derivatives, ``32 N2`` bytes per step; default
+            ``SIMULATE_MAX_BYTES``, 1 GiB, capped by :mod:`ddesys.budget`); the solver also runs a
+            Python loop over the steps.
 
         Returns
         -------
@@ -86,7 +88,7 @@ class ContinuousResponses:
                 return self._solve(u, t, h, max_bytes)
         return self._solve(u, t, h, max_bytes)[0]
 
-    def states(self, u, t, h=None, max_bytes=SIMULATE_MAX_BYTES):
+    def states(self, u, t, h=None, max_bytes=None):
         """The states ``h_n(t)`` of the reference solution (:meth:`simulate`) on the output times ``t``.
 
         Parameters
@@ -128,9 +130,10 @@ class ContinuousResponses:
         t_max = float(t.max(initial=0.0))
         tau = np.unique(self.tau)
         steps = float(np.max(np.ceil(t_max * np.maximum(1.0, np.ceil(tau / h)) / tau), initial=0.0)) + 2
-        check_memory(2 * steps * self.n_modes * 16, max_bytes,
-                     f"DelaySystem.simulate with step h={h:.4g} up to t={t_max:.4g} ({steps:.4g} steps)",
-                     "use a larger h or fewer/shorter output times t, or raise max_bytes")
+        check_bytes(2 * steps * self.n_modes * 16,
+                    f"DelaySystem.simulate with step h={h:.4g} up to t={t_max:.4g} ({steps:.4g} steps)",
+                    "use a larger h or fewer/shorter output times t, or raise max_bytes", max_bytes,
+                    SIMULATE_MAX_BYTES)
         batch = self.batch_shape
         B = int(np.prod(batch, dtype=np.int64))
         N2 = self.n_modes

@@ -7,7 +7,10 @@ here, in the analysis package, because both depend on ``ddesys`` and neither may
 before importing torch, and ``import ddesys`` stays free of torch. A results file
 names the program that wrote it (``"program": "ddesys.experiments.synthetic"``, ...); files from before
 that field are recognised by their layout (:func:`written_by`), and a program refuses a folder whose
-results another program wrote (:func:`check_owner`) before it does any work.
+results another program wrote (:func:`check_owner`) before it does any work. A program claims a new
+folder before its work (:func:`claim_owner` writes an empty results file naming it, under the folder's
+lock), so a second program started into the same folder stops at once instead of after its work, and it
+writes its results under the lock after checking the owner again (:func:`write_owned`).
 
 Every results file also says what wrote it (:func:`provenance`: the ddesys version and the git commit of
 the source), and a CLI whose optional dependencies are missing stops with one line naming the extra to
@@ -29,8 +32,8 @@ try:                                             # POSIX; elsewhere merges are n
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-__all__ = ["LOCK", "OutError", "atomic_write", "check_owner", "extra_message", "locked", "missing_modules",
-           "prepare_out", "provenance", "require_extra", "written_by"]
+__all__ = ["LOCK", "OutError", "atomic_write", "check_owner", "claim_owner", "extra_message", "locked",
+           "missing_modules", "prepare_out", "provenance", "require_extra", "write_owned", "written_by"]
 
 LOCK = ".results.lock"                           # the lock file of a folder's results (left in place)
 
@@ -97,6 +100,8 @@ def written_by(data):
         return "ddesys.verification"
     if isinstance(data.get("rows"), list) and isinstance(data.get("settings"), dict):
         return "ddesys.experiments.efficiency"          # efficiency.json from before its program field
+    if isinstance(data.get("results"), list) and isinstance(data.get("config"), dict):
+        return "ddesys.experiments.s4_recipe"           # the S4 recipe's results.json from before its program field
     return None
 
 
@@ -124,6 +129,36 @@ def check_owner(folder, program, results="results.json", report=None, heading=No
         if heading is not None and not first.startswith(heading):
             raise OutError(f"--out {folder}: {folder / report} was not written by {program} (it starts with "
                            f"{first.strip()[:60]!r}); nothing was written: choose another --out or move it away")
+
+
+def claim_owner(folder, program, empty, results="results.json", report=None, heading=None):
+    """Make ``folder`` ``program``'s before any work: under the folder's lock, :func:`check_owner` (raises
+    :class:`OutError`), then, when there is no ``results`` file yet, write ``empty`` (a JSON-ready dict
+    naming ``program`` in its ``program`` field) there atomically. Another program started into the folder
+    afterwards is refused at once by its own owner check. Returns whether the file was created."""
+    if written_by(empty) != program:
+        raise ValueError(f"the empty results file must name {program!r} in its 'program' field")
+    folder = Path(folder)
+    check_owner(folder, program, results, report, heading)     # a refused folder is left as it was (no lock file)
+    if (folder / results).exists():
+        return False
+    with locked(folder):
+        check_owner(folder, program, results, report, heading)  # another program may have claimed it meanwhile
+        if (folder / results).exists():
+            return False
+        atomic_write(folder / results, json.dumps(empty, indent=1))
+        return True
+
+
+def write_owned(folder, program, files, results="results.json", report=None, heading=None):
+    """Write ``files`` (``{name: str or bytes}``, relative to ``folder``) atomically, under the folder's lock,
+    after checking the owner again (:func:`check_owner`): results that another program put in the folder
+    since the run began are left alone (:class:`OutError`, nothing written)."""
+    folder = Path(folder)
+    with locked(folder):
+        check_owner(folder, program, results, report, heading)
+        for name, data in files.items():
+            atomic_write(folder / name, data)
 
 
 @contextlib.contextmanager

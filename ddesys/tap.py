@@ -28,6 +28,7 @@ import numpy as np
 from ._array import get_namespace, is_numpy, real_dtype_of, to_numpy
 from ._pairs import refuse_tap
 from . import cpu
+from .budget import check_bytes, resolve
 from ._validate import MAX_DELAY_STEPS, as_array, check_batch, check_dt, check_length, check_real_dtype
 from .lti import DelayLTI
 from .sum_system import Summable
@@ -36,6 +37,7 @@ __all__ = ["DelayTap", "as_tap", "check_width", "offset_fir", "tap_filter", "tap
            "tap_transfer", "tap_weights"]
 
 KERNEL_METHODS = ("fft", "recurrence")
+TAP_BYTES = 48      # working memory per window offset and channel (offsets, hat, weights; per point in transfer)
 
 
 def check_width(width):
@@ -125,8 +127,9 @@ def tap_filter(e, s, width, x):
 
     ``e, s`` real ``(C,)`` or scalars (a scalar serves every channel), ``x`` real ``(..., C, L)``
     (``(..., L)`` for scalars): real, the shape of ``x``. Delays ``s >= 0`` and finite (in steps). One
-    gather per window offset, ``O(J L)`` per channel (``J`` of :func:`tap_span`). ``ValueError`` naming the
-    argument for a negative or non-finite delay, or gains, delays and ``x`` of different channel counts.
+    gather per window offset that reaches the input, ``O(min(J, L) L)`` per channel (``J`` of
+    :func:`tap_span`). ``ValueError`` naming the argument for a negative or non-finite delay, or gains,
+    delays and ``x`` of different channel counts.
     """
     xp = get_namespace(x, s)
     s = xp.reshape(xp.astype(_arr(xp, s), x.dtype), (-1,))          # (C,) or (1,)
@@ -138,7 +141,11 @@ def tap_filter(e, s, width, x):
     L = x.shape[-1]
     t = xp.arange(L, dtype=xp.int64, device=None if is_numpy(xp) else x.device)
     y = xp.zeros(x.shape, dtype=x.dtype, device=None if is_numpy(xp) else x.device)
-    for i in range(j.shape[-1]):
+    first, last = 0, j.shape[-1]
+    if last > L and j.shape[0]:                 # a window wider than the input: the offsets in [0, L) only
+        j0 = to_numpy(j[:, 0])
+        first, last = max(0, -int(j0.max())), min(last, L - int(j0.min()))
+    for i in range(first, last):
         src = t - j[:, i, None]                                     # (C, L) index of x_{t - j}
         ok = (src >= 0) & (j[:, i, None] >= 0)                      # (C, L) causal, in range
         idx = xp.broadcast_to(xp.where(ok, src, 0), x.shape)        # (..., C, L)
@@ -224,6 +231,9 @@ class DelayTap(Summable, DelayLTI):
     ValueError
         Non-finite or negative delays, delays above ``MAX_DELAY_STEPS``, a width that is not finite or
         below 1, shapes that do not broadcast.
+    ddesys.budget.BudgetError
+        A window whose offsets over the batch (``2 width + 1`` per channel, :data:`TAP_BYTES` each) exceed
+        the memory budget (:mod:`ddesys.budget`); :meth:`transfer` goes in batches of points within it.
     TypeError
         Complex or non-numeric ``e`` / ``delay``.
 
@@ -263,7 +273,18 @@ class DelayTap(Summable, DelayLTI):
         self.xp, self.dt = xp, check_dt(dt)
         self.e, self.delay = xp.broadcast_to(e, tuple(batch)), xp.broadcast_to(s, tuple(batch))
         self.width = check_width(width)
+        self._support_bytes(0, "the delayed input tap")
         self._freeze()
+
+    def _support_bytes(self, points, what):
+        """The bytes of the window's offsets and weights (and of ``points`` evaluations at each) over the
+        batch: checked against the memory budget (:mod:`ddesys.budget`); returns the per-point bytes."""
+        channels, span = int(np.prod(self.batch_shape, dtype=np.int64)), tap_span(self.width)
+        per = max(1, channels) * span * TAP_BYTES
+        check_bytes(per * (1 + points), f"{what}: a window of half-width {self.width:g} ({span} offsets per "
+                    f"channel, {channels} channel(s))", "use a narrower window (the layer's taps keep it within a "
+                    "few history lengths) or fewer channels")
+        return per
 
     @property
     def batch_shape(self):
@@ -313,7 +334,13 @@ class DelayTap(Summable, DelayLTI):
         z = xp.reshape(z, (-1,))
         if bool(xp.any(z == 0)):
             raise ValueError("z must not contain 0 (an FIR tap has its trivial poles there)")
-        return tap_transfer(self.e, self.delay, self.width, z)
+        F = z.shape[0]
+        per = self._support_bytes(1, "DelayTap.transfer")               # one point at a time fits, or refused
+        step = max(1, resolve() // per - 1)                                # points per batch within the budget
+        if F <= step:
+            return tap_transfer(self.e, self.delay, self.width, z)
+        return xp.concat([tap_transfer(self.e, self.delay, self.width, z[i:i + step]) for i in range(0, F, step)],
+                         axis=-1)
 
     def freqresp(self, omega):
         """``e W(e^{i omega})``, ``omega`` real ``(F,)`` in radians per step: complex ``(..., F)``."""

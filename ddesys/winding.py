@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import check_memory
+from .budget import resolve
 from .charpoly import coefficients, q_eval
 
 MAX_DEPTH = 8              # levels of arc subdivision before giving up certification
@@ -63,12 +64,9 @@ def exact_test_bytes(k):
 
 
 def budget_bytes(max_bytes):
-    """``max_bytes`` checked (a positive number of bytes), :data:`EXACT_MAX_BYTES` for None."""
-    b = EXACT_MAX_BYTES if max_bytes is None else max_bytes
-    if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)) or not b > 0 \
-            or not np.isfinite(b):
-        raise ValueError(f"max_bytes must be a positive number of bytes, got {max_bytes!r}")
-    return int(b)
+    """``max_bytes`` checked (a positive number of bytes); for None, :data:`EXACT_MAX_BYTES` or the memory
+    budget (:mod:`ddesys.budget`), whichever is smaller."""
+    return resolve(max_bytes, EXACT_MAX_BYTES)
 
 
 def check_cost(k, budget):

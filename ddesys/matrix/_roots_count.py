@@ -20,6 +20,7 @@ __all__ = ["region_box", "Rectangle", "Circle", "winding_numbers", "clusters", "
 MERGE_RTOL = 1e-6          # approximations closer than this (relative to 1 + |s|) are one cluster
 ARG_STEP = np.pi / 4       # largest phase increment accepted on one arc
 TRAP_TOL = 0.2             # largest |trapezoid estimate - actual increment| of log det M on one arc
+EVAL_BYTES = 2**25         # working set of one batch of det M evaluations (points x n x n stacks)
 
 
 def region_box(A, Ad, tau, re_min):
@@ -112,7 +113,16 @@ class Circle:
 
 
 def _evaluate(A, Ad, tau, s):
-    """``log |det M|``, the phase factor of ``det M`` and ``d/ds log det M = trace(M^{-1} M')``."""
+    """``log |det M|``, the phase factor of ``det M`` and ``d/ds log det M = trace(M^{-1} M')``, in batches
+    of at most :data:`EVAL_BYTES` of ``(points, n, n)`` stacks."""
+    step = max(1, EVAL_BYTES // (96 * A.shape[-1] ** 2))
+    if s.size <= step:
+        return _evaluate_batch(A, Ad, tau, s)
+    parts = [_evaluate_batch(A, Ad, tau, s[i:i + step]) for i in range(0, s.size, step)]
+    return tuple(np.concatenate(v) for v in zip(*parts))
+
+
+def _evaluate_batch(A, Ad, tau, s):
     with np.errstate(all="ignore"):
         M = char_matrix(A, Ad, tau, s)
         sign, logabs = np.linalg.slogdet(M)

@@ -78,8 +78,7 @@ def igd_matrix(A, Ad, tau, N):
     top = top.reshape(A.shape[:-2] + (n, (N + 1) * n))
     low = np.kron(D[1:], np.eye(n))                                        # (N n, (N+1) n)
     low = (2.0 / tm)[..., None, None] * low
-    return np.concatenate([top, np.broadcast_to(low, top.shape[:-2] + low.shape[-2:]).astype(top.dtype)],
-                          axis=-2)
+    return np.concatenate([top, np.broadcast_to(low, top.shape[:-2] + low.shape[-2:])], axis=-2)  # no copy
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@
 At every grid point the rightmost characteristic roots are estimated by the batched fast path
 (:func:`ddesys.matrix.rightmost.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
 eigenvalues refined by Newton's method on the exact characteristic matrix). No point is certified;
-:func:`ddesys.matrix.roots.characteristic_roots` certifies one point when needed.
+:func:`ddesys.matrix.roots.characteristic_roots` certifies one point when needed. The points go in batches
+sized to the memory budget (:mod:`ddesys.budget`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..budget import check_bytes
 from ._roots_igd import auto_grid, single_blas_thread
 from .charmatrix import check_statespace
 from .rightmost import rightmost_roots_batch
@@ -138,6 +140,13 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
     -------
     StabilityChart
 
+    Raises
+    ------
+    ddesys.budget.BudgetError
+        A single grid point (its ``n (N + 1)``-square eigenvalue problem) or the grid of systems does not
+        fit the memory budget (:mod:`ddesys.budget`). Otherwise the points go in batches sized so that
+        the batches running at once fit it (fewer threads when one batch per thread would not).
+
     Examples
     --------
     >>> import numpy as np
@@ -169,6 +178,9 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
                 raise type(exc)(f"system_fn({xi!r}, {yj!r}): {exc}") from exc
             if shape is None:
                 shape = d.Ad.shape
+                check_bytes(2 * x.size * y.size * (shape[0] + 1) * d.A.nbytes,
+                            f"stability chart: the {y.size} x {x.size} grid of systems ({shape[1]} states, "
+                            f"{shape[0]} delays)", "use a coarser grid, or chart the parameter plane in parts")
             elif d.Ad.shape != shape:
                 raise ValueError(f"system_fn must return systems of one shape: Ad {shape} at the first point, "
                                  f"{d.Ad.shape} at ({xi!r}, {yj!r})")
@@ -182,10 +194,20 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
         N = 4 * np.ceil(N / 4).astype(int)                      # few distinct degrees: larger batches
     else:
         N = np.full(A.shape[0], int(n_grid))
+    n, K, item = A.shape[-1], Ad.shape[1], A.itemsize
+    top = int(N.max())
+    what = (f"stability chart: one grid point at Chebyshev degree {top} on {n} states (a {n * (top + 1)} x "
+            f"{n * (top + 1)} eigenvalue problem)")
+    hint = "give a smaller n_grid (the degree resolves roots up to about |s| = (N - 8) / (0.7 tau_max))"
+    shared, point = _shared_bytes(n, top, item), _point_bytes(n, K, top, item)
+    budget = check_bytes(shared + point, what, hint)             # refused only when one point does not fit
+    workers = int(min(workers, budget // (shared + point)))      # concurrent batches share the budget
     jobs = []
     for deg in np.unique(N):
         idx = np.nonzero(N == deg)[0]
-        jobs += [(int(deg), idx[i:i + CHUNK]) for i in range(0, idx.size, CHUNK)]
+        room = budget // workers - _shared_bytes(n, deg, item)
+        per = int(max(1, min(CHUNK, room // _point_bytes(n, K, deg, item))))
+        jobs += [(int(deg), idx[i:i + per]) for i in range(0, idx.size, per)]
 
     def run(job):
         deg, idx = job
@@ -209,6 +231,20 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
     return StabilityChart(x=x, y=y, abscissa=absc, stable=absc < 0, converged=ok.reshape(shp),
                           n_grid=N.reshape(shp), xlabel=xlabel, ylabel=ylabel,
                           seconds=time.perf_counter() - t0)
+
+
+def _point_bytes(n, K, N, item):
+    """Working memory per grid point of one batch at degree ``N``: the generator (``S^2``, ``S = n (N + 1)``)
+    and its scaled block rows (float64), the eigenvalues, and the Newton stacks of ``2 n + 2`` starts."""
+    S, q = n * (N + 1), 2 * n + 2
+    return S * S * (8 + item) + 64 * S + q * n * n * (16 * 8 + 2 * K * item)
+
+
+def _shared_bytes(n, N, item):
+    """Working memory of one batch whatever its size: the differentiation block rows (``Kron(D, I)``) and
+    LAPACK's copy of one generator with its workspace."""
+    S = n * (N + 1)
+    return S * S * (8 + item) + 64 * S
 
 
 def delay_chart(A, Ad, tau1, tau2, *, n_grid="auto", workers=None):

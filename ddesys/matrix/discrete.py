@@ -21,7 +21,8 @@ import numpy as np
 
 from . import discrete_radius as _rad
 from . import discrete_stability as _st
-from .._validate import as_array, check_delay, check_dt, check_memory
+from .._validate import as_array, check_delay, check_dt
+from ..budget import check_bytes
 from .charmatrix import check_statespace
 from ..interpolation import split_delay
 from .discrete_response import DiscreteSSResponses
@@ -140,8 +141,8 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         """``C P^-1 B`` ``(F, p, m)`` at points given by their powers ``z^-lag`` ``(F, L)``."""
         n, m, p = self.n_states, self.n_inputs, self.n_outputs
         F = zinv_pow.shape[0]
-        check_memory(16 * F * (p * m + 2) + 48 * min(F, _CHUNK) * n * (n + m), max_bytes or KERNEL_MAX_BYTES,
-                     f"the transfer function at {F} points (n = {n})", "pass max_bytes= or fewer points")
+        check_bytes(16 * F * (p * m + 2) + 48 * min(F, _CHUNK) * n * (n + m), f"the transfer function at {F} points "
+                    f"(n = {n})", "pass max_bytes= or fewer points", max_bytes, KERNEL_MAX_BYTES)
         out = np.empty((F, p, m), np.complex128)
         for a in range(0, F, _CHUNK):
             P = self._char(zinv_pow[a:a + _CHUNK])
@@ -232,8 +233,10 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         Parameters
         ----------
         max_bytes : int, optional
-            Memory budget (default ``ddesys.matrix.discrete_stability.EXACT_MAX_BYTES``, 1 GiB); the test is
-            refused with ``ValueError`` before allocating when it does not fit.
+            Budget of the count (default ``ddesys.matrix.discrete_stability.EXACT_MAX_BYTES``, 1 GiB, capped
+            by :mod:`ddesys.budget`): its ``M`` samples at their working memory each, which bounds its
+            time too; a count over it is refused with :class:`~ddesys.budget.BudgetError` (a
+            ``ValueError``) before any work.
         max_evals : int, optional
             Evaluation budget of the refinement; past it the report says ``certified=False``.
 
@@ -272,11 +275,17 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         rtol : float, default 1e-12
             Relative width at which the bisection stops.
         max_bytes : int, optional
-            Memory budget of each count.
+            Budget of each count (as for :meth:`stability_report`).
 
         Returns
         -------
         float
+
+        Raises
+        ------
+        ddesys.budget.BudgetError
+            A count over the budget (a long delay: its time grows with ``n J``), at once: :meth:`is_stable`
+            answers with one count, and with none when :meth:`sufficient_margin` is positive.
 
         Warns
         -----

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .discrete_stability import winding_count
+from .discrete_stability import check_count, samples_on_circle, winding_count
 
 EIG_MAX_SIZE = 256          # spectral_radius: companion eigenvalues up to this lifted size
 
@@ -56,12 +56,16 @@ def spectral_radius(form, rtol=1e-12, max_bytes=None, eig_max_size=EIG_MAX_SIZE)
     ``log r``) between a lower bound (the geometric mean ``|det E_J|^(1/(n J))`` of the root moduli) and
     :func:`rouche_radius`, with :func:`winding_count` on each circle, to relative width ``rtol``.
     ``upper`` is a certified upper bound; ``certified`` is False when an uncertified count (a root within
-    the resolution of a circle) moved the lower end.
+    the resolution of a circle) moved the lower end. A count over the budget ``max_bytes``
+    (:func:`~ddesys.matrix.discrete_stability.check_count`) is refused before the bisection starts.
     """
     n, J = form.n, form.degree
     if n * J <= eig_max_size:
         rad = float(np.abs(np.linalg.eigvals(companion_matrix(form))).max())
         return rad, rad, True
+    check_count(form, max_bytes, f"spectral_radius: bisection on the radius with certified winding counts "
+                f"(n = {n}, largest lag J = {J}, {samples_on_circle(form)} samples per count, some 40 counts)",
+                "or ask is_stable(), which answers with one count, and with none when sufficient_margin() > 0")
     hi = rouche_radius(form)
     if hi == 0.0:
         return 0.0, 0.0, True

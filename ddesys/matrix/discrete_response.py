@@ -155,8 +155,8 @@ class DiscreteSSResponses:
 
         Notes
         -----
-        A NumPy loop over ``t`` with a history ring of ``J + 1`` states: ``O(L n^2 (1 + 2K))`` time,
-        ``O(n J)`` memory besides the input and output.
+        A NumPy loop over ``t`` with a history ring of ``min(J, L - 1) + 1`` states: ``O(L n^2 (1 + 2K))``
+        time, ``O(n min(J, L))`` memory besides the input and output.
 
         Examples
         --------
@@ -179,7 +179,7 @@ class DiscreteSSResponses:
         L, batch = u.shape[-1], u.shape[:-2]
         dt = np.result_type(u, self.Phi)
         Bu = np.einsum("ij,...jt->t...i", self.B, u).astype(dt)          # (L, ..., n)
-        R = f.degree + 1
+        R = min(f.degree, max(L - 1, 0)) + 1                              # lags past the run are never read
         ring = np.zeros((R,) + batch + (self.n_states,), dt)
         ET = np.ascontiguousarray(np.swapaxes(f.E, 1, 2)).astype(dt)     # x @ E^T
         y = np.empty((L,) + batch + (self.n_outputs,), dt)

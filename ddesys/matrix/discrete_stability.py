@@ -22,7 +22,9 @@ winding number 0 on the unit circle and does not vanish there. :func:`winding_co
   ``certified=False``: a root lies within the resolution of the circle.
 
 Cost: ``O(M (n^3 + n^2 L))`` for ``L`` distinct lags (``L <= 1 + 2K``), plus refinement local to the arcs
-near roots. Memory is checked before allocating (``max_bytes``, default :data:`EXACT_MAX_BYTES`).
+near roots. The size of a count (its ``M`` samples at their working memory each, :func:`count_bytes`) is
+checked against ``max_bytes`` (default :data:`EXACT_MAX_BYTES`, capped by :mod:`ddesys.budget`) before any
+work, as the diagonal class's exact test does: that bounds both the memory and the time of a count.
 docs/theory.md §9.6 states the method and its references.
 """
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import check_memory
+from ..budget import check_bytes
 
 EXACT_MAX_BYTES = 2**30     # default memory budget of one count
 MAX_DEPTH = 16              # refinement levels before giving up certification
@@ -137,6 +139,26 @@ def point_bytes(form):
     return 16 * (2 * form.lags.size + 6 * form.n**2) + 128
 
 
+def count_bytes(form):
+    """The size of one count: its ``M`` samples at their working memory each (:func:`point_bytes`, the
+    arcs). The count samples in blocks; like the diagonal class's exact test, the budget bounds this
+    size, so that the time of a count (about ``M`` evaluations of ``P``) is bounded with it."""
+    return samples_on_circle(form) * (point_bytes(form) + 2 * ARC_BYTES + 32 * form.lags.size)
+
+
+def check_count(form, max_bytes, what, hint):
+    """The budget of a count (``max_bytes``, else :data:`EXACT_MAX_BYTES` capped by the memory budget of
+    :mod:`ddesys.budget`), after refusing a count over it or over the integer phase arithmetic."""
+    M = samples_on_circle(form)
+    if M > MAX_SAMPLES:
+        raise ValueError(f"{what}: n J = {form.n * form.degree} needs M = {M} samples, beyond the integer phase "
+                         f"arithmetic limit {MAX_SAMPLES}; {hint}")
+    return check_bytes(count_bytes(form), what,
+                       f"pass max_bytes= (default ddesys.matrix.discrete_stability.EXACT_MAX_BYTES = "
+                       f"{EXACT_MAX_BYTES}) to allow it (time grows with it: about {M:.3g} evaluations of P), "
+                       + hint, max_bytes, EXACT_MAX_BYTES)
+
+
 def _eval(form, r, m, M, off):
     """At ``theta = 2 pi m / M + off`` (``m`` int64 ``(N,)``, ``off`` float ``(N,)``, ``|off| < 2 pi / M``):
     the phase of ``det P`` (unit complex, 0 where singular), ``beta`` ``(N, L + 1)`` with
@@ -204,8 +226,9 @@ def winding_count(form, r=1.0, max_bytes=None, max_evals=None, max_depth=MAX_DEP
     r : float, default 1.0
         Radius of the circle, ``> 0``.
     max_bytes : int or None
-        Memory budget (default :data:`EXACT_MAX_BYTES`); a count that needs more is refused with
-        ``ValueError`` before anything is allocated. The sampling runs in blocks sized to it.
+        Budget of the count (default :data:`EXACT_MAX_BYTES`, capped by :mod:`ddesys.budget`): a count
+        whose :func:`count_bytes` exceed it is refused (:class:`~ddesys.budget.BudgetError`, a
+        ``ValueError``) before any work. The sampling runs in blocks sized to it.
     max_evals : int or None
         Budget of points evaluated in all (default ``64 M + 2**20``); past it the count is returned
         uncertified.
@@ -230,20 +253,15 @@ def winding_count(form, r=1.0, max_bytes=None, max_evals=None, max_depth=MAX_DEP
     >>> winding_count(f)[:2]
     (-1, True)
     """
-    n, lags = form.n, form.lags
+    n = form.n
     M = samples_on_circle(form)
-    budget = EXACT_MAX_BYTES if max_bytes is None else int(max_bytes)
-    if M > MAX_SAMPLES:
-        raise ValueError(f"winding count: n J = {n * form.degree} needs M = {M} samples, beyond the integer "
-                         f"phase arithmetic limit {MAX_SAMPLES}; use the sufficient test")
-    pb = point_bytes(form) + 2 * ARC_BYTES + 32 * lags.size
+    budget = check_count(form, max_bytes, f"exact stability test (certified winding count, n = {n}, largest "
+                         f"lag J = {form.degree}, {M} samples on the circle)",
+                         "or use the sufficient test (is_stable(method='sufficient'), sufficient_margin()), which "
+                         "costs nothing at any delay")
+    pb = count_bytes(form) // M
     block = min(M, BLOCK, budget // pb)                 # coarse samples per block
     cap = budget // pb                                 # points evaluated at once, at most
-    check_memory(min(M, 4096) * pb, budget,
-                 f"exact stability test (certified winding count, n = {n}, largest lag J = {form.degree}, "
-                 f"{M} samples on the circle)",
-                 f"pass max_bytes= (default ddesys.matrix.discrete_stability.EXACT_MAX_BYTES = {EXACT_MAX_BYTES}) "
-                 "or use the sufficient test (is_stable(method='sufficient'))")
     max_evals = 64 * M + 2**20 if max_evals is None else int(max_evals)
     c = 2.0 ** (1.0 / n) - 1.0
     h0 = 2 * math.pi / M
@@ -331,5 +349,5 @@ def stability_report(form, margin, max_bytes=None, max_evals=None):
                            wc.message)
 
 
-__all__ = ["EXACT_MAX_BYTES", "LagForm", "StabilityReport", "WindingCount", "lag_form", "samples_on_circle",
-           "stability_report", "winding_count"]
+__all__ = ["EXACT_MAX_BYTES", "LagForm", "StabilityReport", "WindingCount", "check_count", "count_bytes", "lag_form",
+           "samples_on_circle", "stability_report", "winding_count"]

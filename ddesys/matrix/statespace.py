@@ -248,10 +248,10 @@ class DelayStateSpace(ContinuousSSResponses, DelaySweeps, DelayLTI):
         >>> sys.transfer([0.0]).shape, complex(sys([0.0])[0, 0, 0])   # sys(s) is transfer(s)
         ((1, 1, 1), (2+0j))
         """
+        from .freqresp import response_at
+
         s = np.asarray(s, dtype=complex).reshape(-1)
-        X = np.linalg.solve(self.characteristic_matrix(s), np.broadcast_to(self.B, (s.size,) + self.B.shape))
-        G = np.einsum("pn,fnm->pmf", self.C, X)
-        return G + self.D[..., None]
+        return np.moveaxis(response_at(self.A, self.Ad, self.tau, self.B, self.C, s), 0, -1) + self.D[..., None]
 
     def freqresp(self, omega):
         """Exact frequency response ``G(i omega)``.

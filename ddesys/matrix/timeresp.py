@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import check_memory
+from ..budget import check_bytes
 from .charmatrix import real_vector
 
 SIMULATE_MAX_BYTES = 2**30     # memory budget of the grid (argument ``max_bytes``)
@@ -109,8 +109,8 @@ def _solve(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what):
     S = int(counts.sum())
     item = 16 if np.iscomplexobj(np.empty(0, np.result_type(A, Ad, B, x0))) else 8
     need = (3 * S + 1) * n * r * item + S * 3 * K * 48 + (2 * S + 1) * (B.shape[1] * r * item + 8)
-    check_memory(need, max_bytes, f"{what} with step h={h:.4g} up to t={t_end:.4g} ({S} steps)",
-                 "use a larger h or a shorter t, or raise max_bytes")
+    check_bytes(need, f"{what} with step h={h:.4g} up to t={t_end:.4g} ({S} steps)",
+                "use a larger h or a shorter t, or raise max_bytes", max_bytes, SIMULATE_MAX_BYTES)
     grid = np.concatenate([np.concatenate([np.linspace(b[i], b[i + 1], c, endpoint=False)
                                            for i, c in enumerate(counts)]), [b[-1]]])
     hs = np.diff(grid)
@@ -187,7 +187,7 @@ def _check_h(h, A, Ad, tau):
     return h
 
 
-def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=SIMULATE_MAX_BYTES):
+def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=None):
     """Response to the input ``u`` on the times ``t`` (zero history before ``t = 0``).
 
     Parameters
@@ -204,8 +204,9 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=SIMULATE_M
     h : float, optional
         Largest step; default ``min(min(tau) / 100, 1 / (||A|| + sum ||Ad_k||))``; a step above
         ``min(tau)`` is reduced to it.
-    max_bytes : int, default ``SIMULATE_MAX_BYTES`` (1 GiB)
-        Budget of the stored grid, checked before allocating.
+    max_bytes : int, optional
+        Budget of the stored grid, checked before allocating (default ``SIMULATE_MAX_BYTES``, 1 GiB,
+        capped by the memory budget of :mod:`ddesys.budget`).
 
     Returns
     -------
@@ -277,7 +278,7 @@ def _check_x0(x0, n):
     return v.astype(np.result_type(v, np.float64))[:, None]
 
 
-def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
+def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
     """Impulse response: ``x(0+) = B[:, j]`` for each input ``j``, zero history; ``D delta(t)`` omitted.
 
     Parameters
@@ -313,7 +314,7 @@ def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
     return TimeResponse(t, np.einsum("pn,nmt->pmt", C, x), x)
 
 
-def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=SIMULATE_MAX_BYTES):
+def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
     """Step response: ``u = e_j`` (unit step on input ``j``) for each ``j``, zero history.
 
     Parameters
