@@ -26,12 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._runs import OutError, atomic_write, move_aside
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no claims (two sweeps may train the same run)
-    fcntl = None
+from ._runs import OutError, atomic_write, claim_run, move_aside, safe_name
 
 SIGNAL_AT_ENV = "DDESYS_TEST_SIGNAL_AT_STEP"
 FORMAT = 1
@@ -48,12 +43,37 @@ class Interrupted(Exception):
 
 
 class Diverged(FloatingPointError):
-    """A non-finite loss at ``step`` (the weights are those of the step before). ``record``: the run's
-    results so far, marked ``"status": "diverged"``, filled in by the training function."""
+    """A run that went non-finite at ``step``: its loss, its weights after the step, a value a layer or
+    the evaluation refused (:func:`non_finite_error`), or the weights of the checkpoint it resumed from.
+    ``record``: the run's results so far, marked ``"status": "diverged"``, filled in by the training
+    function."""
 
     def __init__(self, message, step):
         super().__init__(message)
         self.step, self.record = step, None
+
+
+_NON_FINITE = re.compile(r"(?<![a-z])[-+]?(nan|inf)(?![a-z])", re.IGNORECASE)
+
+
+def non_finite_error(exc):
+    """Whether ``exc`` is a refusal of a non-finite value, what a diverged run produces: a
+    ``FloatingPointError`` (the layers' own check of their inputs and parameters), or a ``ValueError`` whose
+    message shows a NaN or inf (a check further down, e.g. the soft clock's range check given NaN). Any
+    other ``ValueError`` is a misuse or a bug and is not one."""
+    if isinstance(exc, FloatingPointError):
+        return True
+    return isinstance(exc, ValueError) and _NON_FINITE.search(str(exc)) is not None
+
+
+def non_finite_tensors(obj, prefix=""):
+    """The names (``a.b.c``) of the floating or complex tensors in ``obj`` (nested dicts, lists, tensors)
+    that hold a NaN or an inf."""
+    if isinstance(obj, torch.Tensor):
+        bad = (obj.is_floating_point() or obj.is_complex()) and not bool(torch.isfinite(obj).all())
+        return [prefix or "tensor"] if bad else []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    return [n for k, v in items for n in non_finite_tensors(v, f"{prefix}.{k}" if prefix else str(k))]
 
 
 class StopFlag:
@@ -124,7 +144,7 @@ def set_rng_state(s):
 
 # ------------------------------------------------------------------------------------------ files
 def _filename(key):
-    return re.sub(r"[^A-Za-z0-9.=+-]+", "_", key) + ".pt"
+    return safe_name(key) + ".pt"
 
 
 def _unwritable(folder, files):
@@ -194,26 +214,12 @@ class Checkpoints:
     @contextlib.contextmanager
     def claim(self, key):
         """Hold the claim on ``key``'s run for the ``with`` block: yields True when this sweep holds it,
-        False when another process does (it is training that run now). Rank 0 takes an exclusive,
-        non-blocking ``flock`` on ``.<checkpoint name>.claim`` beside the checkpoints folder (in the
-        sweep's output folder, which exists); every rank gets the verdict. The claim goes with the
-        process (a killed sweep never leaves it held); its file is removed on leaving."""
-        fd, mine = None, True
-        if self.ctx.main and fcntl is not None:
-            path = self.folder.parent / f".{_filename(key)}.claim"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                fd, mine = None, False
-        mine = bool(self.ctx.broadcast(mine))
-        try:
-            yield mine
-        finally:
-            if fd is not None:
-                path.unlink(missing_ok=True)        # a later claimant re-checks the results (run_sweep)
-                os.close(fd)
+        False when another process does (it is training that run now). Rank 0 takes the claim of
+        :func:`experiments._store.claim_run` in the sweep's output folder (beside the checkpoints
+        folder); every rank gets the verdict."""
+        with contextlib.ExitStack() as stack:
+            mine = stack.enter_context(claim_run(self.folder.parent, key)) if self.ctx.main else True
+            yield bool(self.ctx.broadcast(mine))
 
     def due(self, step, last):
         """Whether a periodic (or, with ``keep``, final) checkpoint falls after ``step`` of ``last``."""
@@ -243,5 +249,5 @@ class RunCheckpoint:
         return self.ckpts.due(step, last)
 
 
-__all__ = ["Checkpoints", "Diverged", "Interrupted", "RunCheckpoint", "STOP", "StopFlag", "rng_state",
-           "set_rng_state"]
+__all__ = ["Checkpoints", "Diverged", "Interrupted", "RunCheckpoint", "STOP", "StopFlag", "non_finite_error",
+           "non_finite_tensors", "rng_state", "set_rng_state"]

@@ -3,7 +3,8 @@
 :class:`Trainer` owns one run's (DDP-wrapped) model, optimizer and scheduler: a step takes the global
 batch, trains this rank on its slice under optional bf16 autocast, sums the loss over the ranks (with
 the stop flag, so every rank stops at the same step) and refuses a non-finite loss before touching the
-weights (:class:`~experiments._ckpt.Diverged`). :func:`fit` is one run's loop around it: resume,
+weights (:class:`~experiments._ckpt.Diverged`; so are weights that the step left non-finite, and a value
+a layer refused for being NaN or inf). :func:`fit` is one run's loop around it: resume,
 batches, evaluation cadence, checkpoints, the divergence record and a clean stop; an experiment supplies
 its batches, its evaluation and its record. :func:`run_sweep` runs a list of jobs: it resumes from
 checkpoints, records diverged runs and goes on, stops cleanly on SIGINT / SIGTERM, and has rank 0 save
@@ -20,7 +21,7 @@ import torch
 
 import numpy as np
 
-from ._ckpt import STOP, Diverged, Interrupted, rng_state, set_rng_state
+from ._ckpt import STOP, Diverged, Interrupted, non_finite_error, non_finite_tensors, rng_state, set_rng_state
 
 
 class Trainer:
@@ -54,8 +55,10 @@ class Trainer:
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=self.amp):
                 out = self.model(xs)
             local = loss_sum(out.float(), ys) * weight
-        except FloatingPointError:                       # a layer refused NaN/inf (inputs or parameters): the
-            local = torch.tensor(math.nan, device=dev)   # loss is not finite; every rank still joins the reduce
+        except (FloatingPointError, ValueError) as exc:  # a layer refused NaN/inf (inputs, parameters or a
+            if not non_finite_error(exc):                # value between them, e.g. a learned clock): the loss
+                raise                                    # is not finite; every rank still joins the reduce
+            local = torch.tensor(math.nan, device=dev)
         stop = self.stop.poll(step, self.ctx.rank)
         stats = torch.stack([local.detach().to(torch.float64),
                              torch.tensor(float(stop), dtype=torch.float64, device=local.device)])
@@ -68,6 +71,9 @@ class Trainer:
         self.opt.step()
         for sched in self.scheds:
             sched.step()
+        params = [p.detach() for p in self.raw.parameters()]
+        if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
+            raise Diverged(f"the weights became NaN or inf at step {step}", step)   # identical on every rank
         return mean, stop > 0
 
     def state_dict(self):
@@ -108,28 +114,45 @@ def fit(tr, st, total, batch, loss_sum, evaluate, record, key, ckpt=None, progre
     beyond the trainer and ``st``. ``where(step) -> (text, fields)``: how a divergence names its place
     (the text replaces "at step"; the fields join the record).
 
-    A non-finite loss raises :class:`~experiments._ckpt.Diverged` whose ``record`` is the run so far
-    (``status: diverged``, ``diverged_step``); a stop request saves a checkpoint and raises
-    :class:`~experiments._ckpt.Interrupted`."""
+    A non-finite loss or weights, or a NaN / inf the model or the evaluation refuses
+    (:func:`~experiments._ckpt.non_finite_error`), raises :class:`~experiments._ckpt.Diverged` whose
+    ``record`` is the run so far (``status: diverged``, ``diverged_step``); so does a checkpoint whose
+    weights or saved extra state (e.g. the best-so-far weights) hold NaN or inf, instead of a crash at the
+    run's end. A stop request saves a checkpoint and raises :class:`~experiments._ckpt.Interrupted`."""
+    t0, s0 = time.perf_counter(), st["seconds"]
+
+    def diverged(message, step):
+        st["seconds"] = s0 + time.perf_counter() - t0
+        text, fields = where(step) if where is not None else ("at step", {})
+        err = Diverged(f"{key}: {message.replace('at step', text)}", step)
+        err.record = {**record("diverged"), "diverged_step": step, **fields}
+        return err
+
     saved = ckpt.load() if ckpt is not None else None
     if saved is not None:
         tr.load_state_dict(saved["trainer"])
         st.update(saved["run"])
         if extra is not None:
             extra[1](saved)
-    t0, s0 = time.perf_counter(), st["seconds"]
+        t0, s0 = time.perf_counter(), st["seconds"]
+        bad = non_finite_tensors({"weights": saved["trainer"]["model"],
+                                  **{k: v for k, v in saved.items() if k not in ("trainer", "run", "key", "format")}})
+        if bad:
+            raise diverged(f"the checkpoint {ckpt.path} holds NaN or inf ({', '.join(bad[:3])}"
+                           f"{', ...' if len(bad) > 3 else ''}) at step {st['step']}", st["step"])
     for step in range(st["step"] + 1, total + 1):
         x, y, n = batch(step)
         try:
             loss, stop = tr.step(x, y, loss_sum, n, step)
         except Diverged as exc:
-            st["seconds"] = s0 + time.perf_counter() - t0
-            text, fields = where(step) if where is not None else ("at step", {})
-            err = Diverged(f"{key}: {str(exc).replace('at step', text)}", exc.step)
-            err.record = {**record("diverged"), "diverged_step": exc.step, **fields}
-            raise err from None
+            raise diverged(str(exc), exc.step) from None
         st["losses"].append(loss)
-        shown = evaluate(step, float(np.mean(st["losses"])))
+        try:
+            shown = evaluate(step, float(np.mean(st["losses"])))
+        except (FloatingPointError, ValueError) as exc:
+            if not non_finite_error(exc):
+                raise
+            raise diverged(f"the evaluation after step {step} refused a NaN or inf ({exc})", step) from None
         if shown is not None:
             st["losses"] = []
             if progress is not None:

@@ -15,13 +15,16 @@ For L in {1024, ..., 8192}:
   (``l_max``) so the trend shows per-token compute, not cache growth;
 * decoding memory with the retained history equal to L: resident cache bytes (and, on CUDA, the peak).
 
-Writes ``efficiency.json`` and ``efficiency.png`` (Figure 3's four panels) to ``--out``.
+Writes ``efficiency.json`` and ``efficiency.png`` (Figure 3's four panels, of the scale just run) to
+``--out``. ``efficiency.json`` holds one record per (scale, device, length), saved as each length
+finishes: a rerun into the same folder keeps the other scales' records and times only the lengths not
+yet there, so Ctrl-C keeps the finished lengths and the same command resumes; a length another process
+is timing is skipped. Older single-run ``efficiency.json`` files are read as such records.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import sys
 import time
 from pathlib import Path
@@ -29,13 +32,14 @@ from pathlib import Path
 import torch
 
 from ddesys.experiments._models import ModelSpec
-from ddesys.experiments._runs import OutError, atomic_write, prepare_out
+from ddesys.experiments._runs import RunSchema, add_store_arguments, config_key, open_results, run_records
 from ddesys.experiments._sizes import closest_width
 from ddesys.experiments._sizes import n_params as _count
-from ddesys.io import check_owner, provenance
+from ddesys.io import provenance
 from ddesys.nn.timing import decoder, interleaved, trainer
 
 PROGRAM = "ddesys.experiments.efficiency"      # the owner named in efficiency.json
+RESULTS = "efficiency.json"
 
 SCALES = {  # H, batch, lengths, timed train steps, decode warmup, timed decode tokens, retained history
     "smoke": dict(H=16, batch=1, Ls=(64, 128), train_reps=1, dec_warm=1, dec_tokens=2, history=128),
@@ -84,49 +88,104 @@ def cache_bytes(caches):
     return sum(c.nbytes if hasattr(c, "nbytes") else c.h.numel() * c.h.element_size() for c in caches)
 
 
-def run(scale="cpu", device="cpu", progress=True):
-    """Measure everything; returns a JSON-ready dict (``rows``: one per model and length)."""
-    from tqdm.auto import tqdm
+def _specs(H):
+    """The three models of a scale at S4D width ``H``: ``(name, spec, width)``."""
+    return [("S4D", S4D, H), ("DS4D hidden-matched", DS4D, H), ("DS4D param-matched", DS4D, matched_width(H))]
+
+
+def measure(scale, device, L, specs=None):
+    """Time the models of ``scale`` at length ``L``: one row per model (``specs``: :func:`_specs`)."""
     s = SCALES[scale]
-    H, B = s["H"], s["batch"]
-    Hm = matched_width(H)
-    specs = [("S4D", S4D, H), ("DS4D hidden-matched", DS4D, H), ("DS4D param-matched", DS4D, Hm)]
-    rows = []
-    for L in tqdm(s["Ls"], desc="lengths", disable=not progress):
-        torch.manual_seed(0)
-        models = [backbone(kind, w, L).to(device) for _, kind, w in specs]
-        xs = [torch.randn(B, L, w, device=device) for _, _, w in specs]
-        steps = [trainer(m, x, torch.optim.AdamW, device=device) for m, x in zip(models, xs)]
-        for st in steps:                                        # burn-in run (JIT, FFT plans, allocator)
-            st()
-        t_train = interleaved(steps, s["train_reps"])
-        mem_train = [_peak_memory(st, device) for st in steps]
-        # decoding: retained history fixed (l_max = history) for throughput, = L for memory
-        dec = [backbone(kind, w, s["history"]).to(device).eval() for _, kind, w in specs]
-        runs = [decoder(m, w, L, s["dec_tokens"], device)[0] for m, (_, _, w) in zip(dec, specs)]
-        for r in runs:
-            for _ in range(max(1, s["dec_warm"] // s["dec_tokens"])):
-                r()
-        t_dec = interleaved(runs, 3)
-        mem_dec = []
-        for (_, kind, w) in specs:
-            m = backbone(kind, w, L).to(device).eval()
-            if device.startswith("cuda"):
-                torch.cuda.reset_peak_memory_stats()
-            r, caches = decoder(m, w, L, 4, device)
+    specs = specs or _specs(s["H"])
+    B = s["batch"]
+    torch.manual_seed(0)
+    models = [backbone(kind, w, L).to(device) for _, kind, w in specs]
+    xs = [torch.randn(B, L, w, device=device) for _, _, w in specs]
+    steps = [trainer(m, x, torch.optim.AdamW, device=device) for m, x in zip(models, xs)]
+    for st in steps:                                        # burn-in run (JIT, FFT plans, allocator)
+        st()
+    t_train = interleaved(steps, s["train_reps"])
+    mem_train = [_peak_memory(st, device) for st in steps]
+    # decoding: retained history fixed (l_max = history) for throughput, = L for memory
+    dec = [backbone(kind, w, s["history"]).to(device).eval() for _, kind, w in specs]
+    runs = [decoder(m, w, L, s["dec_tokens"], device)[0] for m, (_, _, w) in zip(dec, specs)]
+    for r in runs:
+        for _ in range(max(1, s["dec_warm"] // s["dec_tokens"])):
             r()
-            mem_dec.append((cache_bytes(caches), int(torch.cuda.max_memory_allocated())
-                            if device.startswith("cuda") else None))
-        for i, (name, kind, w) in enumerate(specs):
-            rows.append({"model": name, "H": w, "params": n_params(models[i]), "L": L,
-                         "train_tokens_per_s": B * L / t_train[i], "train_peak_bytes": mem_train[i],
-                         "decode_tokens_per_s": s["dec_tokens"] / t_dec[i], "decode_cache_bytes": mem_dec[i][0],
-                         "decode_peak_bytes": mem_dec[i][1]})
-        del models, steps, dec, runs
-    return {"scale": scale, "device": device, "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "settings": {k: list(v) if isinstance(v, tuple) else v
-                                                            for k, v in s.items()},
-            "n_layers": N_LAYERS, "d_state": D_STATE, "rows": rows}
+    t_dec = interleaved(runs, 3)
+    mem_dec = []
+    for (_, kind, w) in specs:
+        m = backbone(kind, w, L).to(device).eval()
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        r, caches = decoder(m, w, L, 4, device)
+        r()
+        mem_dec.append((cache_bytes(caches), int(torch.cuda.max_memory_allocated())
+                        if device.startswith("cuda") else None))
+    return [{"model": name, "H": w, "params": n_params(models[i]), "L": L,
+             "train_tokens_per_s": B * L / t_train[i], "train_peak_bytes": mem_train[i],
+             "decode_tokens_per_s": s["dec_tokens"] / t_dec[i], "decode_cache_bytes": mem_dec[i][0],
+             "decode_peak_bytes": mem_dec[i][1]} for i, (name, kind, w) in enumerate(specs)]
+
+
+def _settings(s):
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in s.items()}
+
+
+def _about(scale, device, rows):
+    """The single-run view of ``rows`` that :func:`table` and :func:`plot` read."""
+    return {"scale": scale, "device": device, "settings": _settings(SCALES.get(scale, {})), "n_layers": N_LAYERS,
+            "d_state": D_STATE, "rows": rows}
+
+
+def run(scale="cpu", device="cpu", progress=True):
+    """Measure every length of ``scale`` at once (no results file); returns a JSON-ready dict (``rows``:
+    one per model and length)."""
+    from tqdm.auto import tqdm
+    specs = _specs(SCALES[scale]["H"])
+    rows = [row for L in tqdm(SCALES[scale]["Ls"], desc="lengths", disable=not progress)
+            for row in measure(scale, device, L, specs)]
+    return {**_about(scale, device, rows), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
+            "threads": torch.get_num_threads()}
+
+
+# ------------------------------------------------------------------------------------------ results file
+#: what table() and plot() read of a record: its rows, each of these types
+SCHEMA = RunSchema(fields=("config", "rows"), points="rows",
+                   curve=("model", "H", "params", "L", "train_tokens_per_s", "decode_tokens_per_s",
+                          "decode_cache_bytes"),
+                   point_types={"model": "str", "H": "int", "params": "int", "L": "int", "decode_cache_bytes": "int",
+                                "train_peak_bytes": "int|null", "decode_peak_bytes": "int|null"})
+
+
+def length_config(scale, device, L, settings, n_layers=N_LAYERS, d_state=D_STATE):
+    """The configuration of one record: the scale and its settings (without its list of lengths), the
+    device, the length ``L`` and the backbone's depth and state size."""
+    return {"scale": scale, "device": device, "L": L, **{k: v for k, v in _settings(settings).items() if k != "Ls"},
+            "n_layers": n_layers, "d_state": d_state}
+
+
+def _rekey(run):
+    c = run["config"]
+    return config_key(f"{c['scale']}|{c['device']}|L{c['L']}", c)
+
+
+def _legacy(data, path):
+    """An ``efficiency.json`` of the earlier layout (one run of one scale: ``settings`` and ``rows``) as one
+    record per length, in the current layout; ``None`` for any other layout."""
+    if not isinstance(data.get("rows"), list) or not isinstance(data.get("settings"), dict):
+        return None
+    groups = {}
+    for row in data["rows"]:
+        groups.setdefault(repr(row.get("L") if isinstance(row, dict) else None), []).append(row)
+    keep = {k: data[k] for k in ("date", "torch", "threads") if k in data}
+    runs = [{"config": length_config(data.get("scale"), data.get("device"), rows[0].get("L") if isinstance(
+                rows[0], dict) else None, data["settings"], data.get("n_layers"), data.get("d_state")),
+             "status": "done", "rows": rows, **keep} for rows in groups.values()]
+    meta = {k: data[k] for k in ("ddesys", "commit") if isinstance(data.get(k), str)}
+    if isinstance(data.get("command"), str):
+        meta["commands"] = [data["command"]]
+    return {"program": PROGRAM, "meta": meta, "runs": runs}
 
 
 def plot(res, path):
@@ -170,32 +229,48 @@ def table(res):
 
 
 def main(argv=None):
+    """The CLI (module docstring); returns the exit code: 0, or 130 when stopped by Ctrl-C (the finished
+    lengths are kept; the same command resumes)."""
     ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.efficiency",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", type=Path, default=Path("efficiency_out"))
     ap.add_argument("--quiet", action="store_true")
+    add_store_arguments(ap)
     args = ap.parse_args(argv)
-    try:
-        prepare_out(args.out, files=("efficiency.json", "efficiency.png"))   # before any work
-        check_owner(args.out, PROGRAM, results="efficiency.json")          # another program's file: refused
-    except OutError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    t0 = time.perf_counter()
     command = " ".join(["python -m ddesys.experiments.efficiency", *(sys.argv[1:] if argv is None else argv)])
-    res = {"program": PROGRAM, "command": command, **provenance(),
-           **run(args.scale, args.device, progress=not args.quiet)}
-    res["seconds"] = time.perf_counter() - t0
-    atomic_write(args.out / "efficiency.json", json.dumps(res, indent=1))
-    wrote = [args.out / "efficiency.json"]
+    meta = {"command": command, **provenance()}
+    store = open_results(args.out, "efficiency", _rekey, args, meta, SCHEMA, files=("efficiency.png",), name=RESULTS,
+                         legacy=_legacy, folders=())  # before any work: a foreign or damaged folder fails at once
+    t0, s, specs = time.perf_counter(), SCALES[args.scale], []
+
+    def job(L):
+        def fn():
+            if not specs:
+                specs.extend(_specs(s["H"]))
+            t = time.perf_counter()
+            rows = measure(args.scale, args.device, L, specs)
+            if not args.quiet:
+                print(f"L = {L}: timed in {time.perf_counter() - t:.0f} s", flush=True)
+            return {"config": length_config(args.scale, args.device, L, s), "status": "done", "rows": rows,
+                    "seconds": time.perf_counter() - t, "date": datetime.date.today().isoformat(),
+                    "torch": torch.__version__, "threads": torch.get_num_threads()}
+        return _rekey({"config": length_config(args.scale, args.device, L, s)}), f"L = {L}", fn
+    code = run_records(store, [job(L) for L in s["Ls"]], verb="timing")
+    if code:
+        return code
+    mine = {r["config"]["L"]: r for r in store.latest() if r.get("status", "done") == "done" and r["key"] in
+            {_rekey({"config": length_config(args.scale, args.device, L, s)}) for L in s["Ls"]}}
+    res = _about(args.scale, args.device, [row for L in sorted(mine) for row in mine[L]["rows"]])
+    figure = args.out / "efficiency.png"
     try:                                  # the figure is optional (a GPU image may lack matplotlib)
-        plot(res, args.out / "efficiency.png")
-        wrote.append(args.out / "efficiency.png")
+        plot(res, figure)
     except ImportError as e:
         print(f"(no figure: {e})")
+        figure = None
     print(table(res))
-    print(f"\nwrote {' and '.join(map(str, wrote))} ({res['seconds']:.0f} s)")
+    print(f"\nresults in {store.path}{f', figure {figure}' if figure else ''} ({time.perf_counter() - t0:.0f} s)")
     return 0
 
 

@@ -15,29 +15,35 @@ Arms (``--arms``, by name; :data:`ARMS`): the layer and the keyword arguments ad
 (through :mod:`nn.optim`'s public ``declared_hints`` / ``register_optim``). Each arm differs from ``ds4d`` (the swap as a user
 writes it) in one thing, to measure what each difference between the drop-ins costs.
 
-Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step) and
-``DIR/results.md`` (mean +- std per arm). A rerun into the same ``DIR`` adds only the missing (arm, seed)
-runs of the same recipe; a ``DIR`` holding another recipe's runs is refused before any work.
+Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step),
+saved after every run, and ``DIR/results.md`` (mean +- std per arm, over the runs of this recipe). A rerun
+into the same ``DIR`` adds only the missing (arm, seed) runs; runs of other recipes stay in the file.
+Ctrl-C keeps the finished runs and the same command resumes; sweeps started into one ``DIR`` at the
+same time keep every run, and a run another sweep is training is skipped. A ``DIR`` holding another
+program's results, or a ``results.md`` without its ``results.json``, is refused before any work.
 ``--postnorm`` gives ``example.py``'s own default (LayerNorm after the residual), the second configuration
 the report checks.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
+import datetime
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Callable, NamedTuple
 
 import torch
 from torch import nn
 
+from ddesys.io import atomic_write, provenance
 from ddesys.nn import s4compat
 from ddesys.nn.optim import declared_hints, register_optim
 
 from ._models import ModelSpec
-from ._runs import positive_int, unit_fraction
+from ._runs import (ResultsError, RunSchema, add_store_arguments, config_key, open_results, positive_int,
+                    run_records, unit_fraction)
 
 DELAY_PARAMS = ("r", "theta", "nu_tau")
 
@@ -201,12 +207,13 @@ def run(arm, seed, data, epochs=10, batch=64, lr=0.01, weight_decay=0.01, d_mode
 def summarize(results, arms):
     lines = ["| arm | layer call | final test acc (%) | best | ms/step | seeds |", "|---|---|---|---|---|---|"]
     for arm in arms:
-        rs = [r for r in results if r["arm"] == arm]
+        rs = sorted((r for r in results if r["arm"] == arm), key=lambda r: r["seed"])
         if not rs:
             continue
         f = [r["final"] for r in rs]
         sd = statistics.stdev(f) if len(f) > 1 else 0.0
-        lines.append(f"| `{arm}` | {ARMS[arm].description} | {statistics.mean(f):.1f} +- {sd:.1f} | "
+        what = ARMS[arm].description if arm in ARMS else "(an arm this version does not define)"
+        lines.append(f"| `{arm}` | {what} | {statistics.mean(f):.1f} +- {sd:.1f} | "
                      f"{statistics.mean(r['best'] for r in rs):.1f} | "
                      f"{statistics.median(r['ms_per_step'] for r in rs):.0f} | "
                      f"{', '.join(str(r['seed']) for r in rs)} |")
@@ -214,30 +221,47 @@ def summarize(results, arms):
 
 
 PROGRAM = "ddesys.experiments.s4_recipe"                     # the owner named in its results files
-SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # runs merge only
+SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # the recipe of a run
 RECIPE_DEFAULTS = {"postnorm": False, "dropout": 0.1}       # keys that results files written before them lack
+SCHEMA = RunSchema(fields=("config", "arm", "seed"), done=("final", "best", "ms_per_step"),   # what summarize
+                   types={"arm": "str", "seed": "int"})                                     # reads
 
 
-def _load(path, config):
-    """The runs already in ``path`` (``results.json``), or ``[]``; a file of another recipe or program is
-    refused untouched, before any work."""
-    if not os.path.exists(path):
-        return []
-    try:
-        with open(path) as fh:
-            old = json.load(fh)
-        prev = {k: old["config"][k] if k in old["config"] or k not in RECIPE_DEFAULTS else RECIPE_DEFAULTS[k]
-                for k in SHAPE_KEYS}
-        runs = [r for r in old["results"] if {"arm", "seed", "final", "best", "ms_per_step"} <= set(r)]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SystemExit(f"error: {path} is not a results file of this script ({exc!r}); use another --out")
-    if prev != {k: config[k] for k in SHAPE_KEYS}:
-        raise SystemExit(f"error: {path} holds runs of another recipe {prev}; use another --out or the same "
-                         "--epochs/--batch/--d-model/--n-layers/--n-train/--postnorm/--dropout")
-    return runs
+def run_config(arm, seed, recipe):
+    """The configuration of one run: ``arm``, ``seed`` and the recipe's :data:`SHAPE_KEYS` (``recipe``: a
+    dict holding them, e.g. ``vars(args)``)."""
+    return {"arm": arm, "seed": seed, **{k: recipe[k] for k in SHAPE_KEYS}}
 
 
-def main(argv=None):
+def run_key(config):
+    """Key of a run in a results file (readable prefix + hash of the whole configuration)."""
+    return config_key(f"{config['arm']}|seed{config['seed']}|ep{config['epochs']}", config)
+
+
+def _rekey(run):
+    return run_key(run["config"])
+
+
+def _legacy(data, path):
+    """A results file of the recipe's earlier layout (``config``: the command's arguments, ``results``: the
+    runs) in the current one: each run gets its configuration, built from the recipe in ``config``
+    (:data:`RECIPE_DEFAULTS` for keys written before they existed). ``None`` for any other layout."""
+    old = data.get("config")
+    if not isinstance(old, dict) or not isinstance(data.get("results"), list):
+        return None
+    missing = [k for k in SHAPE_KEYS if k not in old and k not in RECIPE_DEFAULTS]
+    if missing:
+        raise ResultsError(f"{path}: an earlier results file of {PROGRAM} whose 'config' lacks {missing[0]!r}")
+    recipe = {**RECIPE_DEFAULTS, **{k: old[k] for k in SHAPE_KEYS if k in old}}
+    runs = [{**r, "config": run_config(r.get("arm"), r.get("seed"), recipe), "status": "done"}
+            if isinstance(r, dict) else r for r in data["results"]]
+    meta = {k: data[k] for k in ("ddesys", "commit") if isinstance(data.get(k), str)}
+    if isinstance(data.get("argv"), list) and all(isinstance(a, str) for a in data["argv"]):
+        meta["commands"] = [" ".join([f"python -m {PROGRAM}", *data["argv"]])]
+    return {"program": PROGRAM, "meta": meta, "runs": runs}
+
+
+def _parser():
     ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.s4_recipe",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder; a rerun into it adds the missing (arm, seed) runs")
@@ -253,37 +277,48 @@ def main(argv=None):
     ap.add_argument("--dropout", type=unit_fraction, default=0.1, help="example.py's --dropout, in [0, 1)")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=positive_int, default=None, help="first n training samples only (smoke runs)")
-    args = ap.parse_args(argv)
-    from ddesys.io import OutError, atomic_write, check_owner, prepare_out, provenance
-    try:
-        prepare_out(args.out)                        # before any work: an unusable folder fails at once
-        check_owner(args.out, PROGRAM)               # another program's results.json is refused untouched
-    except OutError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    path = os.path.join(args.out, "results.json")
-    results = _load(path, vars(args))
-    done = {(r["arm"], r["seed"]) for r in results}
+    add_store_arguments(ap)
+    return ap
+
+
+def main(argv=None):
+    """The CLI (module docstring); returns the exit code: 0, or 130 when stopped by Ctrl-C (the finished
+    runs are kept; the same command resumes)."""
+    args = _parser().parse_args(argv)
+    meta = {"command": " ".join([f"python -m {PROGRAM}", *(sys.argv[1:] if argv is None else argv)]),
+            "date": datetime.date.today().isoformat(), "torch": torch.__version__, **provenance()}
+    store = open_results(args.out, "s4_recipe", _rekey, args, meta, SCHEMA, files=("results.md",), legacy=_legacy,
+                         folders=())                  # before any work: a foreign or damaged folder fails at once
+    recipe = vars(args)
     if args.threads:
         torch.set_num_threads(args.threads)
-    data = load_data(args.n_train)
-    for arm in args.arms:
-        for seed in range(args.seed0, args.seed0 + args.seeds):
-            if (arm, seed) in done:
-                print(f"{arm:14s} seed {seed}: already in {path}", flush=True)
-                continue
-            r = run(arm, seed, data, epochs=args.epochs, batch=args.batch, d_model=args.d_model,
+    data = []
+
+    def job(arm, seed):
+        def fn():
+            if not data:
+                data.append(load_data(args.n_train))
+            t0 = time.perf_counter()
+            r = run(arm, seed, data[0], epochs=args.epochs, batch=args.batch, d_model=args.d_model,
                     n_layers=args.n_layers, dropout=args.dropout, prenorm=not args.postnorm)
-            results.append(r)
             print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
                   f"{r['ms_per_step']:.0f} ms/step", flush=True)
-            atomic_write(path, json.dumps({"program": PROGRAM, **provenance(), "config": vars(args),
-                                           "results": results}, indent=1))   # after every run: interrupt-safe
-    arms = list(dict.fromkeys([r["arm"] for r in results]))
-    table = summarize(results, arms)
-    atomic_write(os.path.join(args.out, "results.md"), table)
-    print(table)
-    return results
+            return {**r, "config": run_config(arm, seed, recipe), "status": "done",
+                    "seconds": time.perf_counter() - t0}
+        return run_key(run_config(arm, seed, recipe)), f"{arm} seed {seed}", fn
+
+    def report():
+        mine = [r for r in store.latest() if r.get("status", "done") == "done"
+                and all(r["config"].get(k) == recipe[k] for k in SHAPE_KEYS)]
+        table = summarize(mine, list(dict.fromkeys(r["arm"] for r in mine)))
+        atomic_write(Path(args.out) / "results.md", table)
+        return table
+    jobs = [job(arm, seed) for arm in args.arms for seed in range(args.seed0, args.seed0 + args.seeds)]
+    code = run_records(store, jobs, on_saved=report)
+    if code == 0:
+        print(report())
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

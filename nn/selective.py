@@ -28,7 +28,7 @@ from torch import nn
 
 from ddesys.selective import soft_scan, soft_scan_grad
 
-from .common import check_clocked_cache, check_clocked_input, check_clocked_step, check_ticks
+from .common import NonFiniteInputError, check_clocked_cache, check_clocked_input, check_clocked_step, check_ticks
 from .decode.cache import RingCache
 from .decode.clocked import SoftEngine, soft_constants
 from .decode.engine import StepMemo
@@ -91,6 +91,9 @@ def soft_forward(layer, x, c):
     ``x`` and ``c``."""
     rdt = torch.float64 if x.dtype == torch.float64 else torch.float32
     cdt = torch.complex128 if rdt == torch.float64 else torch.complex64
+    if not bool(torch.isfinite(c).all()):                   # a diverged gate: what a NaN loss is to training
+        raise NonFiniteInputError(f"the learned clock is not finite ({int((~torch.isfinite(c)).sum())} of {c.numel()} "
+                                  "values NaN or inf): the gate's parameters or its input diverged")
     lam, mu, bbar, cout, s = layer.delay_form(torch.float64)
     y = SoftScan.apply(torch.log(lam).to(cdt), mu.to(cdt), bbar.to(cdt), cout.to(cdt), s.double(),
                        x.to(rdt), c.to(rdt))                                    # (B, H, L)

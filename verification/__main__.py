@@ -24,7 +24,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from ddesys.io import OutError, atomic_write, check_owner, prepare_out, provenance, require_extra  # noqa: E402
+from ddesys.io import OutError, claim_owner, prepare_out, provenance, require_extra, write_owned  # noqa: E402
 
 require_extra("python -m ddesys.verification", "torch", "torch")   # one line and exit 2 without torch
 
@@ -118,8 +118,9 @@ def write_report(out, mode, info, results, elapsed):
         md += _check_section(i, r)
     payload = {"program": PROGRAM, "mode": mode, "machine": info, "elapsed_s": elapsed,
                "checks": [{k: v for k, v in r.items()} for r in results]}
-    atomic_write(out / "results.json", json.dumps(payload, indent=2, default=float))
-    atomic_write(out / "report.md", "\n".join(md) + "\n")
+    write_owned(out, PROGRAM, {"results.json": json.dumps(payload, indent=2, default=float),   # under the lock,
+                               "report.md": "\n".join(md) + "\n"},                           # owner re-checked
+                report="report.md", heading=HEADING)
 
 
 def print_summary(results):
@@ -140,8 +141,9 @@ def main(argv=None):
     cfg = CONFIGS[mode]
     out = Path(args.out)
     try:
-        prepare_out(out, files=("results.json", "report.md"))    # before any work: an unusable folder
-        check_owner(out, PROGRAM, report="report.md", heading=HEADING)   # or another program's fails at once
+        prepare_out(out, files=("results.json", "report.md"))    # before any work: an unusable folder or
+        claim_owner(out, PROGRAM, {"program": PROGRAM, "mode": mode, "checks": []},   # another program's fails
+                    report="report.md", heading=HEADING)          # at once; a new folder is this program's
     except OutError as exc:
         raise SystemExit(f"error: {exc}") from None
     info = machine_info()
@@ -162,7 +164,7 @@ def main(argv=None):
     print_summary(results)                           # first: a failing write below still leaves the summary
     try:
         write_report(out, mode, info, results, elapsed)
-    except OSError as exc:
+    except (OSError, OutError) as exc:
         print(f"\nerror: cannot write the report to {out}: {exc}", file=sys.stderr)
         return 1
     print(f"\nreport: {out / 'report.md'}  results: {out / 'results.json'}  ({elapsed:.0f} s)")

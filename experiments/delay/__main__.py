@@ -145,7 +145,8 @@ def _rekey(run):
 
 
 SCHEMA = RunSchema(done=("n_params", "rel_rmse", "best_rel_rmse", "diagnosis"),   # what report.py and
-                   curve=("step", "val_rel_rmse"))                                 # tables.py read
+                   curve=("step", "val_rel_rmse"),                                 # tables.py read
+                   types={"n_params": "int", "diagnosis": "dict", "seconds": "number"}, point_types={"step": "int"})
 
 
 def _plan(args, ctx):

@@ -105,7 +105,8 @@ def _rekey(run):
 
 SCHEMA = RunSchema(fields=("task", "config", "curve"), done=(("best_acc", "best_rmse"), ("final_acc", "final_rmse"),
                                                             "n_params", "seconds"),
-                   curve=(("test_acc", "test_rmse"),))                             # what the report reads
+                   curve=(("test_acc", "test_rmse"),),                             # what the report reads
+                   types={"task": "str", "n_params": "int", "data": "dict"})
 
 
 def _plan(args, ctx):

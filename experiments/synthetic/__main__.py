@@ -138,7 +138,9 @@ def _rekey(run):
     return run_key(run["config"])
 
 
-SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"))   # what report.py reads
+SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   # what report.py reads (the
+                   types={"n_params": "int", "seconds": "number", "world_size": "int", "mechanism": "dict",  # others
+                          "by_position": "list"}, point_types={"step": "int"})                  # when present)
 
 
 def _plan(args, ctx):

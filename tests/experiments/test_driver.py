@@ -52,7 +52,8 @@ def _experiment(stop_at=None):
     def markdown(runs, meta):
         return "# toy\n\n" + "\n".join(f"- seed {r['config']['seed']}: error {r['curve'][-1]['w_err']:.4f}"
                                        for r in runs if r["status"] == "done") + "\n"
-    return Experiment("toy", RunSchema(done=("w",), curve=("w_err",)), lambda r: f"toy|seed{r['config']['seed']}",
+    return Experiment("toy", RunSchema(done=("w",), curve=("w_err",), types={"w": "list"}),
+                      lambda r: f"toy|seed{r['config']['seed']}",
                       ("report.md",), plan, markdown, lambda runs, out: None, lambda runs: bool(runs))
 
 

@@ -42,11 +42,17 @@ def test_smoke_run_writes_json_and_figure(tmp_path):
                           str(tmp_path)], cwd=Path(__file__).parents[2], capture_output=True, text=True,
                          timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
     assert res.returncode == 0, res.stderr[-2000:]
-    out = json.loads((tmp_path / "efficiency.json").read_text())
+    data = json.loads((tmp_path / "efficiency.json").read_text())
+    assert data["program"] == "ddesys.experiments.efficiency" and data["meta"]["commands"]
     assert (tmp_path / "efficiency.png").stat().st_size > 0
     smoke = eff.SCALES["smoke"]
-    assert out["scale"] == "smoke" and out["device"] == "cpu" and out["n_layers"] == 4 and out["d_state"] == 64
-    assert out["settings"] == {k: list(v) if isinstance(v, tuple) else v for k, v in smoke.items()}
+    records = data["runs"]                                  # one per length, in the order they were timed
+    assert [r["config"]["L"] for r in records] == list(smoke["Ls"])
+    for r in records:
+        assert r["status"] == "done" and r["seconds"] > 0
+        assert r["config"] == {"scale": "smoke", "device": "cpu", "L": r["config"]["L"], "n_layers": 4, "d_state": 64,
+                               **{k: v for k, v in smoke.items() if k != "Ls"}}
+    out = {"rows": [row for r in records for row in r["rows"]]}
     H, N2 = smoke["H"], 32
     Hm = min(range(H // 2, H + 1), key=lambda w: abs(_block_params("ds4d", w) - _block_params("s4d", H)))
     widths = {"S4D": ("s4d", H), "DS4D hidden-matched": ("ds4d", H), "DS4D param-matched": ("ds4d", Hm)}
@@ -66,7 +72,6 @@ def test_smoke_run_writes_json_and_figure(tmp_path):
     # parameter matching (the rows' widths were checked against Hm, the closest by the formula): the
     # matched backbone's blocks are within 5 % of S4D's at this small width (0.14 % at H = 256)
     assert abs(_block_params("ds4d", Hm) - _block_params("s4d", H)) <= 0.05 * _block_params("s4d", H)
-    assert out["seconds"] > 0
 
 
 def test_runs_without_matplotlib(tmp_path):
@@ -77,5 +82,5 @@ def test_runs_without_matplotlib(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parents[2], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "no figure" in res.stdout and json.loads((tmp_path / "efficiency.json").read_text())["rows"]
+    assert "no figure" in res.stdout and json.loads((tmp_path / "efficiency.json").read_text())["runs"][0]["rows"]
     assert not (tmp_path / "efficiency.png").exists()

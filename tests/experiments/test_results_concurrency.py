@@ -14,19 +14,22 @@ from results_helpers import ENV, ROOT, SYN, _key, _run, _runs_of
 
 
 # ------------------------------------------------------------------------------------------ concurrency
-def test_two_stores_opened_together_both_keep_their_runs(tmp_path):
+@pytest.mark.parametrize("experiment,name", [("synthetic", "results.json"), ("s4_recipe", "results.json"),
+                                             ("efficiency", "efficiency.json")])
+def test_two_stores_opened_together_both_keep_their_runs(tmp_path, experiment, name):
     """The race of finding 2a, step by step: both sweeps read the empty folder, then each records a run;
-    the second write must keep the first one's run (it reads the file again under the lock)."""
-    a = _runs.Store(tmp_path, "synthetic", _key, {"command": "A"})
-    b = _runs.Store(tmp_path, "synthetic", _key, {"command": "B"})
+    the second write must keep the first one's run (it reads the file again under the lock). The same
+    store carries the two CLIs that once wrote their own files (issue 35, findings 1 and 2)."""
+    a = _runs.Store(tmp_path, experiment, _key, {"command": "A"}, name=name)
+    b = _runs.Store(tmp_path, experiment, _key, {"command": "B"}, name=name)
     a.put({**_run("a1"), "key": "a1"})
     b.put({**_run("b1"), "key": "b1"})
     a.put({**_run("a2"), "key": "a2"})
-    data = json.loads((tmp_path / "results.json").read_text())
+    data = json.loads((tmp_path / name).read_text())
     assert [r["key"] for r in data["runs"]] == ["a1", "b1", "a2"]
-    assert data["meta"]["commands"] == ["A", "B"] and data["program"] == "ddesys.experiments.synthetic"
+    assert data["meta"]["commands"] == ["A", "B"] and data["program"] == f"ddesys.experiments.{experiment}"
     b.put({**_run("a1"), "key": "a1", "extra": 1})                     # the same key: replaced in place
-    assert [r.get("extra") for r in _runs_of(tmp_path)] == [1, None, None]
+    assert [r.get("extra") for r in json.loads((tmp_path / name).read_text())["runs"]] == [1, None, None]
 
 
 WRITER = textwrap.dedent("""
@@ -92,7 +95,7 @@ def test_two_sweeps_of_the_same_run_train_it_once(tmp_path, monkeypatch):
     meanwhile: B skips it (A holds the claim), exits 0 and records nothing; A records the run."""
     def check(b):
         assert "another process is training it now" in b.stdout
-        assert not (tmp_path / "results.json").exists()                     # B recorded nothing
+        assert _runs_of(tmp_path) == []                                      # B recorded nothing (A's claim)
     _during_first_run(monkeypatch, tmp_path, 0, check)
     assert synthetic_main(SYN + ["--seeds", "0", "--out", str(tmp_path)]) == 0
     assert [r["config"]["seed"] for r in _runs_of(tmp_path)] == [0]

@@ -93,7 +93,7 @@ def test_s4_recipe_and_efficiency_refuse_another_programs_folder(tmp_path, monke
     """The two stand-alone CLIs check their folder's owner before any work (finding 2's leftover)."""
     from ddesys.experiments import efficiency, s4_recipe
     monkeypatch.setattr(s4_recipe, "load_data", lambda *a, **k: pytest.fail("s4_recipe started work"))
-    monkeypatch.setattr(efficiency, "run", lambda *a, **k: pytest.fail("efficiency started work"))
+    monkeypatch.setattr(efficiency, "measure", lambda *a, **k: pytest.fail("efficiency started work"))
     before = _copy_committed("synthetic", tmp_path / "syn")
     with pytest.raises(SystemExit, match="written by ddesys.experiments.synthetic"):
         s4_recipe.main(["--out", str(tmp_path / "syn")])
@@ -107,15 +107,16 @@ def test_s4_recipe_and_efficiency_refuse_another_programs_folder(tmp_path, monke
 
 
 def test_efficiency_records_its_command(tmp_path, monkeypatch):
-    """efficiency.json says which program and which command wrote it (the run itself stubbed)."""
+    """efficiency.json says which program and which command wrote it (the measurement itself stubbed)."""
     from ddesys.experiments import efficiency
-    monkeypatch.setattr(efficiency, "run", lambda scale, device, progress: {"date": "today", "rows": []})
+    monkeypatch.setattr(efficiency, "measure", lambda scale, device, L, specs=None: [])
+    monkeypatch.setattr(efficiency, "matched_width", lambda H: H)
     monkeypatch.setattr(efficiency, "plot", lambda res, path: None)
     monkeypatch.setattr(efficiency, "table", lambda res: "")
-    efficiency.main(["--out", str(tmp_path), "--quiet"])
+    assert efficiency.main(["--out", str(tmp_path), "--quiet"]) == 0
     res = json.loads((tmp_path / "efficiency.json").read_text())
     assert res["program"] == "ddesys.experiments.efficiency"
-    assert res["command"] == f"python -m ddesys.experiments.efficiency --out {tmp_path} --quiet"
+    assert res["meta"]["commands"] == [f"python -m ddesys.experiments.efficiency --out {tmp_path} --quiet"]
 
 
 # ------------------------------------------------------------------------------------------ paths

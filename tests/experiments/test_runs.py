@@ -187,7 +187,7 @@ def test_interrupted_run_resumes_to_the_same_bits(tmp_path, monkeypatch, which):
     monkeypatch.setenv(SIGNAL_AT_ENV, "3")
     assert main(args + ["--out", str(cut)]) == 130
     mid = _final_state(cut)
-    assert mid["run"]["step"] == 3 and not (cut / "results.json").exists()
+    assert mid["run"]["step"] == 3 and _runs_of(cut) == []                 # the folder claimed, nothing recorded
     monkeypatch.delenv(SIGNAL_AT_ENV)
     steps = []
     step = _train.Trainer.step
@@ -214,7 +214,7 @@ def test_sigterm_from_outside_checkpoints_and_the_rerun_finishes(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err[-2000:]
-    assert "stopped by SIGTERM" in out and not (tmp_path / "results.json").exists()
+    assert "stopped by SIGTERM" in out and _runs_of(tmp_path) == []
     step = _final_state(tmp_path)["run"]["step"]
     assert 1 <= step < 200
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=ENV)

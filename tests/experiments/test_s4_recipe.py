@@ -102,25 +102,30 @@ def test_same_optimizer_groups_apart_from_delay(setup):
 
 def test_smoke_run(tmp_path):
     out = tmp_path / "run"
-    rs = s4_recipe.main(["--seeds", "1", "--epochs", "1", "--n-train", "64", "--d-model", "8", "--n-layers", "1",
-                         "--arms", "s4d", "ds4d", "--out", str(out)])
-    assert [r["arm"] for r in rs] == ["s4d", "ds4d"]
+    assert s4_recipe.main(["--seeds", "1", "--epochs", "1", "--n-train", "64", "--d-model", "8", "--n-layers", "1",
+                           "--arms", "s4d", "ds4d", "--out", str(out)]) == 0
     saved = json.loads((out / "results.json").read_text())
-    assert len(saved["results"]) == 2 and "| `ds4d` |" in (out / "results.md").read_text()
-    with pytest.raises(SystemExit):                         # --out is checked before any work
-        s4_recipe.main(["--seeds", "1", "--out", str(out)])
+    assert saved["program"] == "ddesys.experiments.s4_recipe"
+    assert [(r["arm"], r["seed"]) for r in saved["runs"]] == [("s4d", 0), ("ds4d", 0)]
+    assert "| `ds4d` |" in (out / "results.md").read_text()
+    assert s4_recipe.main(["--seeds", "1", "--epochs", "2", "--n-train", "64", "--d-model", "8", "--n-layers", "1",
+                           "--arms", "s4d", "--out", str(out)]) == 0    # another recipe: its runs join the file
+    saved = json.loads((out / "results.json").read_text())
+    assert [r["config"]["epochs"] for r in saved["runs"]] == [1, 1, 2]
+    assert "| `ds4d` |" not in (out / "results.md").read_text()          # the report: this recipe's runs
 
 
 def test_rerun_into_one_folder_adds_only_the_missing_runs(tmp_path, capsys):
     out = tmp_path / "run"
     base = ["--epochs", "1", "--n-train", "64", "--d-model", "8", "--n-layers", "1", "--out", str(out)]
     s4_recipe.main(["--seeds", "1", "--arms", "s4d"] + base)
-    first = json.loads((out / "results.json").read_text())["results"]
-    rs = s4_recipe.main(["--seeds", "2", "--arms", "s4d"] + base)       # seed 0 kept, seed 1 added
+    first = json.loads((out / "results.json").read_text())["runs"]
+    assert s4_recipe.main(["--seeds", "2", "--arms", "s4d"] + base) == 0    # seed 0 kept, seed 1 added
+    rs = json.loads((out / "results.json").read_text())["runs"]
     assert [(r["arm"], r["seed"]) for r in rs] == [("s4d", 0), ("s4d", 1)] and rs[0] == first[0]
     assert "already in" in capsys.readouterr().out
     (out / "results.json").write_text("{not json")
-    with pytest.raises(SystemExit, match="not a results file"):         # damaged: refused untouched
+    with pytest.raises(SystemExit, match="not valid JSON"):             # damaged: refused untouched
         s4_recipe.main(["--seeds", "1", "--arms", "s4d"] + base)
     assert (out / "results.json").read_text() == "{not json"
     blocker = tmp_path / "file"

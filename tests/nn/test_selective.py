@@ -369,3 +369,16 @@ def test_pure_python_fallback_matches_compiled():
     for w, (re, im) in zip(want, res["out"]):
         assert max_err(np.array(re) + 1j * np.array(im), w) < 1e-12 * max(1.0, np.abs(w).max())
     assert max_err(y, soft_oracle(*args)[0]) < 1e-12 * np.abs(y).max()
+
+
+def test_a_diverged_gate_is_refused_as_non_finite():
+    """A NaN clock is what a diverged training step produces: refused as ``NonFiniteInputError`` (a
+    ``FloatingPointError``, which training loops record as divergence), not as a range ``ValueError``."""
+    from ddesys.nn import DS4D
+    from ddesys.nn.common import NonFiniteInputError
+    from ddesys.nn.selective import GateClock, SoftClocked
+    layer = SoftClocked(DS4D(4, 8, l_max=16, seed=0), GateClock(4, seed=0))
+    with torch.no_grad():
+        layer.gate.b.fill_(float("nan"))
+    with pytest.raises(NonFiniteInputError, match="learned clock is not finite"):
+        layer(torch.randn(2, 10, 4))
