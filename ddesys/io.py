@@ -105,6 +105,23 @@ def written_by(data):
     return None
 
 
+#: the results files the project's programs write; a folder holding one of another program is refused
+RESULT_FILES = ("results.json", "efficiency.json")
+
+
+def _check_writer(folder, path, program):
+    try:
+        who = written_by(json.loads(path.read_bytes().decode("utf-8")))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        who, why = None, "not valid JSON"
+    else:
+        why = "its writer cannot be told"
+    if who != program:
+        what = f"written by {who}" if who else why
+        raise OutError(f"--out {folder}: {path} is not a results file of {program} ({what}); nothing was "
+                       "written: choose another --out or move the file away")
+
+
 def check_owner(folder, program, results="results.json", report=None, heading=None):
     """Raise :class:`OutError` unless the results in ``folder`` are ``program``'s or absent: a
     ``results`` file that another program wrote, that cannot be read or whose writer cannot be told is
@@ -112,17 +129,11 @@ def check_owner(folder, program, results="results.json", report=None, heading=No
     ``heading``. Reads only: the folder is left as it was."""
     folder = Path(folder)
     path = folder / results
+    for other in RESULT_FILES:                   # another program's results file: the folder is its
+        if other != results and (folder / other).is_file():
+            _check_writer(folder, folder / other, program)
     if path.is_file():
-        try:
-            who = written_by(json.loads(path.read_bytes().decode("utf-8")))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            who, why = None, "not valid JSON"
-        else:
-            why = "its writer cannot be told"
-        if who != program:
-            what = f"written by {who}" if who else why
-            raise OutError(f"--out {folder}: {path} is not a results file of {program} ({what}); nothing was "
-                           "written: choose another --out or move the file away")
+        _check_writer(folder, path, program)
     elif report is not None and (folder / report).is_file():
         with open(folder / report, "rb") as f:
             first = f.readline().decode("utf-8", "replace")

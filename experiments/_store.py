@@ -31,7 +31,7 @@ import os
 import re
 from pathlib import Path
 
-from ddesys.io import atomic_write, locked, written_by
+from ddesys.io import RESULT_FILES, OutError, atomic_write, check_owner, locked, written_by
 
 from ._schema import ResultsError, RunSchema, check_meta, program_of
 
@@ -139,6 +139,7 @@ class Store:
         self.experiment, self.resume, self.rekey, self.legacy = experiment, resume, rekey, legacy
         self.schema = schema if schema is not None else RunSchema()
         self.meta = meta
+        self._check_folder()
         try:
             old_meta, self.runs = self._open()
         except ResultsError as exc:
@@ -154,7 +155,8 @@ class Store:
                      "commands": self._commands(old_meta, meta.get("command"))}
 
     def _open(self):
-        """:meth:`_read`; a missing file is created empty under the lock (the folder's claim)."""
+        """:meth:`_read`; a missing file is created empty under the lock (the folder's claim). A folder that
+        holds another program's results file is refused (:meth:`_check_folder`)."""
         if self.path.exists():
             return self._read()
         with locked(self.path.parent):
@@ -165,6 +167,17 @@ class Store:
                 self.runs = {}
                 self._write()
         return meta, runs
+
+    def _check_folder(self):
+        """Refuse a folder holding another program's results file under another name
+        (``ddesys.io.RESULT_FILES``: a folder is one program's), before any work."""
+        folder, program = self.path.parent, program_of(self.experiment)
+        for other in RESULT_FILES:
+            if other != self.path.name and (folder / other).is_file():
+                try:
+                    check_owner(folder, program, results=other)
+                except OutError as exc:
+                    raise ForeignResults(str(exc)) from None
 
     @staticmethod
     def _commands(meta, command):

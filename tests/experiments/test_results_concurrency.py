@@ -149,3 +149,21 @@ def test_a_file_replaced_during_the_sweep_is_not_overwritten(tmp_path):
     with pytest.raises(_runs.ResultsError, match="written by ddesys.verification.*was not recorded"):
         store.put({**_run("a"), "key": "a"})
     assert (tmp_path / "results.json").read_text() == foreign
+
+
+def test_a_folder_is_one_programs_whatever_its_results_file_is_called(tmp_path):
+    """A folder holding another program's results under another file name (efficiency.json beside a
+    driver's results.json) is refused before any work, both ways; the verification CLI's owner check too."""
+    from ddesys.io import OutError, check_owner
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    eff = _runs.Store(tmp_path / "a", "efficiency", _key, {"command": "E"}, name="efficiency.json")
+    assert eff.path.is_file()
+    with pytest.raises(_runs.ResultsError, match="efficiency.json is not a results file of ddesys.experiments.synthetic"):
+        _runs.Store(tmp_path / "a", "synthetic", _key, {"command": "S"})
+    assert sorted(p.name for p in (tmp_path / "a").iterdir() if not p.name.startswith(".")) == ["efficiency.json"]
+    _runs.Store(tmp_path / "b", "synthetic", _key, {"command": "S"})
+    with pytest.raises(_runs.ResultsError, match="results.json is not a results file of ddesys.experiments.efficiency"):
+        _runs.Store(tmp_path / "b", "efficiency", _key, {"command": "E"}, name="efficiency.json")
+    with pytest.raises(OutError):
+        check_owner(tmp_path / "a", "ddesys.verification")
