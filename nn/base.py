@@ -89,7 +89,11 @@ class DiagonalSSM(nn.Module):
         n = None if lengths is None else check_lengths(lengths, xin.shape[0], xin.shape[-1], device=xin.device)
         if n is not None:
             xin = zero_padding(xin, n, dim=-1)                      # the padding is never read, whatever it holds
-        self._prepare(xin.shape[-1])
+        if state is None:
+            self._prepare(xin.shape[-1])
+        else:                                # a chunk that continues a state: short by design, no length warning
+            with self.as_prompt():
+                self._prepare(xin.shape[-1])
         check_finite_params(self)
         if not bool(torch.isfinite(xin.sum(dtype=compute_dtype(xin)))):   # any NaN / inf makes the sum so
             bad = ~torch.isfinite(xin)                              # (B, H, L); the sum may only have overflowed

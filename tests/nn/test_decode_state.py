@@ -152,3 +152,16 @@ def test_16bit_history_state_and_errors():
         layer(x, state=other.allocate_inference_cache(2))
     with pytest.raises(ValueError, match="batch"):
         layer(x, state=layer.allocate_inference_cache(3))
+
+
+def test_a_chunk_that_continues_a_state_does_not_warn_about_its_length():
+    """The "delays never act" warning is about training lengths; a short chunk forwarded from a carried
+    state continues a longer sequence, so it stays silent (the first chunk may still warn)."""
+    import warnings
+    layer = DS4D(4, d_state=8, l_max=64, seed=0)
+    x = torch.randn(2, 40, 4)
+    st = layer.allocate_inference_cache(2)
+    layer.prefill(x[:, :32], st)                        # a prompt: no training length seen yet
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer(x[:, 32:], state=st)                      # 8 steps after 32: no warning
