@@ -53,10 +53,13 @@ def spectral_radius(form, rtol=1e-12, max_bytes=None, eig_max_size=EIG_MAX_SIZE)
     """Largest root modulus of ``det(z^J P)``: ``(radius, upper, certified)``.
 
     Companion eigenvalues when ``n J <= eig_max_size`` (``upper = radius``); otherwise bisection (in
-    ``log r``) between a lower bound (the geometric mean ``|det E_J|^(1/(n J))`` of the root moduli) and
-    :func:`rouche_radius`, with :func:`winding_count` on each circle, to relative width ``rtol``.
-    ``upper`` is a certified upper bound; ``certified`` is False when an uncertified count (a root within
-    the resolution of a circle) moved the lower end. A count over the budget ``max_bytes``
+    ``log r``) between a lower bound and :func:`rouche_radius`, with :func:`winding_count` on each circle,
+    to relative width ``rtol``. The lower bound is the geometric mean ``|det E_J|^(1/(n J))`` of the root
+    moduli; when ``E_J`` is singular (roots at 0), the first circle with roots outside it, stepping down
+    from the Rouche radius by ``e^-t``, ``t = 1/J, 2/J, 4/J, ...``. ``upper`` is a certified upper bound;
+    ``certified`` is False when the lower end of the final bracket rests on an uncertified count (a root
+    within the resolution of a circle, or a circle too small for ``P`` to be evaluated accurately), or when
+    every root lies below the smallest circle that can be counted. A count over the budget ``max_bytes``
     (:func:`~ddesys.matrix.discrete_stability.check_count`) is refused before the bisection starts.
     """
     n, J = form.n, form.degree
@@ -71,29 +74,43 @@ def spectral_radius(form, rtol=1e-12, max_bytes=None, eig_max_size=EIG_MAX_SIZE)
         return 0.0, 0.0, True
     nrm = np.linalg.norm(form.E, 2, axis=(1, 2))
     floor = float(np.max(np.exp((np.log(np.maximum(nrm, 1e-300)) - 600.0) / form.lags)))   # r^-J finite
+    if floor >= hi:
+        return hi, hi, False                               # no circle below the upper bound can be counted
     sgn, logdet = np.linalg.slogdet(form.E[-1])
-    certified = True
     if sgn != 0 and np.isfinite(logdet):
-        lo = min(hi, math.exp(logdet / (n * J))) * (1 - 1e-9)
-    else:
-        lo = hi / 2
-        while lo > floor:
-            wc = winding_count(form, lo, max_bytes=max_bytes)
-            if wc.wind < 0 or not wc.certified:
-                break
-            hi, lo = lo, lo / 2
-        else:
-            return floor, hi, True                         # every root below the overflow floor
-    lo = max(lo, floor)
+        lo = min(hi, math.exp(logdet / (n * J))) * (1 - 1e-9)    # geometric mean of the nJ root moduli
+        lo_proved = lo >= floor
+        lo = max(lo, floor)
+    else:                                                  # roots at 0: no geometric-mean bound
+        lo, hi, lo_proved = _descend(form, hi, floor, max_bytes)
+        if lo is None:
+            return floor, floor, False                     # every root below the floor: value unknown
     while hi - lo > rtol * hi:
         mid = math.sqrt(lo * hi)
         wc = winding_count(form, mid, max_bytes=max_bytes)
         if wc.wind < 0 or not wc.certified:
-            lo = mid
-            certified &= wc.certified
+            lo, lo_proved = mid, wc.certified
         else:
             hi = mid
-    return 0.5 * (lo + hi), hi, certified
+    return 0.5 * (lo + hi), hi, bool(lo_proved)
+
+
+def _descend(form, hi, floor, max_bytes):
+    """A lower end for the bisection from the upper bound ``hi`` down: circles ``hi e^-t`` with ``t``
+    doubling from ``1 / J`` (so that ``r^-J`` grows by ``e`` at the first step, not by ``2^J``), each
+    count free of roots moving ``hi`` down, until a circle has roots outside it, its count is not
+    certified (a root near it, or ``P`` too large to evaluate there: the lower end is then not proved),
+    or the overflow ``floor`` is passed. Returns ``(lo, hi, proved)``, ``lo = None`` when the count on
+    ``|z| = floor`` proves every root below it."""
+    t = 1.0 / form.degree
+    while True:
+        lo = max(hi * math.exp(-t), floor)
+        wc = winding_count(form, lo, max_bytes=max_bytes)
+        if wc.wind < 0 or not wc.certified:
+            return lo, hi, wc.certified
+        hi, t = lo, 2 * t
+        if lo <= floor:
+            return None, hi, True
 
 
 __all__ = ["EIG_MAX_SIZE", "companion_matrix", "rouche_radius", "spectral_radius"]
