@@ -71,10 +71,14 @@ class Trainer:
         self.opt.step()
         for sched in self.scheds:
             sched.step()
-        params = [p.detach() for p in self.raw.parameters()]
-        if params and not bool(torch.stack([torch.isfinite(p).all() for p in params]).all()):
-            raise Diverged(f"the weights became NaN or inf at step {step}", step)   # identical on every rank
         return mean, stop > 0
+
+    def weights_finite(self):
+        """Whether every weight is finite (one reduction per parameter and one synchronization: checked
+        before a checkpoint is written and at the run's end, not every step; a non-finite weight makes the
+        next step's loss non-finite anyway)."""
+        params = [p.detach() for p in self.raw.parameters()]
+        return not params or bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
 
     def state_dict(self):
         """Model, optimizer, scheduler(s) and every rank's RNG states (a collective under torchrun).
@@ -158,7 +162,10 @@ def fit(tr, st, total, batch, loss_sum, evaluate, record, key, ckpt=None, progre
             if progress is not None:
                 progress(step, **shown)
         st["step"], st["seconds"] = step, s0 + time.perf_counter() - t0
-        if ckpt is not None and (stop or ckpt.due(step, total)):
+        save = ckpt is not None and (stop or ckpt.due(step, total))
+        if (save or step == total) and not tr.weights_finite():       # identical on every rank
+            raise diverged(f"the weights became NaN or inf at step {step}", step)
+        if save:
             ckpt.save({"trainer": tr.state_dict(), "run": st, **(extra[0]() if extra is not None else {})})
         if stop:
             raise Interrupted(key, step, tr.stop.signum or 2, ckpt.path if ckpt is not None else None)
