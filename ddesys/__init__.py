@@ -26,6 +26,12 @@ from .matrix.discretize import zoh_statespace
 from .matrix.chart import StabilityChart, delay_chart, stability_chart
 from .matrix.crossings import Crossing
 from .matrix.roots import RootsResult
+from .matrix.iosystem import DelayIOSystem
+from .matrix._io_reduce import AlgebraicLoopError
+from .matrix.xferfcn import ss, tf
+from .matrix.bdalg import append, feedback, parallel, series
+from .matrix.margins import SensitivityPeaks, margin, nyquist_plot, sensitivity_peaks, stability_margins
+from .matrix.convert import from_control, to_control
 from .matrix.timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 from .clock import clock_index, clocked_simulate
@@ -33,6 +39,8 @@ from .clock import clock_index, clocked_simulate
 from ._version import __version__
 
 __all__ = [
+    "AlgebraicLoopError", "DelayIOSystem", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
+    "nyquist_plot", "parallel", "sensitivity_peaks", "series", "ss", "stability_margins", "tf", "to_control",
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DelaySystem", "DelayTap",
     "DiscreteDelayStateSpace", "DiscreteDelaySystem", "FrequencyResponse", "RootsResult", "S4DDiscrete",
     "StabilityChart", "SumSystem", "TimeResponse", "choose_contour", "clock_index", "clocked_simulate",

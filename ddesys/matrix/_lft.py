@@ -1,0 +1,265 @@
+"""The algebra of delay input-output systems on their matrices (docs/theory.md §10).
+
+A system is an :class:`IOData`: ``x' = A x + B1 u + B2 w``, ``y = C1 x + D11 u + D12 w``,
+``z = C2 x + D21 u + D22 w``, ``w_j(t) = z_j(t - tau_j)``. Interconnections stack systems side by side
+(:func:`append`) and tie inputs to outputs by a static map (:func:`connect`); delays stay exact on
+their channels. This module knows no class: :class:`~ddesys.DelayIOSystem` and the block-diagram
+functions (:mod:`ddesys.matrix.bdalg`) wrap it, the margins (:mod:`ddesys.matrix.margins`) read it.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import NamedTuple
+
+import numpy as np
+
+from ._io_reduce import AlgebraicLoopError
+
+
+class IOData(NamedTuple):
+    """Matrices of a delay input-output system (shapes in the module docstring)."""
+
+    A: np.ndarray
+    B1: np.ndarray
+    C1: np.ndarray
+    D11: np.ndarray
+    B2: np.ndarray
+    C2: np.ndarray
+    D12: np.ndarray
+    D21: np.ndarray
+    D22: np.ndarray
+    tau: np.ndarray
+
+
+def make(A, B1, C1, D11, B2=None, C2=None, D12=None, D21=None, D22=None, tau=()):
+    """An :class:`IOData` with missing delay-channel matrices zero (no validation beyond shapes)."""
+    A = np.asarray(A, float).reshape(np.shape(A) if np.size(A) else (0, 0))
+    tau = np.asarray(tau, float).reshape(-1)
+    n, q = A.shape[0], tau.size
+    B1, C1 = np.asarray(B1, float), np.asarray(C1, float)
+    if B1.ndim != 2 or C1.ndim != 2 or B1.shape[0] != n or C1.shape[1] != n:
+        raise ValueError(f"B and C must be 2-D with {n} rows / columns, got shapes {B1.shape} and {C1.shape}")
+    m, p = B1.shape[1], C1.shape[0]
+    z = lambda v, shape: np.zeros(shape) if v is None else np.asarray(v, float).reshape(shape)   # noqa: E731
+    return IOData(A, B1, C1, z(D11, (p, m)), z(B2, (n, q)), z(C2, (q, n)), z(D12, (p, q)), z(D21, (q, m)),
+                  z(D22, (q, q)), tau)
+
+
+def gain(K):
+    """A static gain matrix ``K (p, m)`` as a system without states or delays."""
+    K = np.atleast_2d(np.asarray(K, float))
+    return make(np.zeros((0, 0)), np.zeros((0, K.shape[1])), np.zeros((K.shape[0], 0)), K)
+
+
+def delay_block(d):
+    """The pure delay ``diag(e^{-s d_j})``, ``d >= 0`` (zero delays pass straight through)."""
+    d = np.asarray(d, float).reshape(-1)
+    on = np.flatnonzero(d > 0)
+    k, q = d.size, on.size
+    D12, D21 = np.zeros((k, q)), np.zeros((q, k))
+    D12[on, np.arange(q)] = 1.0
+    D21[np.arange(q), on] = 1.0
+    return make(np.zeros((0, 0)), np.zeros((0, k)), np.zeros((k, 0)), np.diag((d == 0).astype(float)),
+                D12=D12, D21=D21, tau=d[on])
+
+
+def from_statespace(A, Ad, tau, B, C, D):
+    """``x' = A x + sum_k Ad[k] x(t - tau[k]) + B u``: state delay ``k`` becomes ``n`` channels
+    ``w = x(t - tau_k)`` entering through ``Ad[k]`` (exact: the explicit form sums ``Ad[k] I``)."""
+    if any(np.iscomplexobj(v) for v in (A, Ad, B, C, D)):
+        raise TypeError("interconnections take real systems; this one is complex")
+    n, K = A.shape[0], len(tau)
+    B2 = np.concatenate(list(Ad), axis=1) if K else np.zeros((n, 0))
+    return make(A, B, C, D, B2=B2, C2=np.tile(np.eye(n), (K, 1)), tau=np.repeat(tau, n))
+
+
+def from_control(sys):
+    """A continuous python-control ``StateSpace`` / ``TransferFunction`` (no delay)."""
+    import control
+
+    if not sys.isctime():
+        raise TypeError(f"a continuous-time system is needed; this one has dt = {sys.dt}")
+    s = control.ss(sys)
+    return make(*(np.asarray(v, float) for v in (s.A, s.B, s.C, s.D)))
+
+
+def coerce(sys, size=None):
+    """Any continuous system as :class:`IOData`: an object with ``io_data()``, a matrix delay system
+    (``A, Ad, tau, B, C, D``), one with ``to_statespace()``, a python-control LTI system, a number (``k I``
+    of ``size``) or a gain matrix; ``TypeError`` otherwise."""
+    if isinstance(sys, IOData):
+        return sys
+    if hasattr(sys, "io_data"):
+        return sys.io_data()
+    if getattr(sys, "dt", 0) not in (0, None) or (hasattr(sys, "isctime") and not sys.isctime()):
+        raise TypeError(f"{type(sys).__name__} is a discrete-time system; interconnections here are continuous")
+    if all(hasattr(sys, a) for a in ("A", "Ad", "tau", "B", "C", "D")):
+        return from_statespace(sys.A, sys.Ad, sys.tau, sys.B, sys.C, sys.D)
+    if hasattr(sys, "to_statespace"):
+        return coerce(sys.to_statespace())
+    if type(sys).__module__.split(".")[0] == "control":
+        return from_control(sys)
+    if isinstance(sys, bool) or isinstance(sys, (complex, np.complexfloating)):
+        raise TypeError(f"a gain must be a real number, got {sys!r}")
+    if isinstance(sys, (numbers.Real, np.number)):
+        return gain(float(sys) * np.eye(size or 1))
+    if isinstance(sys, (list, tuple, np.ndarray)):
+        return gain(sys)
+    raise TypeError(f"cannot use a {type(sys).__name__} as a continuous delay system")
+
+
+def _is_number(x):
+    return isinstance(x, (numbers.Number, np.number)) and not isinstance(x, bool)
+
+
+def coerce_chain(items):
+    """Coerce the operands of a series connection (``items[0]`` first): a number is ``k I`` sized by
+    the previous operand's outputs (or, first, the next one's inputs)."""
+    out = []
+    for i, x in enumerate(items):
+        if _is_number(x):
+            if out:
+                size = out[-1].C1.shape[0]
+            else:
+                nxt = next((coerce(y) for y in items[i + 1:] if not _is_number(y)), None)
+                size = nxt.B1.shape[1] if nxt is not None else 1
+            out.append(coerce(x, size=size))
+        else:
+            out.append(coerce(x))
+    return out
+
+
+def coerce_sum(items):
+    """Coerce the operands of a sum: a number is ``k I`` sized by the first system's outputs."""
+    first = next((coerce(y) for y in items if not _is_number(y)), None)
+    size = first.C1.shape[0] if first is not None else 1
+    return [coerce(x, size=size) for x in items]
+
+
+def transfer(g, s):
+    """``G(s)`` ``(p, m, F)`` at complex points ``s (F,)``: one solve per point of
+    ``[[sI - A, -B2], [-E C2, I - E D22]] [X; W] = [B1; E D21]``, ``E = diag(e^{-s tau})``,
+    ``G = C1 X + D12 W + D11`` (singular exactly at a characteristic root)."""
+    s = np.asarray(s, dtype=complex).reshape(-1)
+    n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
+    out = np.empty((p, m, s.size), complex)
+    step = max(1, 2**22 // max(1, (n + q) ** 2 + (n + q) * m))
+    CD = np.hstack([g.C1, g.D12])
+    for i in range(0, s.size, step):
+        z = s[i:i + step]
+        E = np.exp(-np.multiply.outer(z, g.tau))                                   # (F, q)
+        R = np.zeros((z.size, n + q, m), complex)
+        R[:, :n] = g.B1
+        R[:, n:] = E[:, :, None] * g.D21
+        if n + q:
+            K = np.zeros((z.size, n + q, n + q), complex)
+            K[:, :n, :n] = z[:, None, None] * np.eye(n) - g.A
+            K[:, :n, n:] = -g.B2
+            K[:, n:, :n] = -E[:, :, None] * g.C2
+            K[:, n:, n:] = np.eye(q) - E[:, :, None] * g.D22
+            R = np.linalg.solve(K, R)
+        out[:, :, i:i + step] = np.moveaxis(np.einsum("pk,fkm->fpm", CD, R) + g.D11, 0, -1)
+    return out
+
+
+def append(*systems):
+    """Systems side by side: inputs, outputs, states and channels stacked."""
+    from scipy.linalg import block_diag
+
+    bd = lambda i: block_diag(*[g[i] for g in systems])          # noqa: E731
+    return IOData(*(bd(i) for i in range(9)), np.concatenate([g.tau for g in systems]))
+
+
+def connect(g, F, G, H):
+    """Close ``g`` under ``u = F y + G r``; the result maps ``r`` to ``H y`` (``AlgebraicLoopError`` when
+    ``I - D11 F`` is singular: a loop without dynamics or delay)."""
+    F, G, H = (np.atleast_2d(np.asarray(v, dtype=float)) for v in (F, G, H))
+    p = g.C1.shape[0]
+    L = np.eye(p) - g.D11 @ F
+    if p and np.linalg.matrix_rank(L) < p:
+        raise AlgebraicLoopError("the interconnection closes an algebraic loop: I - D F is singular (the "
+                                 "loop's feedthrough gain is exactly 1 at every frequency); add dynamics or a delay")
+    E = np.linalg.solve(L, np.eye(p)) if p else np.zeros((0, 0))          # y = E (C1 x + D11 u_r + D12 w)
+    FE = F @ E
+    Gu = FE @ g.D11 @ G + G                                                 # u = FE (C1 x + D12 w) + Gu r
+    return IOData(g.A + g.B1 @ FE @ g.C1, g.B1 @ Gu, H @ E @ g.C1, H @ E @ g.D11 @ G,
+                  g.B2 + g.B1 @ FE @ g.D12, g.C2 + g.D21 @ FE @ g.C1, H @ E @ g.D12, g.D21 @ Gu,
+                  g.D22 + g.D21 @ FE @ g.D12, g.tau)
+
+
+def series(*systems):
+    """``systems[0]`` first: each one's outputs feed the next one's inputs."""
+    out = systems[0]
+    for nxt in systems[1:]:
+        m1, p1, m2, p2 = out.B1.shape[1], out.C1.shape[0], nxt.B1.shape[1], nxt.C1.shape[0]
+        if m2 != p1:
+            raise ValueError(f"series: a system with {p1} outputs cannot feed one with {m2} inputs")
+        F = np.zeros((m1 + m2, p1 + p2))
+        F[m1:, :p1] = np.eye(p1)
+        out = connect(append(out, nxt), F, np.vstack([np.eye(m1), np.zeros((m2, m1))]),
+                      np.hstack([np.zeros((p2, p1)), np.eye(p2)]))
+    return out
+
+
+def parallel(*systems):
+    """The sum: one input fed to all, outputs added."""
+    m, p = systems[0].B1.shape[1], systems[0].C1.shape[0]
+    for g in systems:
+        if (g.B1.shape[1], g.C1.shape[0]) != (m, p):
+            raise ValueError(f"parallel: shapes differ ({g.C1.shape[0]}x{g.B1.shape[1]} against {p}x{m})")
+    k = len(systems)
+    return connect(append(*systems), np.zeros((k * m, k * p)), np.tile(np.eye(m), (k, 1)),
+                   np.tile(np.eye(p), (1, k)))
+
+
+def feedback(g1, g2, sign=-1):
+    """``y = g1 u1``, ``u1 = r + sign g2 y``."""
+    m1, p1, m2, p2 = g1.B1.shape[1], g1.C1.shape[0], g2.B1.shape[1], g2.C1.shape[0]
+    if m2 != p1 or p2 != m1:
+        raise ValueError(f"feedback: sys2 must map {p1} outputs to {m1} inputs, got {p2}x{m2}")
+    F = np.zeros((m1 + m2, p1 + p2))
+    F[:m1, p1:] = sign * np.eye(m1)
+    F[m1:, :p1] = np.eye(p1)
+    return connect(append(g1, g2), F, np.vstack([np.eye(m1), np.zeros((m2, m1))]),
+                   np.hstack([np.eye(p1), np.zeros((p1, p2))]))
+
+
+def pade(g, order):
+    """``(A, B, C, D)`` of ``g`` with each delay replaced by its Pade approximation of ``order``
+    (python-control's ``pade``)."""
+    import control
+
+    q = g.tau.size
+    if not q:
+        return g.A, g.B1, g.C1, g.D11
+    blocks = []
+    for tau in g.tau:
+        s = control.ss(control.tf(*control.pade(float(tau), int(order))))
+        blocks.append(make(*(np.asarray(v, float) for v in (s.A, s.B, s.C, s.D))))
+    m, p = g.B1.shape[1], g.C1.shape[0]
+    open_ = make(g.A, np.hstack([g.B1, g.B2]), np.vstack([g.C1, g.C2]), np.block([[g.D11, g.D12], [g.D21, g.D22]]))
+    F = np.zeros((m + 2 * q, p + 2 * q))          # inputs [u, w, pade in], outputs [y, z, pade out]
+    F[m:m + q, p + q:] = np.eye(q)                # w = pade out
+    F[m + q:, p:p + q] = np.eye(q)                # pade in = z
+    r = connect(append(open_, *blocks), F, np.vstack([np.eye(m), np.zeros((2 * q, m))]),
+                np.hstack([np.eye(p), np.zeros((p, 2 * q))]))
+    return r.A, r.B1, r.C1, r.D11
+
+
+def to_control(g, pade_order=None):
+    """A python-control ``StateSpace`` of ``g``, each delay replaced by its Pade approximation of
+    ``pade_order`` (``ValueError`` when ``g`` has delays and no order; ``ImportError`` naming the package
+    when python-control is missing)."""
+    try:
+        import control
+    except ImportError as exc:
+        raise ImportError("this conversion needs python-control: pip install control (or "
+                          "pip install 'ddesys[control]')") from exc
+    q = g.tau.size
+    if q and (pade_order is None or int(pade_order) < 1):
+        raise ValueError(f"this system has {q} delay channel(s): give pade_order >= 1 to approximate them")
+    return control.ss(*pade(g, pade_order))
+
+
+__all__ = ["IOData", "append", "coerce", "connect", "delay_block", "feedback", "from_control", "from_statespace",
+           "gain", "make", "pade", "parallel", "series", "to_control", "transfer"]

@@ -1,0 +1,320 @@
+"""Linear systems with delays on inputs, outputs and inside loops: :class:`DelayIOSystem` (docs/theory.md §10).
+
+The form is the one MATLAB calls a state-space model with internal delays, and it is closed under
+every interconnection (:mod:`ddesys.matrix.bdalg`)::
+
+    x'(t) = A x + B1 u + B2 w          y = C1 x + D11 u + D12 w
+    z(t)  = C2 x + D21 u + D22 w       w_j(t) = z_j(t - tau_j)
+
+Dead time on an input, a transfer function ``e^{-L s} N(s) / D(s)``, and the closed loop of a plant
+with dead time are all of this form. Its transfer function is exact at every ``s``; its roots,
+stability and time responses come from the explicit form (:mod:`ddesys.matrix._io_reduce`), a
+retarded :class:`~ddesys.DelayStateSpace` with delayed inputs and outputs, whenever the delay
+channels close no loop among themselves.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..lti import DelayLTI
+from . import _lft
+from ._io_reduce import explicit_form
+from .charmatrix import real_vector
+from .margins import LoopAnalysis
+from .statespace import DelayStateSpace
+
+
+def _real(name, value, shape):
+    arr = np.asarray(value if value is not None else np.zeros(shape))
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    arr = np.array(arr, dtype=np.float64)
+    if arr.ndim == 0 and shape != ():
+        arr = np.full(shape, float(arr))
+    if arr.size == 0 and 0 in shape:
+        arr = arr.reshape(shape)
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite")
+    arr.setflags(write=False)
+    return arr
+
+
+class DelayIOSystem(LoopAnalysis, DelayLTI):
+    """A linear system with delays on its inputs, outputs and internal loops (docs/theory.md §10)::
+
+        x'(t) = A x + B1 u + B2 w,      y = C1 x + D11 u + D12 w,
+        z(t)  = C2 x + D21 u + D22 w,   w_j(t) = z_j(t - tau_j)
+
+    Build one with :func:`ddesys.tf` (a transfer function with dead time), :func:`ddesys.ss`
+    (state-space matrices with input, output and state delays) or from other systems: ``k * sys``,
+    ``sys1 * sys2`` (``sys2`` first), ``sys1 + sys2``, :func:`ddesys.series`, :func:`ddesys.parallel`,
+    :func:`ddesys.feedback`; python-control systems with :func:`ddesys.from_control`.
+
+    Parameters
+    ----------
+    A : array_like ``(n, n)``
+    B, C, D : array_like
+        ``B1 (n, m)``, ``C1 (p, n)``, ``D11 (p, m)``: the delay-free part.
+    B2, C2, D12, D21, D22 : array_like, optional
+        ``(n, q)``, ``(q, n)``, ``(p, q)``, ``(q, m)``, ``(q, q)``: the delay channels (zero by default).
+    tau : array_like ``(q,)``
+        The channels' delays, ``> 0``.
+
+    Attributes
+    ----------
+    A, B1, C1, D11, B2, C2, D12, D21, D22, tau : ndarray
+        Read-only float64.
+    dt : 0
+
+    Raises
+    ------
+    ValueError, TypeError
+        Shapes that do not fit, non-finite or complex entries, a delay ``<= 0``.
+
+    Examples
+    --------
+    The first-order plant with dead time ``e^{-s} / (s + 1)`` under proportional feedback:
+
+    >>> import ddesys
+    >>> G = ddesys.tf([1.0], [1.0, 1.0], delay=1.0)
+    >>> G
+    DelayIOSystem(n_states=1, n_inputs=1, n_outputs=1, delays=[1.0])
+    >>> loop = ddesys.feedback(2.0 * G)
+    >>> round(loop.delay_margin(), 6)                # (pi - atan(sqrt 3)) / sqrt 3
+    1.2092
+    """
+
+    dt = 0
+
+    def __init__(self, A, B, C, D=None, *, B2=None, C2=None, D12=None, D21=None, D22=None, tau=()):
+        tau = real_vector(tau, "tau", "delays (time units)")
+        if np.any(tau <= 0):
+            raise ValueError(f"every delay must be > 0, got {tau.tolist()}")
+        A = np.asarray(A, dtype=float) if np.size(A) else np.zeros((0, 0))
+        if A.ndim != 2 or A.shape[0] != A.shape[1]:
+            raise ValueError(f"A must be square (n, n), got shape {A.shape}")
+        n, q = A.shape[0], tau.size
+        B = np.asarray(B, dtype=float)
+        C = np.asarray(C, dtype=float)
+        if B.ndim != 2 or C.ndim != 2:
+            raise ValueError(f"B and C must be 2-D, got shapes {B.shape} and {C.shape}")
+        m, p = B.shape[1], C.shape[0]
+        mats = dict(A=(A, (n, n)), B1=(B, (n, m)), C1=(C, (p, n)), D11=(D, (p, m)), B2=(B2, (n, q)),
+                    C2=(C2, (q, n)), D12=(D12, (p, q)), D21=(D21, (q, m)), D22=(D22, (q, q)))
+        for name, (value, shape) in mats.items():
+            object.__setattr__(self, name, _real(name, value, shape))
+        tau.setflags(write=False)
+        self.tau = tau
+        self._freeze()
+
+    # ---------------------------------------------------------------- shapes
+    @property
+    def n_states(self):
+        """State dimension ``n``."""
+        return int(self.A.shape[0])
+
+    @property
+    def n_inputs(self):
+        """Number of inputs ``m``."""
+        return int(self.B1.shape[1])
+
+    @property
+    def n_outputs(self):
+        """Number of outputs ``p``."""
+        return int(self.C1.shape[0])
+
+    @property
+    def n_channels(self):
+        """Number of delay channels ``q``."""
+        return int(self.tau.size)
+
+    def io_data(self):
+        """The matrices as an ``IOData`` named tuple ``(A, B1, C1, D11, B2, C2, D12, D21, D22, tau)``."""
+        return _lft.IOData(self.A, self.B1, self.C1, self.D11, self.B2, self.C2, self.D12, self.D21, self.D22,
+                           self.tau)
+
+    @classmethod
+    def from_data(cls, g):
+        """A system from an ``IOData`` (see :meth:`io_data`)."""
+        return cls(g.A, g.B1, g.C1, g.D11, B2=g.B2, C2=g.C2, D12=g.D12, D21=g.D21, D22=g.D22, tau=g.tau)
+
+    # ---------------------------------------------------------------- interconnection operators
+    def __mul__(self, other):                     # self * other: other first
+        return type(self).from_data(_lft.series(*_lft.coerce_chain([other, self])))
+
+    def __rmul__(self, other):                    # other * self: self first
+        return type(self).from_data(_lft.series(*_lft.coerce_chain([self, other])))
+
+    def __add__(self, other):
+        return type(self).from_data(_lft.parallel(*_lft.coerce_sum([self, other])))
+
+    __radd__ = __add__
+
+    def __neg__(self):
+        return (-1.0) * self
+
+    def __sub__(self, other):
+        return self + (-1.0) * type(self).from_data(_lft.coerce_sum([self, other])[1])
+
+    def __rsub__(self, other):
+        return (-self) + other
+
+    def feedback(self, other=1, sign=-1):
+        """The closed loop ``y = self u``, ``u = r + sign * other y`` (see :func:`ddesys.feedback`)."""
+        if sign not in (-1, 1):
+            raise ValueError(f"sign must be -1 or 1, got {sign!r}")
+        return type(self).from_data(_lft.feedback(self.io_data(), _lft.coerce(other, size=self.n_outputs), sign))
+
+    def to_control(self, pade_order=None):
+        """A python-control ``StateSpace``, each delay replaced by its Pade approximation of ``pade_order``
+        (see :func:`ddesys.to_control`)."""
+        return _lft.to_control(self.io_data(), pade_order)
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(n_states={self.n_states}, n_inputs={self.n_inputs}, "
+                f"n_outputs={self.n_outputs}, delays={sorted({float(t) for t in self.tau})})")
+
+    def issiso(self):
+        """One input and one output."""
+        return self.n_inputs == 1 and self.n_outputs == 1
+
+    # ---------------------------------------------------------------- frequency domain
+    def transfer(self, s):
+        """Transfer matrix at complex points ``s``, exact (delays as ``e^{-s tau}``).
+
+        One linear solve per point of ``[[sI - A, -B2], [-E C2, I - E D22]] [X; W] = [B1; E D21]``,
+        ``E = diag(e^{-s tau})``; ``G = C1 X + D12 W + D11``.
+
+        Parameters
+        ----------
+        s : array_like, complex ``(F,)``
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+        """
+        return _lft.transfer(self.io_data(), s)
+
+    def freqresp(self, omega):
+        """Exact frequency response ``G(i omega)``, complex ``(p, m, F)`` (``omega`` in rad per time unit)."""
+        omega = real_vector(omega, "omega", "real frequencies (rad per time unit)")
+        return self.transfer(1j * omega)
+
+    def dcgain(self):
+        """``G(0)``, ``(p, m)`` (python-control's name); infinite entries for an integrator."""
+        with np.errstate(all="ignore"):
+            try:
+                return self.transfer([0.0])[:, :, 0].real
+            except np.linalg.LinAlgError:
+                return np.full((self.n_outputs, self.n_inputs), np.inf)
+
+    # ---------------------------------------------------------------- explicit form and dynamics
+    def explicit_form(self):
+        """The explicit form: a retarded state part with delayed inputs and outputs.
+
+        Returns
+        -------
+        ExplicitForm
+            See :mod:`ddesys.matrix._io_reduce`.
+
+        Raises
+        ------
+        AlgebraicLoopError
+            The delay channels close a loop among themselves (a delay-difference part).
+        """
+        if "explicit" not in self._cache:
+            self._cache["explicit"] = explicit_form(*self.io_data())
+        return self._cache["explicit"]
+
+    def internal_dynamics(self):
+        """The state part as a :class:`~ddesys.DelayStateSpace` (``x' = A x + sum_d Ad(d) x(t - d)``,
+        with ``B0``, ``C0``, ``D0``), or ``None`` when no state is read late (then the roots are the
+        eigenvalues of ``A``). Its characteristic roots are this system's."""
+        f = self.explicit_form()
+        if f.state_delays.size == 0:
+            return None
+        return DelayStateSpace(f.A, f.Ad, f.state_delays, f.B0, f.C0, f.D0)
+
+    def roots(self, re_min=None, **kwargs):
+        """Characteristic roots (see :meth:`ddesys.DelayStateSpace.roots`); eigenvalues of ``A`` when no
+        state is read late. Returns an array when the spectrum is finite, else a ``RootsResult``."""
+        sys = self.internal_dynamics()
+        if sys is None:
+            ev = np.linalg.eigvals(self.A)
+            ev = ev[np.argsort(-ev.real, kind="stable")]
+            return ev if re_min is None else ev[ev.real >= re_min]
+        return sys.roots(re_min, **kwargs)
+
+    def poles(self, re_min=None, **kwargs):
+        """The characteristic roots as an array (python-control's name)."""
+        r = self.roots(re_min, **kwargs)
+        return r if isinstance(r, np.ndarray) else r.roots
+
+    def spectral_abscissa(self):
+        """Largest real part of the characteristic roots (``-inf`` for a system without states)."""
+        sys = self.internal_dynamics()
+        if sys is None:
+            return float(np.linalg.eigvals(self.A).real.max(initial=-np.inf))
+        return sys.spectral_abscissa()
+
+    def _is_stable_exact(self, **kwargs):
+        sys = self.internal_dynamics()
+        if sys is None:
+            return bool(self.spectral_abscissa() < 0)
+        return bool(sys.is_stable(**kwargs))
+
+    def _is_stable_sufficient(self):
+        sys = self.internal_dynamics()
+        if sys is None:
+            return bool(self.spectral_abscissa() < 0)
+        return bool(sys.is_stable(method="sufficient"))
+
+    def delay_margin(self):
+        """For a system whose state is read late through one delay: the smallest value of that delay
+        at which the system, stable as the delay tends to ``0+``, loses stability (``inf`` if none).
+        For a closed loop this is the total loop delay it tolerates; the extra dead time it tolerates
+        is ``delay_margin() - delay``.
+
+        Raises
+        ------
+        ValueError
+            No delayed state, or more than one delay.
+        """
+        sys = self.internal_dynamics()
+        if sys is None:
+            raise ValueError("no state is read late: the roots do not depend on the delays (the margin is "
+                             "infinite if A is Hurwitz)")
+        return sys.delay_margin()
+
+    # ---------------------------------------------------------------- time responses
+    def step(self, t, **kwargs):
+        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``x (n, m, T)``).
+        Keywords go to :meth:`ddesys.DelayStateSpace.step` (e.g. ``h``)."""
+        from ._io_time import io_step
+
+        return io_step(self, t, **kwargs)
+
+    def impulse(self, t, **kwargs):
+        """Impulse response on ``t`` (``y (p, m, T)``); impulses through a feedthrough are omitted."""
+        from ._io_time import io_impulse
+
+        return io_impulse(self, t, **kwargs)
+
+    def simulate(self, u, t, x0=None, **kwargs):
+        """Response to the input ``u`` (callable ``u(times) -> (m, T)``, zero before ``t = 0``)."""
+        from ._io_time import io_simulate
+
+        return io_simulate(self, u, t, x0=x0, **kwargs)
+
+    # ---------------------------------------------------------------- plots
+    def bode(self, omega=None, axes=None):
+        """Bode plot of every input-output pair, exact with the delays; returns the figure."""
+        from .margins import default_omega
+        from .plot import plot_bode
+
+        return plot_bode(*self.frequency_response(default_omega(self) if omega is None else omega), axes=axes)
+
+
+__all__ = ["DelayIOSystem"]
