@@ -1,4 +1,4 @@
-"""The explicit form of a delay input-output system (docs/theory.md §10).
+"""The explicit form of a delay input-output system (docs/theory.md §9.7).
 
 A :class:`~ddesys.DelayIOSystem` keeps its delays on channels ``w_j(t) = z_j(t - tau_j)`` with
 ``z = C2 x + D21 u + D22 w``. When the channels form no loop among themselves (``D22`` nilpotent by

@@ -1,4 +1,4 @@
-"""Time responses of a :class:`~ddesys.DelayIOSystem` from its explicit form (docs/theory.md §10).
+"""Time responses of a :class:`~ddesys.DelayIOSystem` from its explicit form (docs/theory.md §9.7).
 
 With zero history, a delayed input ``Bd(d) u(t - d)`` drives the state exactly as ``Bd(d) u(t)``
 would, ``d`` later: the state is ``x(t) = S_0(t) + sum_d S_d(t - d)``, each ``S`` the response of the

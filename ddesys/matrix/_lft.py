@@ -1,4 +1,4 @@
-"""The algebra of delay input-output systems on their matrices (docs/theory.md §10).
+"""The algebra of delay input-output systems on their matrices (docs/theory.md §9.7).
 
 A system is an :class:`IOData`: ``x' = A x + B1 u + B2 w``, ``y = C1 x + D11 u + D12 w``,
 ``z = C2 x + D21 u + D22 w``, ``w_j(t) = z_j(t - tau_j)``. Interconnections stack systems side by side

@@ -1,5 +1,5 @@
 """Block-diagram algebra of delay systems with python-control's names: :func:`series`,
-:func:`parallel`, :func:`feedback`, :func:`append` (docs/theory.md §10).
+:func:`parallel`, :func:`feedback`, :func:`append` (docs/theory.md §9.7).
 
 Each builds the exact interconnection as a :class:`~ddesys.DelayIOSystem` (the algebra is
 :mod:`ddesys.matrix._lft`): systems side by side, inputs tied to outputs by a static map; solving for

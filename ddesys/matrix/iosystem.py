@@ -1,4 +1,4 @@
-"""Linear systems with delays on inputs, outputs and inside loops: :class:`DelayIOSystem` (docs/theory.md §10).
+"""Linear systems with delays on inputs, outputs and inside loops: :class:`DelayIOSystem` (docs/theory.md §9.7).
 
 The form is the one MATLAB calls a state-space model with internal delays, and it is closed under
 every interconnection (:mod:`ddesys.matrix.bdalg`)::
@@ -42,7 +42,7 @@ def _real(name, value, shape):
 
 
 class DelayIOSystem(LoopAnalysis, DelayLTI):
-    """A linear system with delays on its inputs, outputs and internal loops (docs/theory.md §10)::
+    """A linear system with delays on its inputs, outputs and internal loops (docs/theory.md §9.7)::
 
         x'(t) = A x + B1 u + B2 w,      y = C1 x + D11 u + D12 w,
         z(t)  = C2 x + D21 u + D22 w,   w_j(t) = z_j(t - tau_j)

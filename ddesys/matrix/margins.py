@@ -1,5 +1,5 @@
 """Classical margins of loops with delays, exact: gain, phase and stability margins, sensitivity peaks,
-Nyquist plots (python-control's names and return values; docs/theory.md §10).
+Nyquist plots (python-control's names and return values; docs/theory.md §9.7).
 
 A loop transfer function ``L(i w)`` with dead time is evaluated exactly (no Pade model). Crossings are
 bracketed on a frequency grid that resolves both the system's time constants (log-spaced) and the
