@@ -105,8 +105,9 @@ def _minima(f, grid, values, slack=None):
     out = [grid[0], grid[-1]]
     d = np.sign(np.diff(values))
     idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0)) + 1
-    if slack is not None and idx.size:
+    if slack is not None and idx.size:                 # the few that can hold the smallest value
         idx = idx[values[idx] <= values.min() * (1 + slack) + 1e-300]
+        idx = idx[np.argsort(values[idx], kind="stable")[:8]]
     for i in idx:
         r = minimize_scalar(lambda w: float(f(w)), bounds=(grid[i - 1], grid[i + 1]), method="bounded",
                             options={"xatol": 1e-14 * grid[i + 1]})
@@ -167,7 +168,7 @@ def stability_margins(L, returnall=False):
             logmag = np.abs(np.log(np.abs(G)))
         keep_pc = lambda idx: neg(idx) & _near_best(lambda k: np.where(neg(k), logmag[k], np.inf))(idx)  # noqa: E731
         ph = np.abs(np.remainder(np.angle(G, deg=True), 360.0) - 180.0)
-        keep_gc, slack = _near_best(lambda k: np.minimum(ph[k], ph[k + 1]), 5.0), 0.05
+        keep_gc, slack = _near_best(lambda k: np.minimum(ph[k], ph[k + 1]), 5.0), 0.01
     w180 = _brackets(lambda w: f(w)[0].imag, grid, G.imag, keep_pc)
     w180 = w180[f(w180).real < 0] if w180.size else w180
     wc = _brackets(lambda w: abs(f(w)[0]) - 1.0, grid, np.abs(G) - 1.0, keep_gc)
@@ -223,12 +224,12 @@ def sensitivity_peaks(L):
     f = _response(sys)
     grid = margin_grid(sys)
     G = f(grid)
-    ws = _minima(lambda w: abs(1.0 + f(w)[0]), grid, np.abs(1.0 + G), 0.05)
+    ws = _minima(lambda w: abs(1.0 + f(w)[0]), grid, np.abs(1.0 + G), 0.01)
     S = np.abs(1.0 + f(ws))
     k = int(np.argmin(S))
     t = lambda w: -abs(f(w)[0] / (1.0 + f(w)[0]))          # noqa: E731
     tg = np.abs(G / (1.0 + G))
-    wt = _minima(t, grid, tg.max() * (1 + 1e-9) - tg + 1e-300, 0.05) if tg.size else grid[:1]
+    wt = _minima(t, grid, tg.max() * (1 + 1e-9) - tg + 1e-300, 0.01) if tg.size else grid[:1]
     T = np.abs(f(wt) / (1.0 + f(wt)))
     j = int(np.argmax(T))
     return SensitivityPeaks(float(1.0 / S[k]), float(ws[k]), float(T[j]), float(wt[j]))

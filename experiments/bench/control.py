@@ -1,0 +1,111 @@
+"""Benchmark of loops with dead time: exact margins and closed-loop roots against python-control's Pade models.
+
+    python -m ddesys.experiments.bench.control [--states 20] [--pade 6] [--repeat 3]
+
+Prints, in one run on this machine:
+
+* accuracy on the first-order plant with dead time ``e^{-s} / (s + 1)``: the critical gain
+  ``sqrt(1 + w^2)`` (``w + atan(w) = pi``), the phase margin of ``2 G`` (``wgc = sqrt 3``) and the closed
+  loop's delay margin ``(pi - atan(sqrt 3)) / sqrt 3``, each against its closed form (mpmath), for ddesys
+  (exact delays) and python-control (Pade model of ``--pade``);
+* the time of ``stability_margins`` and of the closed loop's rightmost roots and stability for a
+  ``--states``-state plant with dead time under PI control (goal: both under one second), beside
+  python-control's margins and poles of the Pade model, with the ratio of the times.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import ddesys
+
+
+def _timed(fn, repeat):
+    best, out = np.inf, None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def accuracy_rows(pade):
+    """``(quantity, reference, ddesys, python-control with Pade)`` on the first-order plant with dead time."""
+    import mpmath as mp
+
+    mp.mp.dps = 30
+    w = mp.findroot(lambda x: x + mp.atan(x) - mp.pi, 2.0)
+    gm_ref = float(mp.sqrt(1 + w ** 2))
+    pm_ref = float(180 - (mp.atan(mp.sqrt(3)) + mp.sqrt(3)) * 180 / mp.pi)
+    dm_ref = float((mp.pi - mp.atan(mp.sqrt(3))) / mp.sqrt(3))
+    G = ddesys.tf([1.0], [1.0, 1.0], delay=1.0)
+    rows = [("critical gain of G", gm_ref, ddesys.stability_margins(G)[0]),
+            ("phase margin of 2G (deg)", pm_ref, ddesys.stability_margins(2.0 * G)[1]),
+            ("delay margin of feedback(2G)", dm_ref, ddesys.feedback(2.0 * G).delay_margin())]
+    try:
+        import control
+    except ImportError:
+        return [r + (float("nan"),) for r in rows]
+    P = G.to_control(pade_order=pade)
+    theirs = [control.stability_margins(P)[0], control.stability_margins(2.0 * P)[1], float("nan")]
+    return [r + (float(t),) for r, t in zip(rows, theirs)]
+
+
+def loop(n, seed=0):
+    """A stable ``n``-state plant with dead time 0.7 under a PI controller: the loop transfer function."""
+    rng = np.random.default_rng(seed)
+    A = -np.diag(np.linspace(0.5, 5.0, n)) + 0.1 * rng.standard_normal((n, n))
+    B = rng.standard_normal((n, 1))
+    C = rng.standard_normal((1, n)) / n
+    return ddesys.tf([0.5, 0.3], [1.0, 0.0]) * ddesys.ss(A, B, C, input_delay=0.7)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.control",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--states", type=int, default=20, help="plant states of the timed loop (default 20)")
+    ap.add_argument("--pade", type=int, default=6, help="Pade degree of python-control's delay model (default 6)")
+    ap.add_argument("--repeat", type=int, default=3, help="timing repeats, best kept (default 3)")
+    args = ap.parse_args(argv)
+    if args.states < 1 or args.pade < 1 or args.repeat < 1:
+        ap.error("--states, --pade and --repeat must be >= 1")
+
+    print("accuracy on e^{-s} / (s + 1) (reference: closed forms, mpmath)")
+    print(f"{'quantity':32s} {'reference':>14s} {'ddesys err':>11s} {'Pade(%d) err' % args.pade:>12s}")
+    for name, ref, ours, theirs in accuracy_rows(args.pade):
+        print(f"{name:32s} {ref:14.10f} {abs(ours - ref):11.2e} {abs(theirs - ref):12.2e}")
+
+    L = loop(args.states)
+    t_m, m = _timed(lambda: ddesys.stability_margins(L), args.repeat)
+
+    def closed():
+        cl = ddesys.feedback(L)
+        return cl.poles()[:4], cl.is_stable()
+
+    t_r, (roots, stable) = _timed(closed, args.repeat)
+    print(f"\n{args.states}-state plant, dead time 0.7, PI control")
+    print(f"  ddesys margins      {t_m * 1e3:8.1f} ms   gm {m[0]:.6g}  pm {m[1]:.6g} deg  sm {m[2]:.6g}")
+    print(f"  ddesys closed loop  {t_r * 1e3:8.1f} ms   rightmost {complex(roots[0]):.6g}  stable {stable}")
+    print(f"  both under 1 s: {'yes' if t_m < 1.0 and t_r < 1.0 else 'NO'}")
+    try:
+        import control
+    except ImportError:
+        print("  (python-control is not installed: pip install control for the baseline)")
+        return 0
+    P = L.to_control(pade_order=args.pade)
+    t_pm, pm = _timed(lambda: control.stability_margins(P), args.repeat)
+    t_pr, pr = _timed(lambda: control.feedback(P, 1).poles(), args.repeat)
+    rightmost = pr[np.argmax(pr.real)]
+    print(f"  python-control, Pade({args.pade}) model ({P.nstates} states)")
+    print(f"    margins           {t_pm * 1e3:8.1f} ms   gm {pm[0]:.6g}  pm {pm[1]:.6g} deg  sm {pm[2]:.6g}")
+    print(f"    closed-loop poles {t_pr * 1e3:8.1f} ms   rightmost {complex(rightmost):.6g}")
+    print(f"  time ratio ddesys / python-control: margins {t_m / t_pm:.2f}x, closed loop {t_r / t_pr:.2f}x")
+    print(f"  python-control's error against the exact values: pm {abs(pm[1] - m[1]):.2e} deg, "
+          f"rightmost root {abs(rightmost - roots[0]):.2e}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
