@@ -272,7 +272,7 @@ def nyquist_plot(L, omega=None, ax=None):
     ax.plot([-1], [0], "r+", ms=12, mew=2, label="-1")
     ax.set_xlabel("Re")
     ax.set_ylabel("Im")
-    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_aspect("equal", adjustable="box")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best")
     return fig
