@@ -143,7 +143,7 @@ def explicit_form(A, B1, C1, D11, B2, C2, D12, D21, D22, tau):
             "the delay channels close a loop without dynamics (" + names + "): the system has a "
             "delay-difference part (a neutral or delay-algebraic system); its frequency response is exact, "
             "but roots, stability and time responses are refused. Break the loop with dynamics (a strictly "
-            "proper block) or model it with ddesys.NeutralStateSpace")
+            "proper block) or model it as a neutral system (ddesys.NeutralStateSpace)")
     n, m, p = A.shape[0], B1.shape[1], C1.shape[0]
     sd, sm, idl, im, od, om, fd, fm = [], [], [], [], [], [], [], []
     for start, end, c, d in _paths(D22, tau):
