@@ -10,6 +10,8 @@ from scipy.special import lambertw
 
 import ddesys
 
+from .published import PARTS as PUBLISHED
+
 
 def _order(z):
     z = np.asarray(z, dtype=complex)
@@ -151,7 +153,7 @@ def _discrete():
                  passed=bool(sd.is_stable()) == (rho < 1))]
 
 
-PARTS = (_scalar_roots, _nilpotent, _crossings, _h2, _simulation, _diagonal, _discrete)
+PARTS = (_scalar_roots, _nilpotent, _crossings, _h2, _simulation, _diagonal, _discrete) + PUBLISHED
 
 
 def check_dss(cfg, plot_dir, progress):
@@ -166,7 +168,10 @@ def check_dss(cfg, plot_dir, progress):
                   "(nilpotent coupling at tau 10 and 50); crossings and delay margins within 1e-8 of closed "
                   "forms; H2 within 1e-6 of the delay-Lyapunov closed form; simulation within 1e-8 of an "
                   "independent DOP853 method of steps; the diagonal classes' roots to 1e-10 and responses "
-                  "to 1e-12; the discrete spectral radius within 1e-10 of the lifted companion matrix",
+                  "to 1e-12; the discrete spectral radius within 1e-10 of the lifted companion matrix; published "
+                  "problems (ddesys.verification.published, each with its source) within their bounds",
         setup="scalar real and complex DDEs, a nilpotent coupling, scalar and triangular crossing problems, "
               "scalar H2 problems, a 2-state simulation with u = cos t, a 3-mode diagonal system, a 3-state "
-              "ZOH discretization with a fractional delay")
+              "ZOH discretization with a fractional delay; published problems: the first-order plant with dead "
+              "time (margins, PI loop), TDS-CONTROL's neutral eq. (2.20), a stiff discrete system with a "
+              "singular longest-lag matrix")
