@@ -34,7 +34,10 @@ _T = np.linspace(0.0, 1.0, 17)
 
 
 def sigma_min(M):
-    """Smallest singular value of ``M``."""
+    """Smallest singular value of ``M`` (``inf`` when ``M`` has a non-finite entry: not a root)."""
+    M = np.asarray(M)
+    if not np.all(np.isfinite(M)):
+        return np.inf
     return np.linalg.svd(M, compute_uv=False)[-1]
 
 
@@ -182,9 +185,24 @@ def newton_pair(A, A1, w, th, scale, maxit=60):
     return float(w), float(th), ok
 
 
+EXP_MAX = 700.0         # |Re(s) tau| beyond this: exp(-s tau) over- or underflows in float64
+
+
+def _in_range(s, tau):
+    """``s`` finite and ``exp(-s tau)`` representable (the source of non-finite characteristic matrices)."""
+    return bool(np.isfinite(s) and abs(s.real) * tau <= EXP_MAX)
+
+
 def newton_s(A, Ad, tau, s, scale, maxit=50):
-    """Newton on ``det M(s) = 0`` at the delay ``tau`` (step ``-1 / tr(M^-1 dM/ds)``)."""
+    """Newton on ``det M(s) = 0`` at the delay ``tau`` (step ``-1 / tr(M^-1 dM/ds)``).
+
+    Returns ``(s, ok)``; ``ok`` is False (and no matrix is formed) when ``s`` leaves the range where
+    ``M(s)`` is finite.
+    """
     t = np.array([tau])
+    s = complex(s)
+    if not _in_range(s, tau):
+        return s, False
     for _ in range(maxit):
         M = char_matrix(A, Ad, t, s)
         try:
@@ -194,6 +212,8 @@ def newton_s(A, Ad, tau, s, scale, maxit=50):
         if not np.isfinite(g) or g == 0:
             break
         ds = -1.0 / g
+        if not _in_range(s + ds, tau):
+            return s + ds, False
         s = s + ds
         if abs(ds) <= 1e-15 * (abs(s) + scale):
             break
@@ -201,5 +221,96 @@ def newton_s(A, Ad, tau, s, scale, maxit=50):
     return s, bool(ok)
 
 
-__all__ = ["eig_with_slopes", "newton_pair", "newton_s", "persistent_frequencies", "qep_candidates", "sigma_min",
-           "sweep_candidates"]
+def local_roots(A, Ad, tau, center, r, scale, polish=True, n=256):
+    """The roots of ``det M(s)`` (delay ``tau``) in the disk ``|s - center| < r``, with multiplicity.
+
+    The count and the power sums of ``s - center`` are the contour moments: the integrals of ``(s -
+    center)^k tr(M^-1 dM/ds) / (2 pi i)`` around the circle (trapezoidal rule on ``n`` points,
+    exponentially accurate for roots well inside). Newton's identities give the polynomial whose roots
+    are the offsets, each then polished by :func:`newton_s` when ``polish``.
+
+    Returns
+    -------
+    complex ndarray ``(m,)`` or None
+        None when the count is not an integer to ``1e-6`` (a root near the circle), exceeds 8, or a
+        polish fails.
+    """
+    if not _in_range(complex(center) + r, tau) or not _in_range(complex(center) - r, tau):
+        return None
+    t = np.array([tau])
+    e = r * np.exp(2j * np.pi * np.arange(n) / n)
+    s = center + e
+    try:
+        h = np.trace(np.linalg.solve(char_matrix(A, Ad, t, s), char_matrix_ds(A, Ad, t, s)), axis1=-2, axis2=-1)
+    except np.linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(h)):
+        return None
+    u = e / r
+    mu0 = np.mean(e * h)
+    m = round(mu0.real)
+    if abs(mu0 - m) > 1e-6 or not 0 <= m <= 8:
+        return None
+    if m == 0:
+        return np.zeros(0, complex)
+    p = [np.mean(e * u ** k * h) for k in range(1, m + 1)]       # power sums of (s - center) / r
+    el = [1.0 + 0j]
+    for k in range(1, m + 1):                                    # Newton's identities
+        el.append(sum((-1) ** (i - 1) * el[k - i] * p[i - 1] for i in range(1, k + 1)) / k)
+    roots = center + r * np.roots([(-1) ** k * el[k] for k in range(m + 1)])
+    if not polish:
+        return roots
+    out = []
+    for z in roots:
+        zp, ok = newton_s(A, Ad, tau, z, scale)
+        if not ok or abs(zp - z) > 0.1 * r:
+            return None
+        out.append(zp)
+    return np.array(out)
+
+
+def local_directions(A, A1, w, tau, scale, gap):
+    """Directions of the root(s) at ``i omega`` for the delay ``tau`` from the roots nearby at ``tau -+
+    delta``: the multiplicity ``m`` is the number of roots at ``i omega`` (:func:`local_roots` on a disk
+    that holds no other root), ``net`` the number in ``Re s > 0`` just after minus just before.
+
+    Parameters
+    ----------
+    A, A1 : ``(n, n)``
+    w, tau : float
+        The crossing ``i omega`` and its delay.
+    scale : float
+    gap : float
+        Distance from ``i omega`` to the other eigenvalues of ``A + A1 exp(-i omega tau)`` (``inf`` if none).
+
+    Returns
+    -------
+    list of int or None
+        ``m`` entries: ``|net|`` times ``sign(net)``, then zeros; None when undecided.
+    """
+    Ad = A1[None]
+    r = 0.25 * min(gap, 1.0 / tau, abs(w))
+    for _ in range(4):                      # a disk around i omega holding the root(s) at i omega only
+        at = local_roots(A, Ad, tau, 1j * w, r, scale, polish=False)
+        if at is not None and at.size and np.all(np.abs(at - 1j * w) <= 0.05 * r):
+            break
+        r /= 8
+    else:
+        return None
+    m, delta = at.size, 1e-4 * tau
+    for _ in range(4):                      # delta small enough that the m roots stay well inside
+        sides = [local_roots(A, Ad, tau + sg * delta, 1j * w, r, scale) for sg in (-1.0, 1.0)]
+        if all(x is not None and x.size == m and np.all(np.abs(x - 1j * w) <= 0.5 * r) for x in sides):
+            break
+        delta /= 100
+    else:
+        return None
+    if any(np.any(np.abs(x.real) <= 1e-13 * (abs(w) + scale)) for x in sides):
+        return None                         # a root on the axis beside tau: undecided
+    net = int(np.sum(sides[1].real > 0)) - int(np.sum(sides[0].real > 0))
+    k = min(abs(net), m)
+    return [int(np.sign(net))] * k + [0] * (m - k)
+
+
+__all__ = ["eig_with_slopes", "local_directions", "local_roots", "newton_pair", "newton_s", "persistent_frequencies",
+           "qep_candidates", "sigma_min", "sweep_candidates"]

@@ -20,13 +20,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._crossing_search import (RES_TOL, eig_with_slopes, newton_pair, newton_s, persistent_frequencies,
-                               qep_candidates, sigma_min, sweep_candidates)
+from ._crossing_search import (RES_TOL, eig_with_slopes, local_directions, newton_pair, newton_s,
+                               persistent_frequencies, qep_candidates, sigma_min, sweep_candidates)
 from .charmatrix import check_statespace
 
 QEP_MAX_N = 12          # QEP (size 2 n^2 after linearization) up to this n, theta sweep above
 CLUSTER_TOL = 1e-6      # eigenvalues of A + A1 z within this (relative) of i omega count as one cluster
 DIR_TOL = 1e-6          # |Im c| / |c| below this: first-order direction undecided, decided by continuation
+MULT_TOL = 1e-6         # |1 + tau c| / (1 + tau |c|) below this: a multiple root at i omega for this tau
+TAU_RTOL = 1e-12        # a crossing at tau <= tau_max (1 + TAU_RTOL) is inside (0, tau_max]
 MAX_CROSSINGS = 100_000
 METHODS = ("auto", "qep", "sweep")
 
@@ -37,6 +39,14 @@ class Crossing(NamedTuple):
     ``direction``: ``+1`` the root moves right as ``tau`` grows (destabilizing), ``-1`` left
     (stabilizing), ``0`` it touches the axis and goes back. ``tau = nan`` marks a root at ``i omega`` for
     *every* delay (reported first, with a ``RuntimeWarning``).
+
+    A root of multiplicity ``m`` at ``i omega`` for this ``tau`` (a multiple eigenvalue of ``A + A1
+    exp(-i omega tau)``, or a multiple root of the delay equation, where ``1 + tau c = 0`` in
+    docs/theory.md §9.3) gives ``m`` records with the same ``tau`` and ``omega``: ``|net|`` of them carry
+    ``sign(net)`` and the others ``0``, where ``net`` is the number of roots near ``i omega`` in the right
+    half-plane just after ``tau`` minus just before. The directions at one delay thus always add up to
+    the change of the number of unstable roots there. A double root whose two roots lie one on each
+    side of the axis both before and after ``tau`` gives two records with direction ``0``.
     """
 
     tau: float
@@ -95,8 +105,11 @@ def _first_tau(w, th):
 
 def _continuation(A, A1, w, tau, dsdtau, scale):
     """Direction at a touch-like crossing: track the root by Newton at ``tau -+ delta`` (``delta =
-    1e-4 tau``) and compare the signs of its real part. ``None`` when the tracking fails."""
+    1e-4 tau``) and compare the signs of its real part. ``None`` when the tracking fails, or when the
+    first-order prediction leaves the neighbourhood of ``i omega`` (a nearly multiple root)."""
     Ad = A1[None]
+    if not np.isfinite(dsdtau) or abs(dsdtau) * 1e-4 * tau > 1e-2 * (abs(w) + scale):
+        return None
     re = []
     for sgn in (-1.0, 1.0):
         d = sgn * 1e-4 * tau
@@ -119,6 +132,7 @@ class _Pair(NamedTuple):
     c: complex         # u^* A1 z v / u^* v (simple eigenvalue; nan for a cluster)
     first: int         # first-order direction for every tau: +1 / -1; 0 undecided (touch-like)
     net: int           # cluster: net number of roots entering the right half-plane (tau increasing)
+    gap: float         # distance from i omega to the other eigenvalues of A + A1 z (inf: none)
 
 
 def _refine_touch(A, A1, w, th, c, scale):
@@ -157,12 +171,13 @@ def _analyse(A, A1, w, th, scale):
     cl = dist <= CLUSTER_TOL * (abs(w) + scale)
     cl[np.argmin(dist)] = True
     m = int(cl.sum())
+    gap = float(dist[~cl].min()) if np.any(~cl) else np.inf
     if m == 1:
         ci = complex(c[cl][0])
         undecided = abs(ci.imag) <= DIR_TOL * abs(ci) or abs(ci) <= 1e-10 * scale
         if undecided and abs(ci) > 1e-10 * scale:
             w, th, ci = _refine_touch(A, A1, w, th, ci, scale)
-        return _Pair(w, th, 1, ci, 0 if undecided else int(np.sign(w * ci.imag)), 0)
+        return _Pair(w, th, 1, ci, 0 if undecided else int(np.sign(w * ci.imag)), 0, gap)
     rest = dist[~cl]
     r = 0.5 * rest.min() if rest.size else scale
     counts = []
@@ -171,7 +186,7 @@ def _analyse(A, A1, w, th, scale):
         near = np.abs(l2 - 1j * w) < r
         counts.append(int(np.sum(near & (l2.real > 0))))
     net = int(np.sign(w)) * (counts[1] - counts[0])
-    return _Pair(w, th, m, complex("nan"), int(np.sign(net)), net)
+    return _Pair(w, th, m, complex("nan"), int(np.sign(net)), net, gap)
 
 
 def _pairs(A, A1, scale, method, n_theta):
@@ -214,16 +229,27 @@ def _pairs(A, A1, scale, method, n_theta):
 
 
 def _directions(A, A1, p, tau, scale):
-    """The entries (one per root of the cluster) for the pair ``p`` at the delay ``tau``."""
+    """The entries (one per root at ``i omega``, with multiplicity) for the pair ``p`` at the delay ``tau``.
+
+    A simple eigenvalue of ``A + A1 z`` is a root of the delay equation of multiplicity ``> 1`` where
+    ``1 + tau c = 0`` (``d det M / ds = 0``); there, and where the continuation fails, the roots near
+    ``i omega`` at ``tau -+ delta`` are counted (:func:`local_directions`).
+    """
     if p.mult > 1:
         sgn = int(np.sign(p.net))
         return [sgn] * min(abs(p.net), p.mult) + [0] * (p.mult - min(abs(p.net), p.mult))
-    if p.first != 0:
+    q = 1 + tau * p.c
+    multiple = abs(q) <= MULT_TOL * (1 + tau * abs(p.c))
+    if p.first != 0 and not multiple:
         return [p.first]
-    s = 1j * p.omega
-    dsdtau = -s * p.c / (1 + tau * p.c)            # -(u^* dM/dtau v) / (u^* dM/ds v), divided by u^* v
-    d = _continuation(A, A1, p.omega, tau, dsdtau if np.isfinite(dsdtau) else 0.0, scale)
+    d = None
+    if not multiple:
+        dsdtau = -1j * p.omega * p.c / q           # -(u^* dM/dtau v) / (u^* dM/ds v), divided by u^* v
+        d = _continuation(A, A1, p.omega, tau, dsdtau, scale)
     if d is None:
+        entries = local_directions(A, A1, p.omega, tau, scale, p.gap)
+        if entries is not None:
+            return entries
         warnings.warn(f"crossings: the direction at tau = {tau:.10g}, omega = {p.omega:.10g} is zero to first "
                       "order and the continuation failed; reported as 0", RuntimeWarning, stacklevel=3)
         return [0]
@@ -268,6 +294,10 @@ def crossings(A, A1, tau_max, *, method="auto", n_theta=512):
     """Every delay ``tau`` in ``(0, tau_max]`` at which ``x' = A x + A1 x(t - tau)`` has a characteristic
     root on the imaginary axis, sorted by ``tau``.
 
+    A crossing at ``tau_max`` itself is included: every computed delay ``tau <= tau_max (1 + 1e-12)``
+    is listed (the delays are computed to about that relative accuracy, so a ``tau_max`` equal to an
+    exact crossing delay always includes it).
+
     Parameters
     ----------
     A, A1 : array_like ``(n, n)``, real or complex
@@ -280,9 +310,10 @@ def crossings(A, A1, tau_max, *, method="auto", n_theta=512):
     Returns
     -------
     list of Crossing
-        ``(tau, omega, direction)``; a root of multiplicity ``m`` appears ``m`` times. Real systems list
-        ``omega > 0`` only (its conjugate crosses with it). Roots on the axis for every delay come first
-        with ``tau = nan`` (and a ``RuntimeWarning``).
+        ``(tau, omega, direction)``; a root of multiplicity ``m`` appears ``m`` times (directions as
+        described in :class:`Crossing`). Real systems list ``omega > 0`` only (its conjugate crosses
+        with it). Roots on the axis for every delay come first with ``tau = nan`` (and a
+        ``RuntimeWarning``).
 
     Examples
     --------
@@ -304,9 +335,10 @@ def crossings(A, A1, tau_max, *, method="auto", n_theta=512):
                          "use crossing_frequencies() and tau_k = (theta + 2 pi k) / omega")
     out = [Crossing(float("nan"), float(w), 0) for w in persistent]
     found = []
+    limit = tau_max * (1 + TAU_RTOL)
     for p in pairs:
         tau, k = _first_tau(p.omega, p.theta), 0
-        while tau <= tau_max:
+        while tau <= limit:
             found += [Crossing(float(tau), p.omega, d) for d in _directions(A, A1, p, tau, scale)]
             k += 1
             tau = _first_tau(p.omega, p.theta) + 2 * np.pi * k / abs(p.omega)
