@@ -2,7 +2,7 @@
 
 Every reference is computed here without ddesys (mpmath, closed forms, a lifted companion matrix): the
 first-order plant with dead time (margins), the TDS-CONTROL manual's neutral example, the stiff discrete
-system whose longest-lag matrix is singular.
+system whose longest-lag matrix is singular, NLEVP's time_delay with a double root on the axis.
 """
 from __future__ import annotations
 
@@ -70,6 +70,32 @@ def stiff_discrete():
                  sd.spectral_radius(), rho, 1e-10)]
 
 
-PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete)
+def nlevp_time_delay():
+    """NLEVP ``time_delay`` (Betcke, Higham, Mehrmann, Schroeder & Tisseur 2013, ACM TOMS 39(2); from
+    Jarlebring & Michiels 2010): ``p(s) + q(s) e^{-s tau}``, a double root ``3 pi i`` on the axis at
+    ``tau = 1`` (``f = f' = 0`` there, checked in mpmath); the delay margin ``1/9``, the first crossing
+    (at ``4.5 pi i``)."""
+    mp.mp.dps = 30
+    pi = mp.pi
+    a = [2 * (65 * pi + 32) / (5 * (8 + 5 * pi)), 9 * pi ** 2 * (13 + 5 * pi) / (8 + 5 * pi),
+         324 * pi ** 2 * (5 * pi + 4) / (5 * (8 + 5 * pi))]
+    b = [(260 * pi + 128 + 225 * pi ** 2) / (10 * (8 + 5 * pi)), 45 * pi ** 2 / (8 + 5 * pi),
+         81 * pi ** 2 * (40 * pi + 32 + 25 * pi ** 2) / (10 * (8 + 5 * pi))]
+    f = lambda s: s ** 3 + a[0] * s ** 2 + a[1] * s + a[2] + (b[0] * s ** 2 + b[1] * s + b[2]) * mp.exp(-s)  # noqa: E731
+    z = 3j * pi
+    assert abs(f(z)) < 1e-20 and abs(mp.diff(f, z)) < 1e-15          # the reference itself: a double root
+    fa = [float(v) for v in a]
+    fb = [float(v) for v in b]
+    A0 = np.array([[0, 1, 0], [0, 0, 1], [-fa[2], -fa[1], -fa[0]]])
+    A1 = np.array([[0, 0, 0], [0, 0, 0], [-fb[2], -fb[1], -fb[0]]])
+    sys = ddesys.DelayStateSpace(A0, A1, 1.0)
+    at_one = [c for c in sys.crossings(1.0) if abs(c.tau - 1.0) < 1e-9 and abs(c.omega - 3 * np.pi) < 1e-6]
+    name = "NLEVP time_delay (Betcke et al. 2013)"
+    return [_row(name, "crossings(1.0): the double root 3 pi i at tau = 1 listed twice",
+                 [c.omega for c in at_one] if len(at_one) == 2 else [np.inf, np.inf], [3 * np.pi] * 2, 1e-9),
+            _row(name, "delay margin vs 1/9", sys.delay_margin(), 1.0 / 9.0, 1e-9)]
 
-__all__ = ["PARTS", "dead_time_loop", "neutral_tds_control", "stiff_discrete"]
+
+PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay)
+
+__all__ = ["PARTS", "dead_time_loop", "neutral_tds_control", "nlevp_time_delay", "stiff_discrete"]
