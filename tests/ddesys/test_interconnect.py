@@ -190,3 +190,11 @@ def test_python_control_round_trip():
         G.to_control()
     with pytest.raises(TypeError, match="continuous"):
         ddesys.from_control(control.tf([1.0], [1.0, 0.5], 0.1))
+
+
+def test_a_loop_built_by_feedback_is_designed_by_stabilize():
+    """PI control of ``e^{-s} / (s + 1)``: the closed form optimum ``kp = ki = 1/e`` (a triple root at ``-1``)."""
+    P = ddesys.tf([1.0], [1.0, 1.0], delay=1.0)
+    res = ddesys.stabilize(lambda p: ddesys.feedback(ddesys.tf([p[0], p[1]], [1.0, 0.0]) * P), [0.5, 0.5])
+    np.testing.assert_allclose(res.params, [np.exp(-1.0)] * 2, atol=1e-4)
+    assert abs(res.value + 1.0) < 1e-4 and res.success
