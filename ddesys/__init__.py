@@ -25,7 +25,7 @@ from .matrix.discrete import DiscreteDelayStateSpace
 from .matrix.discretize import zoh_statespace
 from .matrix.chart import StabilityChart, delay_chart, stability_chart
 from .matrix.crossings import Crossing
-from .matrix.roots import RootsResult
+from .matrix.roots import RootsResult, UndecidableStability
 from .matrix.iosystem import DelayIOSystem
 from .matrix._io_reduce import AlgebraicLoopError
 from .matrix.xferfcn import ss, tf
@@ -42,7 +42,7 @@ from ._version import __version__
 
 __all__ = [
     "AlgebraicLoopError", "DelayIOSystem", "EssentialSpectrum", "NeutralAbscissa", "NeutralStateSpace",
-    "StrongStability", "DesignResult", "abscissa_gradient", "hinf_design", "stabilize", "static_output_feedback", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
+    "StrongStability", "UndecidableStability", "DesignResult", "abscissa_gradient", "hinf_design", "stabilize", "static_output_feedback", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
     "nyquist_plot", "parallel", "sensitivity_peaks", "series", "ss", "stability_margins", "tf", "to_control",
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DelaySystem", "DelayTap",
     "DiscreteDelayStateSpace", "DiscreteDelaySystem", "FrequencyResponse", "RootsResult", "S4DDiscrete",

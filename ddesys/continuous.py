@@ -20,6 +20,40 @@ from .discrete import DiscreteDelaySystem
 from .discretize import discretize_modes
 from .lti import DelayLTI
 
+LOG_HUGE = 600.0         # |log of the Lambert-W argument| beyond which it is handled in log form
+
+
+def _lambertw_huge(w, adt, at, br):
+    """Replace ``w = W_k(x)``, ``x = adt exp(-at)``, where ``|log |x|| > LOG_HUGE`` (``x`` overflows or
+    underflows in float64) by Newton's method on ``w + log w = Log x + 2 pi i k`` from de Bruijn's
+    ``L - log L``, ``L = Log x + 2 pi i k`` (the branch identity of W for such ``|x|``); the principal branch
+    of an underflowing ``x`` keeps ``W_0(x) = x``-level values.
+
+    Parameters
+    ----------
+    w : complex ``(..., N2, nb)``;  adt, at : complex ``(..., N2)``;  br : int ``(nb,)``
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lr = np.log(np.abs(adt)) - at.real                                 # log |x|
+        th = np.angle(adt) - at.imag
+        th = np.pi - np.mod(np.pi - th, 2 * np.pi)                        # in (-pi, pi]
+        L = (lr + 1j * th)[..., None] + 2j * np.pi * br                    # (..., N2, nb)
+        huge = (np.abs(lr) > LOG_HUGE)[..., None] & (adt != 0)[..., None]
+        huge = huge & ((lr[..., None] > 0) | (br != 0))
+        if not np.any(huge):
+            return w
+        Lh = L[huge]
+        v = Lh - np.log(Lh)
+        for _ in range(50):
+            step = (v + np.log(v) - Lh) / (1 + 1 / v)
+            v = v - step
+            if np.all(np.abs(step) <= 4 * np.finfo(float).eps * np.abs(v)):
+                break
+    w = np.array(w, dtype=np.complex128)
+    w[huge] = v
+    return w
+
+
 class DelaySystem(ContinuousResponses, DelayLTI):
     """A batch of continuous diagonal delay systems (docs/theory.md §1)::
 
@@ -180,9 +214,11 @@ class DelaySystem(ContinuousResponses, DelayLTI):
         """
         br = np.asarray(list(branches))
         tau = self.tau[..., None, None]
-        arg = (self.ad * self.tau[..., None] * np.exp(-self.a * self.tau[..., None]))[..., None]
+        with np.errstate(over="ignore", invalid="ignore"):
+            arg = (self.ad * self.tau[..., None] * np.exp(-self.a * self.tau[..., None]))[..., None]
         with np.errstate(invalid="ignore", divide="ignore"):
             w = lambertw(arg, br)                                       # (..., N2, nb)
+            w = _lambertw_huge(w, self.ad * self.tau[..., None], self.a * self.tau[..., None], br)
             roots = self.a[..., None] + w / tau
         nodelay = (self.ad == 0)[..., None]
         only = np.where(br == 0, self.a[..., None] + 0 * br, np.nan + 0j)

@@ -15,7 +15,8 @@ import numpy as np
 
 from .charmatrix import char_matrix, char_matrix_ds
 
-__all__ = ["region_box", "Rectangle", "Circle", "winding_numbers", "clusters", "MERGE_RTOL"]
+__all__ = ["region_box", "Rectangle", "Circle", "winding_numbers", "clusters", "centroid", "evaluate",
+           "group", "MERGE_RTOL"]
 
 MERGE_RTOL = 1e-6          # approximations closer than this (relative to 1 + |s|) are one cluster
 ARG_STEP = np.pi / 4       # largest phase increment accepted on one arc
@@ -112,7 +113,7 @@ class Circle:
         return np.arange(m) / m
 
 
-def _evaluate(A, Ad, tau, s):
+def evaluate(A, Ad, tau, s):
     """``log |det M|``, the phase factor of ``det M`` and ``d/ds log det M = trace(M^{-1} M')``, in batches
     of at most :data:`EVAL_BYTES` of ``(points, n, n)`` stacks."""
     step = max(1, EVAL_BYTES // (96 * A.shape[-1] ** 2))
@@ -141,7 +142,7 @@ def _evaluate_batch(A, Ad, tau, s):
     return logabs, sign, g
 
 
-def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1e-12):
+def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1e-12, fn=None):
     """Number of zeros of ``det M(s)`` inside each closed curve (argument principle).
 
     Every curve is sampled, then each arc between neighbouring samples is accepted when the phase of
@@ -160,6 +161,11 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
         Initial arc length (default: ``1 / (2 tau_max)``, a few samples per period of ``exp(-i w tau)``).
     max_samples : int
         Total budget over all curves.
+    h_rel : float
+        Relative length of the shortest arc bisected (see above).
+    fn : callable, optional
+        ``s (c,) -> (log |f|, f / |f|, f' / f)`` of another function ``f`` with the zeros of ``det M``
+        (default: ``det M`` itself, :func:`evaluate`).
 
     Returns
     -------
@@ -169,11 +175,12 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
         ``""``, or why the count is missing (with the point where it failed).
     """
     h0 = 0.5 / float(np.max(tau)) if h0 is None else h0
+    ev_fn = (lambda s: evaluate(A, Ad, tau, s)) if fn is None else fn             # noqa: E731
     ts, vals, counts, reasons = [], [], [None] * len(curves), [""] * len(curves)
     for cv in curves:
         t = cv.initial(min(h0, cv.length / 16))
         ts.append(t)
-        vals.append(_evaluate(A, Ad, tau, cv.points(t)))
+        vals.append(ev_fn(cv.points(t)))
     pending = list(range(len(curves)))
     total = sum(t.size for t in ts)
     while pending:
@@ -213,7 +220,7 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
             break
         sizes = [new_t[i].size for i in pending]
         s_all = np.concatenate([curves[i].points(new_t[i]) for i in pending])
-        ev = _evaluate(A, Ad, tau, s_all)
+        ev = ev_fn(s_all)
         start = 0
         for i, m in zip(pending, sizes):
             part = [v[start:start + m] for v in ev]
@@ -225,7 +232,17 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
     return counts, reasons
 
 
-def _group(z, rtol):
+def centroid(A, Ad, tau, c, r, m, *, fn=None, points=64):
+    """Mean of the ``m`` zeros inside ``|s - c| = r``: ``c + (1/m) (1/2 pi i) int (s - c) (log f)' ds``
+    (trapezoid rule on ``points`` points; ``c`` unchanged when ``f`` is not finite on the circle)."""
+    s = c + r * np.exp(2j * np.pi * np.arange(points) / points)
+    g = (evaluate(A, Ad, tau, s) if fn is None else fn(s))[2]
+    if np.all(np.isfinite(g)):
+        return c + np.mean((s - c) ** 2 * g) / m
+    return c
+
+
+def group(z, rtol):
     """Single-linkage groups of the points ``z`` closer than ``rtol (1 + |z|)``: list of index arrays."""
     m = z.size
     parent = np.arange(m)
@@ -247,7 +264,7 @@ def _group(z, rtol):
     return [np.nonzero(roots == r)[0] for r in np.unique(roots)]
 
 
-def clusters(A, Ad, tau, z, *, guard=None, count=True):
+def clusters(A, Ad, tau, z, *, guard=None, count=True, fn=None):
     """Merge the approximations ``z`` into clusters; with ``count``, each one's multiplicity.
 
     Parameters
@@ -261,13 +278,15 @@ def clusters(A, Ad, tau, z, *, guard=None, count=True):
         1e-5 (1 + |s|))``, at most 0.4 of the distance to the next cluster): 0 drops the cluster (not a
         root), ``m >= 2`` replaces it by the centroid ``c + (1/m) (1/2 pi i) int (s - c) (log det M)' ds``
         (trapezoid rule on 64 points); ``None`` when the circle could not be resolved.
+    fn : callable, optional
+        The function counted (see :func:`winding_numbers`).
 
     Returns
     -------
     centers : complex ``(q,)``
     mult : list of (int or None) ``(q,)`` (all 1 without ``count``)
     """
-    groups = _group(np.asarray(z, dtype=np.complex128), MERGE_RTOL)
+    groups = group(np.asarray(z, dtype=np.complex128), MERGE_RTOL)
     centers = np.array([np.mean(z[g]) if g.size > 1 else z[g[0]] for g in groups], dtype=np.complex128)
     if not count or centers.size == 0:
         return centers, [1] * centers.size
@@ -279,17 +298,13 @@ def clusters(A, Ad, tau, z, *, guard=None, count=True):
     if guard is not None:
         r = np.minimum(r, 0.5 * np.maximum(np.abs(centers.real - guard), 1e-300))
     counts, _ = winding_numbers(A, Ad, tau, [Circle(c, ri) for c, ri in zip(centers, r)],
-                                h0=float(np.max(r)) / 2)
+                                h0=float(np.max(r)) / 2, fn=fn)
     out_c, out_m = [], []
     for c, ri, m in zip(centers, r, counts):
         if m == 0:
             continue
         if m is not None and m >= 2:
-            t = np.arange(64) / 64
-            s = c + ri * np.exp(2j * np.pi * t)
-            _, _, g = _evaluate(A, Ad, tau, s)
-            if np.all(np.isfinite(g)):
-                c = c + np.mean((s - c) ** 2 * g) / m
+            c = centroid(A, Ad, tau, c, ri, m, fn=fn)
         out_c.append(c)
         out_m.append(m)
     return np.array(out_c, dtype=np.complex128), out_m

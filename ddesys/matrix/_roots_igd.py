@@ -132,7 +132,7 @@ def _log_derivative(M, Mp):
         return out
 
 
-def newton(A, Ad, tau, s0, *, tol=1e-12, maxit=40, batch=None):
+def newton(A, Ad, tau, s0, *, tol=1e-12, maxit=40, batch=None, fn=None):
     """Newton's method ``s <- s - 1 / trace(M(s)^{-1} M'(s))`` from each starting point.
 
     Parameters
@@ -143,6 +143,9 @@ def newton(A, Ad, tau, s0, *, tol=1e-12, maxit=40, batch=None):
         Converged when the step is ``<= tol (1 + |s|)``.
     batch : int array ``(c,)``, optional
         System index of each point for a stack.
+    fn : callable, optional
+        ``s (c,) -> (log |f|, f / |f|, f' / f)`` of another function ``f`` with the zeros of ``det M``
+        (one system only); its ``f' / f`` replaces ``trace(M^{-1} M')``.
 
     Returns
     -------
@@ -164,11 +167,15 @@ def newton(A, Ad, tau, s0, *, tol=1e-12, maxit=40, batch=None):
             if idx.size == 0:
                 break
             sa = s[idx]
-            if batch is None:
-                M, Mp = char_matrix(A, Ad, tau, sa), char_matrix_ds(A, Ad, tau, sa)
+            if fn is not None:
+                g = fn(sa)[2]
+                g = np.where(np.isnan(g), np.inf, g)                       # f = 0 exactly: a root
             else:
-                M, Mp = batch_char_matrix(A, Ad, tau, sa, batch[idx])
-            g = _log_derivative(M, Mp)
+                if batch is None:
+                    M, Mp = char_matrix(A, Ad, tau, sa), char_matrix_ds(A, Ad, tau, sa)
+                else:
+                    M, Mp = batch_char_matrix(A, Ad, tau, sa, batch[idx])
+                g = _log_derivative(M, Mp)
             exact = np.isinf(g)                                            # singular M: a root
             step = np.where(exact, 0.0, 1.0 / g)
             bad = ~np.isfinite(step)

@@ -10,6 +10,15 @@ For ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k])`` the roots are the zeros of ``
 3. counts the zeros of ``det M`` in the box by the argument principle, and the multiplicity of each
    root on a small circle around it, and grows the discretization until the two agree.
 
+Two hard cases get their own treatment. A multiple root that rounding splits into a cluster of radius
+about ``eps^(1/m) |s|`` (where ``det M`` is rounding noise and Newton's method cannot converge) is counted
+as one cluster of multiplicity ``m`` on a circle around it and reported at its centroid
+(:mod:`ddesys.matrix._roots_cluster`). Delayed terms that cancel in ``det M`` (a nilpotent delayed
+coupling in any basis: the degree of ``det M`` in ``exp(-s tau_k)`` below ``rank(Ad_k)``) are detected
+from the exact coefficients of ``det M`` as a polynomial in ``(s, exp(-s tau))``, and that quasi-polynomial
+replaces ``det M`` (:mod:`ddesys.matrix._roots_qp`); when no delayed term is left the roots are the
+eigenvalues of ``A``.
+
 ``certified=True`` means the count and the roots found agree (numerically: the phase of ``det M`` is
 resolved on every arc of the boundary, see :func:`ddesys.matrix._roots_count.winding_numbers`; this is not
 interval arithmetic). :func:`spectral_abscissa` and :func:`is_stable` build on it, and
@@ -22,62 +31,26 @@ import warnings
 
 import numpy as np
 
-from ._roots_count import MERGE_RTOL, Rectangle, clusters, region_box, winding_numbers
+from ._roots_cluster import wide_clusters
+from ._roots_count import (
+    MERGE_RTOL,
+    Rectangle,
+    clusters,
+    group,
+    region_box,
+    winding_numbers,
+)
+from ._roots_edge import UndecidableStability, edge_decision
+from ._roots_result import RootsResult
 from ._roots_igd import auto_grid, igd_eigvals, newton
-from .rightmost import rightmost_roots_batch
+from ._roots_qp import cancelled_structure
 from .charmatrix import check_statespace, relative_residual
+from .rightmost import rightmost_roots_batch
 
-__all__ = ["RootsResult", "characteristic_roots", "spectral_abscissa", "is_stable", "rightmost_roots_batch"]
+__all__ = ["RootsResult", "UndecidableStability", "characteristic_roots", "spectral_abscissa", "is_stable",
+           "rightmost_roots_batch"]
 
 MAX_EXPONENT = 700.0      # exp(-re_min tau) must stay finite in float64
-
-
-class RootsResult:
-    """Roots of ``det M(s)`` with ``Re s >= re_min``; unpacks as ``roots, residuals``.
-
-    Attributes
-    ----------
-    roots : complex ndarray ``(r,)``
-        Descending real part (a conjugate pair: positive imaginary part first). A root of multiplicity
-        ``m`` appears ``m`` times (as :func:`numpy.roots` does), at the centroid of its cluster.
-    multiplicity : int ndarray ``(r,)``
-        The multiplicity of each entry's root (counted by the argument principle on a small circle).
-        Roots closer than ``1e-6 (1 + |s|)`` are one cluster: a double root that rounding split into
-        two simple ones ``1e-8`` apart is reported as one root of multiplicity 2.
-    residuals : float ndarray ``(r,)``
-        ``sigma_min(M(s)) / scale(s)`` (:func:`ddesys.matrix.charmatrix.relative_residual`).
-    certified : bool
-        The argument principle counts exactly ``len(roots)`` zeros in the region.
-    count : int or None
-        That count (``None`` when not counted or when the boundary could not be resolved).
-    re_min : float
-        The left edge actually used: the one asked for, or slightly left of it when a root lay on it.
-    n_grid : int
-        Chebyshev degree ``N`` of the last discretization (``n (N + 1)`` eigenvalues).
-    message : str
-        What was found, counted, or why not certified.
-    """
-
-    __slots__ = ("roots", "multiplicity", "residuals", "certified", "count", "re_min", "n_grid", "message")
-
-    def __init__(self, roots, multiplicity, residuals, certified, count, re_min, n_grid, message):
-        for name, value in zip(self.__slots__, (roots, multiplicity, residuals, certified, count, re_min,
-                                                n_grid, message)):
-            if isinstance(value, np.ndarray):
-                value.flags.writeable = False
-            object.__setattr__(self, name, value)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"RootsResult is immutable: cannot set {name!r}")
-
-    def __iter__(self):
-        yield self.roots
-        yield self.residuals
-
-    def __repr__(self):
-        first = f", rightmost {self.roots[0]:.6g}" if self.roots.size else ""
-        return (f"RootsResult({self.roots.size} roots with Re s >= {self.re_min:.6g}{first}, "
-                f"certified={self.certified}, n_grid={self.n_grid})")
 
 
 # ---------------------------------------------------------------------------------------- checks
@@ -123,6 +96,9 @@ def _sort(z):
 # ---------------------------------------------------------------------------------------- main
 def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, tol=1e-12, certify=True):
     """All characteristic roots with ``Re s >= re_min``, certified by the argument principle.
+
+    Clusters that float64 cannot separate come as their centroid with their multiplicity; delayed terms
+    that cancel in ``det M`` are handled exactly (see the module docstring).
 
     Parameters
     ----------
@@ -178,7 +154,12 @@ def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, to
     if -re_min * tm > MAX_EXPONENT:
         raise ValueError(f"re_min = {re_min} is too far left for float64: exp(-re_min tau_max) = "
                          f"exp({-re_min * tm:.0f}) overflows (keep -re_min * max(tau) <= {MAX_EXPONENT:.0f})")
-    box = region_box(A, Ad, tau, re_min)
+    qp = cancelled_structure(A, Ad, tau)
+    if qp is not None and qp.polynomial:
+        return _polynomial_roots(A, Ad, tau, re_min)
+    fn = None if qp is None else qp.evaluate
+    box_of = (lambda r: region_box(A, Ad, tau, r)) if qp is None else qp.box
+    box = box_of(re_min)
     if box is None:
         return _result(A, Ad, tau, np.empty(0, complex), [], True, 0, re_min, 0,
                        f"no root has Re s >= {re_min:.6g}: the a priori bound excludes the region")
@@ -186,35 +167,50 @@ def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, to
         N = auto_grid(tm, max(abs(box[2]), abs(box[3])) + max(abs(box[0]), abs(box[1])))
     N = min(N, Nmax)
     found = np.empty(0, complex)
-    re_used, counted, prev, shifts = re_min, {}, None, 0
+    wide = []                                       # clusters float64 cannot separate: (center, radius, m)
+    re_used, counted, prev, shifts, first = re_min, {}, None, 0, True
     while True:
         x0, x1, y0, y1 = box
         mx, my = 0.25 * (x1 - x0) + 0.5, 0.25 * (y1 - y0) + 0.5
-        ev = igd_eigvals(A, Ad, tau, N)
+        if qp is not None and tau.size == 1:        # chains exp(-s tau) = w(s) first, then the generator
+            ev = qp.starts(box) if first else np.concatenate([qp.starts(box), igd_eigvals(A, Ad, tau, N)])
+        else:
+            ev = igd_eigvals(A, Ad, tau, N)
+        first = False
         keep = (ev.real >= x0 - mx) & (ev.real <= x1 + mx) & (ev.imag >= y0 - my) & (ev.imag <= y1 + my)
-        s, conv = newton(A, Ad, tau, ev[keep], tol=tol)
+        s, conv = newton(A, Ad, tau, ev[keep], tol=tol, fn=fn)
         found = np.concatenate([found, s[conv & (s.real >= x0 - mx)]])
+        if certify:
+            stuck = s[~conv & np.isfinite(s) & (s.real >= x0 - mx) & (s.real <= x1 + mx)]
+            stuck = stuck[~_inside(stuck, wide)]
+            wide += wide_clusters(A, Ad, tau, stuck, found, guard=re_used, fn=fn)
+            found = found[~_inside(found, wide)]
         re_new = _clear_edge(found, re_used)
         if re_new != re_used:
             re_used = re_new
-            box = region_box(A, Ad, tau, re_used)
-        centers, mult = clusters(A, Ad, tau, found, guard=re_used, count=certify)
+            box = box_of(re_used)
+            wide = [w for w in wide if abs(w[0].real - re_used) > w[1]]
+        centers, mult = clusters(A, Ad, tau, found, guard=re_used, count=certify, fn=fn)
         found = centers
+        centers = np.concatenate([centers, np.array([w[0] for w in wide], dtype=complex)])
+        mult = list(mult) + [w[2] for w in wide]
         inreg = centers.real >= re_used
         z, m = centers[inreg], [mult[i] for i in np.nonzero(inreg)[0]]
         if certify:
             if re_used not in counted:
-                counted[re_used] = winding_numbers(A, Ad, tau, [Rectangle(*box)])
+                counted[re_used] = winding_numbers(A, Ad, tau, [Rectangle(*box)], fn=fn)
             (cnt,), (why,) = counted[re_used]
             if cnt is None and "passes within" in why and shifts < 3:
                 shifts += 1                         # a root we have not found sits on the left edge
                 re_used -= 1e-4 * (1 + abs(re_min)) * 10 ** shifts
-                box = region_box(A, Ad, tau, re_used)
+                box = box_of(re_used)
                 continue
             total = None if any(mi is None for mi in m) else int(sum(m))
             if cnt is not None and total == cnt:
                 msg = (f"certified: the argument principle counts {cnt} roots in [{box[0]:.6g}, "
                        f"{box[1]:.6g}] x [{box[2]:.6g}, {box[3]:.6g}] and all were found (N = {N})")
+                if qp is not None:
+                    msg += "; delayed terms cancel in det M(s): its exact quasi-polynomial was used"
                 return _result(A, Ad, tau, z, m, True, cnt, re_used, N, _shifted(msg, re_min, re_used))
             if cnt is None:
                 state = f"the count failed: {why}"
@@ -234,6 +230,27 @@ def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, to
                    "raise max_grid or move re_min")
             return _result(A, Ad, tau, z, m, False, cnt, re_used, N, _shifted(msg, re_min, re_used))
         N = min(Nmax, int(np.ceil(1.5 * N)))
+
+
+def _inside(z, wide):
+    """Which of the points ``z`` lie in one of the disks ``(center, radius, m)`` of ``wide``."""
+    out = np.zeros(np.shape(z), bool)
+    for c, r, _ in wide:
+        out |= np.abs(z - c) <= r
+    return out
+
+
+def _polynomial_roots(A, Ad, tau, re_min):
+    """The delayed terms cancel completely: ``det M(s) = det(s I - A)``, the roots are eig(A)."""
+    lam = np.linalg.eigvals(A).astype(np.complex128)
+    groups = group(lam, MERGE_RTOL)
+    z = np.array([lam[g].mean() for g in groups], dtype=np.complex128)
+    m = [int(g.size) for g in groups]
+    inreg = z.real >= re_min
+    z, m = z[inreg], [m[i] for i in np.nonzero(inreg)[0]]
+    msg = (f"certified: the delayed terms cancel exactly in det M(s) = det(s I - A); its {int(sum(m))} "
+           f"roots with Re s >= {re_min:.6g} are eigenvalues of A")
+    return _result(A, Ad, tau, z, m, True, int(sum(m)), re_min, 0, msg)
 
 
 def _clear_edge(found, re_used, rtol=1e-8):
@@ -276,6 +293,12 @@ def spectral_abscissa(A, Ad, tau, *, certify=True):
     certified by :func:`characteristic_roots`. A result that could not be certified comes with a
     ``RuntimeWarning`` (the value is then the largest real part found).
 
+    Accuracy: about ``eps |s| / |(det M)'(s)|`` at a simple rightmost root. A rightmost root of
+    multiplicity ``m`` is split by rounding into ``m`` roots about ``eps^(1/m) |s|`` apart (``4e-3 |s|``
+    for ``m = 6``) that float64 cannot tell apart; the value is then the real part of their centroid,
+    accurate to about that radius. When the delayed terms cancel in ``det M`` (e.g. a nilpotent delayed
+    coupling), the exact quasi-polynomial is used (:func:`characteristic_roots`).
+
     Parameters
     ----------
     A, Ad, tau : the system (see :func:`characteristic_roots`)
@@ -294,12 +317,16 @@ def spectral_abscissa(A, Ad, tau, *, certify=True):
     A, Ad, tau = _system(A, Ad, tau)
     if not isinstance(certify, (bool, np.bool_)):
         raise TypeError(f"certify must be True or False, got {certify!r}")
+    qp = cancelled_structure(A, Ad, tau)
+    if qp is not None and qp.polynomial:            # det M(s) = det(s I - A)
+        return float(np.max(np.linalg.eigvals(A).real))
+    fn = None if qp is None else qp.evaluate
     tm = float(tau.max())
     r0 = np.linalg.norm(A, 2) + sum(np.linalg.norm(m, 2) for m in Ad)
     N = min(auto_grid(tm, r0, n_min=12), 60, _default_max_grid(A.shape[0]))
     ev = igd_eigvals(A, Ad, tau, N)
     top = ev[np.argsort(-ev.real)[: 2 * A.shape[0] + 4]]
-    s, conv = newton(A, Ad, tau, top)
+    s, conv = newton(A, Ad, tau, top, fn=fn)
     a = float(np.max(s[conv].real)) if conv.any() else float(np.max(ev.real))
     delta = float(np.clip(0.25 / tm, 0.05, 1.0))
     re_min = max(a - delta, -MAX_EXPONENT / tm)
@@ -314,12 +341,17 @@ def spectral_abscissa(A, Ad, tau, *, certify=True):
 
 
 def is_stable(A, Ad, tau):
-    """Exact stability: no characteristic root with ``Re s >= 0``.
+    """Exact stability: no characteristic root with ``Re s >= 0``, decided by a certified sign.
 
     The zeros of ``det M`` in the box of ``{Re s >= 0}`` are counted by the argument principle (no
-    eigenvalue problem). A root on the imaginary axis (within rounding: the count cannot resolve the
-    edge ``Re s = 0``) means *not* asymptotically stable: False. When the boundary needs more samples
-    than the budget, :func:`spectral_abscissa` decides, with a warning.
+    eigenvalue problem). When the boundary passes within rounding of a root (a root on or next to the
+    imaginary axis), every root with ``Re s >= -w`` (``w = 1e-6 (1 + |s|_max)``) is computed
+    (:func:`characteristic_roots`) and each one near the axis is enclosed in the smallest counted circle
+    (:func:`ddesys.matrix._roots_cluster.inclusion_radius`): a circle on one side of the axis decides its
+    sign. A root whose circle cannot be kept off the axis (on the axis, or closer to it than float64
+    resolves, about ``eps |s| / |(det M)'(s)|``) makes the question undecidable: the answer is then
+    ``False`` (stability not proven) with an :class:`UndecidableStability` warning. When the boundary
+    needs more samples than the budget, :func:`spectral_abscissa` decides, with a ``RuntimeWarning``.
 
     Parameters
     ----------
@@ -329,6 +361,11 @@ def is_stable(A, Ad, tau):
     -------
     bool
 
+    Warns
+    -----
+    UndecidableStability
+        A root within rounding of the imaginary axis (the answer is ``False``).
+
     Examples
     --------
     >>> from ddesys.matrix.roots import is_stable
@@ -336,14 +373,16 @@ def is_stable(A, Ad, tau):
     (True, False)
     """
     A, Ad, tau = _system(A, Ad, tau)
-    box = region_box(A, Ad, tau, 0.0)
+    qp = cancelled_structure(A, Ad, tau)
+    fn = None if qp is None else qp.evaluate
+    box = region_box(A, Ad, tau, 0.0) if qp is None else qp.box(0.0)
     if box is None:
         return True
-    (cnt,), (why,) = winding_numbers(A, Ad, tau, [Rectangle(*box)])
+    (cnt,), (why,) = winding_numbers(A, Ad, tau, [Rectangle(*box)], fn=fn)
     if cnt is not None:
         return cnt == 0
     if "passes within" in why or "det M(s) = 0" in why:
-        return False                               # a root on the imaginary axis
+        return edge_decision(A, Ad, tau, box, fn, find_roots=characteristic_roots, abscissa=spectral_abscissa)          # a root on or next to the imaginary axis
     warnings.warn(f"is_stable: the count on Re s = 0 failed ({why}); deciding by the spectral abscissa",
                   RuntimeWarning, stacklevel=2)
     return spectral_abscissa(A, Ad, tau) < 0
