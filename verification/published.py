@@ -2,7 +2,8 @@
 
 Every reference is computed here without ddesys (mpmath, closed forms, a lifted companion matrix): the
 first-order plant with dead time (margins), the TDS-CONTROL manual's neutral example, the stiff discrete
-system whose longest-lag matrix is singular, NLEVP's time_delay with a double root on the axis.
+system whose longest-lag matrix is singular, NLEVP's time_delay with a double root on the axis, a
+six-fold root, cancelling delayed terms, stability decided next to a crossing.
 """
 from __future__ import annotations
 
@@ -96,6 +97,70 @@ def nlevp_time_delay():
             _row(name, "delay margin vs 1/9", sys.delay_margin(), 1.0 / 9.0, 1e-9)]
 
 
-PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay)
+def mid_sixfold():
+    """Mazanti, Boussaada & Niculescu (J. Differential Equations 286, 2021), eqs. (6.10a)-(6.10f) (qpmr's
+    example): ``s^3 + a2 s^2 + a1 s + a0 + e^{-0.66 s} (b2 s^2 + b1 s + b0)`` with a root of multiplicity 6
+    at ``s0 = -6.0210``; in float64 coefficients it splits into six roots ~0.02 apart, whose centroid the
+    reference gives (mpmath ``polyroots`` of the Taylor expansion at ``s0``, then ``findroot``, 40 digits)."""
+    kappa, k, tau = 1.964, -0.67036, 0.66
+    r0 = -3.0 - 9.0 ** (1 / 3) + 3.0 ** (1 / 3)
+    s0 = r0 / tau - 1 / kappa
+    omega = (-kappa * (s0 ** 3 + 9 / tau * s0 ** 2 + 36 / tau ** 2 * s0 + 60 / tau ** 3)) ** 0.5
+    xi = -1.5 * s0 / omega - 4.5 / omega / tau - 0.5 / omega / kappa
+    e = np.exp(s0 * tau)
+    beta = (-(3 * kappa * (s0 ** 2 * tau ** 2 - 8 * s0 * tau + 20) * e) / (k * omega ** 2 * tau ** 3),
+            (6 * kappa * (s0 * tau - 4) * e) / (k * omega ** 2 * tau ** 2), (-3 * kappa * e) / (k * omega ** 2 * tau))
+    a = [omega ** 2 / kappa, omega ** 2 + 2 * omega * xi / kappa, 2 * omega * xi + 1 / kappa]
+    b = [-x * k * omega ** 2 / kappa for x in beta]
+    with mp.workdps(40):
+        am, bm, T = [mp.mpf(x) for x in a], [mp.mpf(x) for x in b], mp.mpf(tau)
+        q = lambda z: z ** 3 + am[2] * z ** 2 + am[1] * z + am[0] + mp.exp(-z * T) * (bm[2] * z ** 2 + bm[1] * z + bm[0])  # noqa: E731
+        c = mp.mpf(s0)
+        local = mp.polyroots(mp.taylor(q, c, 12)[::-1], maxsteps=200, extraprec=200)
+        ref = np.array([complex(mp.findroot(q, c + z)) for z in local if abs(z) < 0.5])
+    A = np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [-a[0], -a[1], -a[2]]])
+    Ad = np.zeros((3, 3))
+    Ad[2] = -np.array(b)
+    res = ddesys.DelayStateSpace(A, Ad, tau).roots(re_min=-8.0)
+    ok = res.certified and res.roots.size == 6 and bool(np.all(res.multiplicity == 6)) and ref.size == 6
+    name = "6-fold root, Mazanti, Boussaada & Niculescu 2021"
+    return [_row(name, "the cluster: certified, multiplicity 6, centroid vs mpmath",
+                 res.roots[0] if ok else np.inf, ref.mean(), 1e-8)]
 
-__all__ = ["PARTS", "dead_time_loop", "neutral_tds_control", "nlevp_time_delay", "stiff_discrete"]
+
+def hidden_nilpotent():
+    """``A = T diag(-1, -2) T^-1``, ``Ad = T [[0, 1], [0, 0]] T^-1``, ``T = [[2, 1], [1, 1]]``: every delayed
+    term cancels in ``det M(s) = (s + 1)(s + 2)`` (exact: the determinant of the 2 x 2 expansion), so at delays
+    10 and 50 the only roots are -1 and -2."""
+    T = np.array([[2.0, 1.0], [1.0, 1.0]])
+    Ti = np.linalg.inv(T)
+    A, Ad = T @ np.diag([-1.0, -2.0]) @ Ti, T @ np.array([[0.0, 1.0], [0.0, 0.0]]) @ Ti
+    rows = []
+    for tau in (10.0, 50.0):
+        r = ddesys.DelayStateSpace(A, Ad, tau).roots(re_min=-3.0)
+        ok = r.certified and r.roots.size == 2
+        rows.append(_row(f"hidden nilpotent coupling, tau = {tau:g}", "only -1 and -2, certified",
+                         np.sort_complex(r.roots) if ok else [np.inf, np.inf], [-2.0, -1.0], 1e-12))
+    return rows
+
+
+def stability_at_the_edge():
+    """``x' = -x(t - tau)`` at ``tau = (pi/2)(1 -+ 1e-12)``, next to its crossing (Hayes 1950): the rightmost
+    root ``W_0(-tau)/tau`` (mpmath) has real part about ``-+ 4.5e-13``; ``is_stable`` must give its sign."""
+    rows = []
+    for rel in (-1e-12, 1e-12):
+        tau = float(np.pi / 2) * (1 + rel)
+        with mp.workdps(30):
+            ref = float(mp.re(mp.lambertw(-mp.mpf(tau), 0) / mp.mpf(tau)))
+        got = bool(ddesys.DelayStateSpace([[0.0]], [[-1.0]], tau).is_stable())
+        rows.append(dict(problem=f"x' = -x(t - tau), tau = pi/2 (1 {rel:+.0e}), Hayes 1950",
+                         quantity=f"is_stable agrees with the sign of Re s = {ref:.2e}",
+                         error=0.0 if got == (ref < 0) else 1.0, bound=0.0, passed=got == (ref < 0)))
+    return rows
+
+
+PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay, mid_sixfold, hidden_nilpotent,
+         stability_at_the_edge)
+
+__all__ = ["PARTS", "dead_time_loop", "hidden_nilpotent", "mid_sixfold", "neutral_tds_control", "nlevp_time_delay",
+           "stability_at_the_edge", "stiff_discrete"]

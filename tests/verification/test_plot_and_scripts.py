@@ -133,7 +133,7 @@ def _check_verification(out, cfg, rc, timing_must_pass):
     assert sum(r["setting"].startswith("anchor") for r in tap) == 3
 
     dss = checks[DSS]["rows"]
-    assert len(dss) >= 25 and all(r["passed"] and 0 <= r["error"] <= r["bound"] for r in dss), dss
+    assert len(dss) >= 30 and all(r["passed"] and 0 <= r["error"] <= r["bound"] for r in dss), dss
     assert any("TDS-CONTROL" in r["problem"] for r in dss) and any("Astrom" in r["problem"] for r in dss)
 
     clock = checks[CLOCK]["rows"]                                    # 3 pause fractions x 5 comparisons
