@@ -140,6 +140,12 @@ class DelayLTI:
         bool or ndarray of bool ``(...)``
             Per channel for a batch of channels.
 
+        Warns
+        -----
+        UndecidableStability
+            (continuous matrix systems) a characteristic root lies within rounding of the imaginary
+            axis, closer than float64 can resolve: the answer is ``False`` (stability not proven).
+
         Examples
         --------
         Outside the sufficient diamond ``|lam| + |mu| < 1`` yet stable:
