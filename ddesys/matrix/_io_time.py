@@ -10,7 +10,20 @@ from __future__ import annotations
 import numpy as np
 
 from . import timeresp
+from .charmatrix import real_vector
 from .timeresp import TimeResponse
+
+
+def _check_t(t):
+    arr = real_vector(t, "t", "real times")
+    if np.any(arr < 0):
+        raise ValueError(f"t must be >= 0 (the history before t = 0 is zero), got min {arr.min():.6g}")
+    return arr
+
+
+def _gain(outs):
+    """``sum_o ||C_o||_inf``: how much a state error can grow in the output."""
+    return float(sum(np.abs(C).sum(axis=1).max(initial=0.0) for _, C in outs))
 
 
 def _state_part(f, t_max):
@@ -54,19 +67,22 @@ def _gather(values, lookup, tq):
 
 def _per_input(sys, t, kind, kwargs):
     f = sys.explicit_form()
-    t = timeresp._check_t(t)
+    t = _check_t(t)
     n, m, p = sys.n_states, sys.n_inputs, sys.n_outputs
     ins, outs, feeds = _shifts(f)
     y = np.zeros((p, m, t.size))
     x = np.zeros((n, m, t.size))
+    err = None
     if n:
         shifts = sorted({a + b for a, _ in ins for b, _ in outs})
         look = _Lookup(t, shifts)
         Ad, tau = _state_part(f, t.max(initial=0.0))
         Bs = np.concatenate([B for _, B in ins], axis=1)
         fn = timeresp.step if kind == "step" else timeresp.impulse
-        S = fn(f.A, Ad, tau, Bs, np.eye(n), np.zeros((n, Bs.shape[1])), look.grid, **kwargs).x
-        S = S.reshape(n, len(ins), m, -1)
+        r = fn(f.A, Ad, tau, Bs, np.eye(n), np.zeros((n, Bs.shape[1])), look.grid, **kwargs)
+        S = r.x.reshape(n, len(ins), m, -1)
+        if r.error_estimate is not None:
+            err = float(r.error_estimate) * len(ins) * _gain(outs)
         for (di, _), Sg in zip(ins, np.moveaxis(S, 1, 0)):
             x += _gather(Sg, look, t - di)
             for do, Cm in outs:
@@ -74,7 +90,7 @@ def _per_input(sys, t, kind, kwargs):
     if kind == "step":
         for d, Dm in feeds:
             y += Dm[:, :, None] * (t >= d)[None, None, :]
-    return TimeResponse(t, y, x)
+    return TimeResponse(t, y, x, error_estimate=err)
 
 
 def io_step(sys, t, **kwargs):
@@ -92,7 +108,7 @@ def io_simulate(sys, u, t, x0=None, **kwargs):
     if not callable(u):
         raise TypeError(f"u must be a callable u(times) -> (m, len(times)), got {type(u).__name__}")
     f = sys.explicit_form()
-    t = timeresp._check_t(t)
+    t = _check_t(t)
     n, m, p = sys.n_states, sys.n_inputs, sys.n_outputs
     ins, outs, feeds = _shifts(f)
 
@@ -107,20 +123,23 @@ def io_simulate(sys, u, t, x0=None, **kwargs):
 
     x = np.zeros((n, t.size))
     y = np.zeros((p, t.size))
+    err = None
     if n:
         shifts = sorted({a + b for a, _ in ins for b, _ in outs})
         look = _Lookup(t, shifts)
         Ad, tau = _state_part(f, t.max(initial=0.0))
         for g, (di, Bg) in enumerate(ins):
             z0 = x0 if g == 0 else None
-            Sg = timeresp.simulate(f.A, Ad, tau, Bg, np.eye(n), np.zeros((n, m)), uu, look.grid, x0=z0,
-                                   **kwargs).x
+            r = timeresp.simulate(f.A, Ad, tau, Bg, np.eye(n), np.zeros((n, m)), uu, look.grid, x0=z0, **kwargs)
+            Sg = r.x
+            if r.error_estimate is not None:
+                err = (err or 0.0) + float(r.error_estimate) * _gain(outs)
             x += _gather(Sg, look, t - di)
             for do, Cm in outs:
                 y += Cm @ _gather(Sg, look, t - (di + do))
     for d, Dm in feeds:
         y += Dm @ uu(t - d)
-    return TimeResponse(t, y, x)
+    return TimeResponse(t, y, x, error_estimate=err)
 
 
 __all__ = ["io_impulse", "io_simulate", "io_step"]

@@ -5,12 +5,14 @@ At every grid point the rightmost characteristic roots are estimated by the batc
 (:func:`ddesys.matrix.rightmost.rightmost_roots_batch`: Chebyshev discretization of fixed degree, the rightmost
 eigenvalues refined by Newton's method on the exact characteristic matrix). No point is certified;
 :func:`ddesys.matrix.roots.characteristic_roots` certifies one point when needed. The points go in batches
-sized to the memory budget (:mod:`ddesys.budget`).
+sized to the memory budget (:mod:`ddesys.budget`), serially, in threads, or through any
+:class:`concurrent.futures.Executor` (a process pool, a Dask or Ray executor): the systems are built in
+the calling process and only arrays travel, so the results are the same numbers whichever way they run.
 """
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -119,7 +121,7 @@ def _axis(name, v):
     return a
 
 
-def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x", ylabel="y"):
+def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, executor=None, xlabel="x", ylabel="y"):
     """Spectral abscissa estimate of ``system_fn(x[i], y[j])`` on the grid.
 
     Parameters
@@ -132,7 +134,16 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
         Chebyshev degree. ``"auto"``: per point, enough for the roots with ``Re s >= 0``, whose modulus
         is at most ``||A|| + sum_k ||Ad_k||`` (:func:`ddesys.matrix._roots_igd.auto_grid`, 12 to 64).
     workers : int, optional
-        Threads (default :func:`ddesys.cpu.threads.thread_budget`); each runs single-threaded BLAS.
+        Threads (default :func:`ddesys.cpu.threads.thread_budget`); each runs single-threaded BLAS. With
+        an ``executor``: the most batches in flight at once (give the executor's worker count; the
+        memory budget is shared among them).
+    executor : concurrent.futures.Executor, optional
+        Runs the batches instead of threads: anything with ``submit(fn, *args)`` returning a future with
+        ``result()`` (``ProcessPoolExecutor``, a Dask or Ray executor). ``system_fn`` is still called in
+        the calling process (it need not be picklable: a lambda works with a process pool); each batch
+        travels as a module-level function and arrays (its degree and the ``A``, ``Ad``, ``tau`` of up to
+        :data:`CHUNK` points). The executor is not shut down. The numbers equal the serial run's: the
+        batches are the same and each runs with one BLAS thread.
     xlabel, ylabel : str
         Axis labels of :meth:`StabilityChart.plot`.
 
@@ -168,6 +179,9 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
         workers = thread_budget()
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError("executor must be a concurrent.futures.Executor (an object with submit(fn, *args)), "
+                        f"got {type(executor).__name__}")
     t0 = time.perf_counter()
     As, Ads, taus, shape = [], [], [], None
     for yj in y:
@@ -209,28 +223,66 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, xlabel="x",
         per = int(max(1, min(CHUNK, room // _point_bytes(n, K, deg, item))))
         jobs += [(int(deg), idx[i:i + per]) for i in range(0, idx.size, per)]
 
-    def run(job):
-        deg, idx = job
-        _, est, ok = rightmost_roots_batch(A[idx], Ad[idx], tau[idx], n_grid=deg)
-        return idx, est, ok
-
     est = np.empty(A.shape[0])
     ok = np.empty(A.shape[0], bool)
-    with single_blas_thread():
-        if workers == 1 or len(jobs) == 1:
-            results = map(run, jobs)
-        else:
-            pool = ThreadPoolExecutor(max_workers=int(workers))
-            results = pool.map(run, jobs)
-        for idx, e, o in results:
+    if executor is not None:
+        tasks = ((job, (job[0], A[job[1]], Ad[job[1]], tau[job[1]])) for job in jobs)     # sliced when sent
+        for idx, (e, o) in _through(executor, workers, tasks):
             est[idx], ok[idx] = e, o
-        if workers != 1 and len(jobs) > 1:
-            pool.shutdown()
+    else:
+        with single_blas_thread():
+            if workers == 1 or len(jobs) == 1:
+                results = (_chart_batch(deg, A[idx], Ad[idx], tau[idx]) for deg, idx in jobs)
+                for (_, idx), (e, o) in zip(jobs, results):
+                    est[idx], ok[idx] = e, o
+            else:
+                with ThreadPoolExecutor(max_workers=int(workers)) as pool:
+                    results = pool.map(lambda j: _chart_batch(j[0], A[j[1]], Ad[j[1]], tau[j[1]]), jobs)
+                    for (_, idx), (e, o) in zip(jobs, results):
+                        est[idx], ok[idx] = e, o
     shp = (y.size, x.size)
     absc = est.reshape(shp)
     return StabilityChart(x=x, y=y, abscissa=absc, stable=absc < 0, converged=ok.reshape(shp),
                           n_grid=N.reshape(shp), xlabel=xlabel, ylabel=ylabel,
                           seconds=time.perf_counter() - t0)
+
+
+def _chart_batch(deg, A, Ad, tau):
+    """One batch of grid points at Chebyshev degree ``deg``: ``(estimate (B,), converged (B,))``, one BLAS
+    thread (module level, so that a process pool can run it)."""
+    with single_blas_thread():
+        _, est, ok = rightmost_roots_batch(A, Ad, tau, n_grid=int(deg))
+    return est, ok
+
+
+def _through(executor, workers, tasks):
+    """Run ``_chart_batch(*args)`` for each ``(job, args)`` of ``tasks`` on ``executor``, at most ``workers``
+    in flight; yields ``(job's indices, result)`` as the batches finish (in order for futures that are not
+    :class:`concurrent.futures.Future`). On an error the batches still queued are cancelled."""
+    pending = []                                                 # (future, indices), oldest first
+    try:
+        for job, args in tasks:
+            while len(pending) >= workers:
+                yield from _collect(pending)
+            pending.append((executor.submit(_chart_batch, *args), job[1]))
+        while pending:
+            yield from _collect(pending)
+    finally:
+        for fut, _ in pending:
+            fut.cancel()
+
+
+def _collect(pending):
+    """Remove from ``pending`` the batches that finished (at least one, waiting for it) and yield them."""
+    futs = [fut for fut, _ in pending]
+    if all(isinstance(fut, Future) for fut in futs):
+        done = {id(fut) for fut in wait(futs, return_when=FIRST_COMPLETED).done}
+    else:
+        done = {id(futs[0])}                                     # other futures: the oldest
+    finished = [p for p in pending if id(p[0]) in done]
+    pending[:] = [p for p in pending if id(p[0]) not in done]
+    for fut, idx in finished:
+        yield idx, fut.result()
 
 
 def _point_bytes(n, K, N, item):
@@ -247,14 +299,14 @@ def _shared_bytes(n, N, item):
     return S * S * (8 + item) + 64 * S
 
 
-def delay_chart(A, Ad, tau1, tau2, *, n_grid="auto", workers=None):
+def delay_chart(A, Ad, tau1, tau2, *, n_grid="auto", workers=None, executor=None):
     """Stability chart of ``x' = A x + Ad[0] x(t - tau1) + Ad[1] x(t - tau2)`` over the two delays.
 
     Parameters
     ----------
     A : array_like ``(n, n)``;  Ad : array_like ``(2, n, n)``
     tau1 : array_like ``(nx,)``, ``> 0`` (x axis);  tau2 : array_like ``(ny,)``, ``> 0`` (y axis)
-    n_grid, workers : see :func:`stability_chart`
+    n_grid, workers, executor : see :func:`stability_chart`
 
     Returns
     -------
@@ -273,4 +325,5 @@ def delay_chart(A, Ad, tau1, tau2, *, n_grid="auto", workers=None):
         if np.any(t <= 0):
             raise ValueError(f"every delay in {name} must be > 0, got min {t.min()}")
     return stability_chart(lambda a, b: (d.A, d.Ad, np.array([a, b])), t1, t2, n_grid=n_grid,
-                           workers=workers, xlabel="tau1 (time units)", ylabel="tau2 (time units)")
+                           workers=workers, executor=executor, xlabel="tau1 (time units)",
+                           ylabel="tau2 (time units)")

@@ -16,7 +16,7 @@ class ContinuousSSResponses:
     The host class has the matrices ``A``, ``Ad``, ``tau``, ``B``, ``C``, ``D``.
     """
 
-    def simulate(self, u, t, x0=None, h=None):
+    def simulate(self, u, t, x0=None, h=None, *, rtol=None, atol=None, max_bytes=None):
         """Response to the input ``u`` on the times ``t`` (zero history; see :func:`ddesys.matrix.timeresp.simulate`).
 
         Parameters
@@ -28,12 +28,20 @@ class ContinuousSSResponses:
         x0 : array_like ``(n,)``, optional
             State at ``t = 0`` (the history before is zero).
         h : float, optional
-            Step of the method of steps.
+            Step of the method of steps: given alone, one fixed-step solve without error estimate;
+            with ``rtol``/``atol``, the first step of the error control.
+        rtol, atol : float, optional
+            Error control: the step is halved until the estimated error of each output is at most
+            ``atol + rtol max_t |y|`` (default ``rtol = 1e-6``, ``atol = 0``, unless ``h`` is given
+            alone); a tolerance out of reach within the memory budget warns (``RuntimeWarning``).
+        max_bytes : int, optional
+            Memory budget of the grid (default: :mod:`ddesys.budget`, at most 1 GiB).
 
         Returns
         -------
         TimeResponse
-            ``(t, y (p, T), x (n, T))``.
+            ``(t, y (p, T), x (n, T))``, and ``error_estimate``: the estimated largest absolute error of
+            ``y`` (None for a fixed step ``h`` alone).
 
         Examples
         --------
@@ -44,10 +52,14 @@ class ContinuousSSResponses:
         >>> np.round(y[0], 4)
         array([0.    , 1.6098, 1.9192, 1.9833, 1.9965])
         """
-        return simulate(self.A, self.Ad, self.tau, self.B, self.C, self.D, u, t, x0=x0, h=h)
+        return simulate(self.A, self.Ad, self.tau, self.B, self.C, self.D, u, t, x0=x0, h=h, rtol=rtol,
+                        atol=atol, max_bytes=max_bytes)
 
-    def impulse(self, t, h=None):
+    def impulse(self, t, h=None, *, rtol=None, atol=None, max_bytes=None):
         """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded).
+
+        ``h``, ``rtol``, ``atol``, ``max_bytes`` as in :meth:`simulate` (the tolerance per output-input
+        pair); see :func:`ddesys.matrix.timeresp.impulse`.
 
         Examples
         --------
@@ -56,19 +68,24 @@ class ContinuousSSResponses:
         >>> r.y.shape, [round(float(v), 4) for v in r.y[0, 0]]          # e^{-t} until the delay acts
         ((1, 1, 3), [1.0, 0.3679, 0.3193])
         """
-        return impulse(self.A, self.Ad, self.tau, self.B, self.C, self.D, t, h=h)
+        return impulse(self.A, self.Ad, self.tau, self.B, self.C, self.D, t, h=h, rtol=rtol, atol=atol,
+                       max_bytes=max_bytes)
 
-    def step(self, t, h=None):
+    def step(self, t, h=None, *, rtol=None, atol=None, max_bytes=None):
         """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)``.
+
+        ``h``, ``rtol``, ``atol``, ``max_bytes`` as in :meth:`simulate` (the tolerance per output-input
+        pair); see :func:`ddesys.matrix.timeresp.step`.
 
         Examples
         --------
         >>> from ddesys import DelayStateSpace
-        >>> r = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).step([0.0, 20.0])
-        >>> [round(float(v), 4) for v in r.y[0, 0]]
-        [0.0, 1.9965]
+        >>> r = DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).step([0.0, 20.0], rtol=1e-8)
+        >>> [round(float(v), 4) for v in r.y[0, 0]], r.error_estimate < 1e-8 * 2
+        ([0.0, 1.9965], True)
         """
-        return step(self.A, self.Ad, self.tau, self.B, self.C, self.D, t, h=h)
+        return step(self.A, self.Ad, self.tau, self.B, self.C, self.D, t, h=h, rtol=rtol, atol=atol,
+                    max_bytes=max_bytes)
 
 
 __all__ = ["ContinuousSSResponses"]

@@ -290,8 +290,9 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
 
     # ---------------------------------------------------------------- time responses
     def step(self, t, **kwargs):
-        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``x (n, m, T)``).
-        Keywords go to :meth:`ddesys.DelayStateSpace.step` (e.g. ``h``)."""
+        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``x (n, m, T)``) and
+        ``error_estimate`` (a bound of the output's error from the state part's). Keywords go to
+        :func:`ddesys.matrix.timeresp.step` (``rtol``, ``atol``, ``h``, ``max_bytes``)."""
         from ._io_time import io_step
 
         return io_step(self, t, **kwargs)

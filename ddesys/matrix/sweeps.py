@@ -81,13 +81,20 @@ class DelaySweeps:
         A, A1 = self._one_delay("delay_margin")
         return delay_margin(A, A1)
 
-    def stability_chart(self, tau1, tau2):
+    def stability_chart(self, tau1, tau2, *, n_grid="auto", workers=None, executor=None):
         """Stability chart over the two delays of a two-delay system (see :func:`ddesys.matrix.chart.delay_chart`).
 
         Parameters
         ----------
         tau1, tau2 : array_like ``(n1,)``, ``(n2,)``
             Grids of the first and second delay.
+        n_grid : int or "auto"
+            Chebyshev degree (:func:`ddesys.matrix.chart.stability_chart`).
+        workers : int, optional
+            Threads, or with an ``executor`` the most batches in flight at once.
+        executor : concurrent.futures.Executor, optional
+            Runs the batches of grid points (a ``ProcessPoolExecutor``, a Dask or Ray executor); only
+            arrays travel to it. The numbers equal the serial run's.
 
         Returns
         -------
@@ -112,7 +119,7 @@ class DelaySweeps:
 
         if self.n_delays != 2:
             raise ValueError(f"stability_chart sweeps two delays; this system has {self.n_delays}")
-        return delay_chart(self.A, self.Ad, tau1, tau2)
+        return delay_chart(self.A, self.Ad, tau1, tau2, n_grid=n_grid, workers=workers, executor=executor)
 
 
 __all__ = ["DelaySweeps"]

@@ -15,6 +15,17 @@ breakpoint, inside the step). Derivatives are stored one-sided at both ends of e
 jump at a grid point). Cost: ``3 S n r`` stored values (``S`` steps, ``r`` right-hand sides: 1 for
 :func:`simulate`, ``m`` for :func:`impulse` and :func:`step`) and a Python loop over the ``S`` steps
 (``python -m ddesys.experiments.bench.dss`` times it).
+
+Error control (the default, or ``rtol=`` / ``atol=`` given): the grid is refined by halving until the
+estimated error of ``y`` is within ``atol + rtol max_t |y|`` for every output channel, over the output
+times. The estimate is Richardson's: two solutions on nested grids (every step of one cut in two) differ
+by about ``15/16`` of the coarser one's error, so ``2 |y_h - y_{h/2}| / 15`` (a safety factor 2) plus the
+rounding errors ``eps sqrt(steps) max_t |y|`` bounds the error of the finer solution ``y_{h/2}``, which is
+the one returned (:mod:`ddesys.matrix._timeresp_control`). It is reported as
+:attr:`TimeResponse.error_estimate`. A tolerance that cannot be met within the memory budget (or below the
+rounding errors) warns and names the error reached. The first estimate costs about 1.5 fixed-step solves
+(the steps ``2 h`` and ``h``); each halving after it one solve of twice the steps. An explicit ``h=``
+without ``rtol``/``atol`` is one fixed-step solve and reports no estimate (``error_estimate`` None).
 """
 from __future__ import annotations
 
@@ -23,16 +34,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..budget import check_bytes
+from ._timeresp_control import solve_controlled
+from ._timeresp_steps import BREAKPOINT_ORDER, SIMULATE_MAX_BYTES, breakpoints, solve_fixed
 from .charmatrix import real_vector
 
-SIMULATE_MAX_BYTES = 2**30     # memory budget of the grid (argument ``max_bytes``)
-BREAKPOINT_ORDER = 4           # breakpoints sum_k j_k tau_k with sum_k j_k <= 4 are grid points
-_CSEL = np.array([1e-3, 0.5, 1 - 1e-3])      # where a stage's delayed point picks its past interval
+DEFAULT_RTOL = 1e-6            # relative tolerance of the default error control
 
 
-class TimeResponse(NamedTuple):
-    """A time response: unpacks as ``t, y, x``.
+class _Fields(NamedTuple):
+    t: np.ndarray
+    y: np.ndarray
+    x: np.ndarray
+
+
+class TimeResponse(_Fields):
+    """A time response: unpacks as ``t, y, x`` (a named tuple of three), with the error estimate beside.
 
     Attributes
     ----------
@@ -42,11 +58,38 @@ class TimeResponse(NamedTuple):
         ``j`` in ``[:, j]``)
     x : ndarray ``(n, T)`` or ``(n, m, T)``
         States.
+    error_estimate : float or None
+        Estimated largest absolute error of ``y`` over the output times (the units of ``y``), from the
+        error control; None for a fixed step ``h=`` without a tolerance. Not part of the tuple:
+        ``t, y, x = response`` unpacks the three arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.matrix.timeresp import TimeResponse
+    >>> r = TimeResponse(np.zeros(2), np.ones((1, 2)), np.ones((1, 2)), error_estimate=1e-9)
+    >>> t, y, x = r
+    >>> len(r), r.error_estimate, TimeResponse(t, y, x).error_estimate
+    (3, 1e-09, None)
     """
 
-    t: np.ndarray
-    y: np.ndarray
-    x: np.ndarray
+    error_estimate = None
+
+    def __new__(cls, t, y, x, error_estimate=None):
+        self = super().__new__(cls, t, y, x)
+        if error_estimate is not None:
+            self.__dict__["error_estimate"] = float(error_estimate)
+        return self
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"TimeResponse is immutable: cannot set {name!r}")
+
+    def _replace(self, **kw):
+        est = kw.pop("error_estimate", self.error_estimate)
+        return TimeResponse(*super()._replace(**kw), error_estimate=est)
+
+    def __repr__(self):
+        return f"{super().__repr__()[:-1]}, error_estimate={self.error_estimate!r})"
 
 
 def _check_t(t):
@@ -54,118 +97,6 @@ def _check_t(t):
     if np.any(arr < 0):
         raise ValueError(f"t must be >= 0 (the history before t = 0 is zero), got min {arr.min():.6g}")
     return arr
-
-
-def breakpoints(tau, t_end, order=BREAKPOINT_ORDER):
-    """The sorted sums ``sum_k j_k tau[k]`` with ``1 <= sum_k j_k <= order`` in ``(0, t_end)``, plus 0.
-
-    Parameters
-    ----------
-    tau : ndarray ``(K,)``
-    t_end : float
-    order : int
-
-    Returns
-    -------
-    ndarray ``(P,)``
-    """
-    tau = np.unique(np.asarray(tau, dtype=np.float64))
-    level, pts = np.zeros(1), [np.zeros(1)]
-    for _ in range(order):
-        level = np.unique((level[:, None] + tau[None, :]).reshape(-1))
-        level = level[level < t_end]
-        if level.size == 0:
-            break
-        pts.append(level)
-    p = np.unique(np.concatenate(pts))
-    keep = np.concatenate([[True], np.diff(p) > 64 * np.finfo(float).eps * max(1.0, t_end)])
-    return p[keep]
-
-
-def _grid(tau, t_end, h):
-    b = np.concatenate([breakpoints(tau, t_end), [t_end]])
-    b = b[np.concatenate([[True], np.diff(b) > 64 * np.finfo(float).eps * max(1.0, t_end)])]
-    if b.size < 2:                               # t_end == 0: one tiny step keeps the code uniform
-        b = np.array([0.0, min(h, float(tau.min()))])
-    counts = np.maximum(1, np.ceil(np.diff(b) / h - 1e-9).astype(np.int64))
-    return b, counts
-
-
-def _hermite_w(theta):
-    t2, t3 = theta * theta, theta * theta * theta
-    return np.stack([2 * t3 - 3 * t2 + 1, t3 - 2 * t2 + theta, -2 * t3 + 3 * t2, t3 - t2], axis=-1)
-
-
-def _solve(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what):
-    """RK4 method of steps for ``X' = A X + sum_k Ad_k X(t - tau_k) + B U(t)``, ``X (n, r)``.
-
-    ``forcing``: None (no input), ``("const", U (m, r))`` for ``t >= 0``, or ``("call", fn, r)`` with
-    ``fn(times) -> (m, r, len(times))``. Returns the states at ``t_out``, ``(T, n, r)``.
-    """
-    n, K = A.shape[0], tau.size
-    r = x0.shape[1]
-    t_end = float(t_out.max(initial=0.0))
-    b, counts = _grid(tau, t_end, h)
-    S = int(counts.sum())
-    item = 16 if np.iscomplexobj(np.empty(0, np.result_type(A, Ad, B, x0))) else 8
-    need = (3 * S + 1) * n * r * item + S * 3 * K * 48 + (2 * S + 1) * (B.shape[1] * r * item + 8)
-    check_bytes(need, f"{what} with step h={h:.4g} up to t={t_end:.4g} ({S} steps)",
-                "use a larger h or a shorter t, or raise max_bytes", max_bytes, SIMULATE_MAX_BYTES)
-    grid = np.concatenate([np.concatenate([np.linspace(b[i], b[i + 1], c, endpoint=False)
-                                           for i, c in enumerate(counts)]), [b[-1]]])
-    hs = np.diff(grid)
-    U_grid = U_mid = None
-    if forcing is not None and forcing[0] == "call":
-        vals = forcing[1](np.concatenate([grid, grid[:-1] + hs / 2]))       # (m, r, 2S + 1)
-        U_grid, U_mid = vals[..., :S + 1], vals[..., S + 1:]
-        dtype = np.result_type(A, Ad, B, x0, vals)
-    else:
-        dtype = np.result_type(A, Ad, B, x0)
-    BU_const = B @ forcing[1] if forcing is not None and forcing[0] == "const" else None
-    # delayed reads: step j, stage c in (0, 1/2, 1), delay k -> past interval idx and Hermite weights
-    c = np.array([0.0, 0.5, 1.0])
-    s = grid[:-1, None, None] + c[None, :, None] * hs[:, None, None] - tau[None, None, :]      # (S, 3, K)
-    sel = grid[:-1, None, None] + _CSEL[None, :, None] * hs[:, None, None] - tau[None, None, :]
-    idx = np.searchsorted(grid, sel, side="right") - 1
-    live = idx >= 0                                                     # before t = 0: zero history
-    idx = np.clip(idx, 0, S - 1)
-    hi = hs[idx]
-    W = _hermite_w((s - grid[idx]) / hi) * live[..., None]
-    W[..., 1] *= hi
-    W[..., 3] *= hi
-    X = np.zeros((S + 1, n, r), dtype)
-    dL = np.zeros((S, n, r), dtype)
-    dR = np.zeros((S, n, r), dtype)
-    X[0] = x0
-    Adt = np.asarray(Ad, dtype)
-
-    def force(j, half):
-        if BU_const is not None:
-            return BU_const
-        if U_grid is None:
-            return 0.0
-        U = U_mid[..., j] if half else U_grid[..., j]
-        return B @ U
-
-    for j in range(S):
-        ij, wj = idx[j], W[j]                                           # (3, K), (3, K, 4)
-        Xd = (wj[..., 0, None, None] * X[ij] + wj[..., 1, None, None] * dL[ij]
-              + wj[..., 2, None, None] * X[ij + 1] + wj[..., 3, None, None] * dR[ij])   # (3, K, n, r)
-        Dl = np.einsum("kab,ckbr->car", Adt, Xd)                         # (3, n, r)
-        hj, x = hs[j], X[j]
-        fh = force(j, True)
-        f1 = force(j + 1, False)
-        k1 = A @ x + Dl[0] + force(j, False)
-        k2 = A @ (x + 0.5 * hj * k1) + Dl[1] + fh
-        k3 = A @ (x + 0.5 * hj * k2) + Dl[1] + fh
-        k4 = A @ (x + hj * k3) + Dl[2] + f1
-        X[j + 1] = x + (hj / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
-        dL[j] = k1
-        dR[j] = A @ X[j + 1] + Dl[2] + f1
-    jo = np.clip(np.searchsorted(grid, t_out, side="right") - 1, 0, S - 1)
-    wo = _hermite_w((t_out - grid[jo]) / hs[jo])
-    return (wo[:, 0, None, None] * X[jo] + (wo[:, 1] * hs[jo])[:, None, None] * dL[jo]
-            + wo[:, 2, None, None] * X[jo + 1] + (wo[:, 3] * hs[jo])[:, None, None] * dR[jo])
 
 
 def _check_h(h, A, Ad, tau):
@@ -187,7 +118,41 @@ def _check_h(h, A, Ad, tau):
     return h
 
 
-def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=None):
+def _check_tol(h, rtol, atol):
+    """``(rtol, atol)`` of the error control, or ``(None, None)`` for one fixed-step solve (``h`` alone)."""
+    if h is not None and rtol is None and atol is None:
+        return None, None
+    out = []
+    for name, v, default in (("rtol", rtol, DEFAULT_RTOL), ("atol", atol, 0.0)):
+        if v is None:
+            out.append(default)
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            f = np.nan
+        if isinstance(v, (bool, str, bytes)) or not (f >= 0 and np.isfinite(f)):
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        out.append(f)
+    if out[0] == 0 and out[1] == 0:
+        raise ValueError("rtol and atol cannot both be 0 (no error can be guaranteed to vanish)")
+    return tuple(out)
+
+
+def _run(A, Ad, tau, B, x0, forcing, t, h, tols, max_bytes, what, readout, default):
+    """States ``(T, n, r)`` at ``t`` and the error estimate of ``readout(states)`` (None for a fixed step);
+    ``default``: ``h`` is the default step."""
+    if tols[0] is None:
+        return solve_fixed(A, Ad, tau, B, x0, forcing, t, h, max_bytes, what), None
+    h0 = min(2 * h, float(tau.min()))            # level 1, the first one returned, has the step h
+    if default:                                  # from min(tau / 50, 1 / e): 2 h e <= 2, RK4-stable
+        e = float(np.linalg.norm(A, 2) + sum(np.linalg.norm(m, 2) for m in Ad))
+        h0 = min(4 * h, 2 / e, float(tau.min())) if e > 0 else min(4 * h, float(tau.min()))
+    X, est, _ = solve_controlled(A, Ad, tau, B, x0, forcing, t, h0, max_bytes, what, readout, *tols)
+    return X, est
+
+
+def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None, max_bytes=None):
     """Response to the input ``u`` on the times ``t`` (zero history before ``t = 0``).
 
     Parameters
@@ -202,16 +167,25 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=None):
     x0 : array_like ``(n,)``, optional
         State at ``t = 0`` (``x(0-) = 0``); default 0.
     h : float, optional
-        Largest step; default ``min(min(tau) / 100, 1 / (||A|| + sum ||Ad_k||))``; a step above
-        ``min(tau)`` is reduced to it.
+        Largest step; a step above ``min(tau)`` is reduced to it. Given alone: one fixed-step solve, no
+        error control (``error_estimate`` None). With ``rtol``/``atol``: the step of the first solution
+        the error control checks (against the step ``2 h``). Default: the error control starts from
+        ``h = min(min(tau) / 50, 1 / e)``, ``e = ||A||_2 + sum ||Ad_k||_2`` (``2 h e <= 2``: within RK4's
+        stability).
+    rtol, atol : float, optional
+        Error control (module docstring): the grid is refined by halving until the estimated error of
+        every output channel is at most ``atol + rtol max_t |y|`` over the output times. Default
+        ``rtol = DEFAULT_RTOL`` (``1e-6``), ``atol = 0``, unless ``h`` is given alone.
     max_bytes : int, optional
         Budget of the stored grid, checked before allocating (default ``SIMULATE_MAX_BYTES``, 1 GiB,
-        capped by the memory budget of :mod:`ddesys.budget`).
+        capped by the memory budget of :mod:`ddesys.budget`); it also bounds the error control's
+        refinement.
 
     Returns
     -------
     TimeResponse
-        ``t (T,)``, ``y (p, T)``, ``x (n, T)``; complex when the system or ``u`` is.
+        ``t (T,)``, ``y (p, T)``, ``x (n, T)`` (complex when the system or ``u`` is), and
+        ``error_estimate``, the estimated largest absolute error of ``y`` (None for a fixed step).
 
     Raises
     ------
@@ -219,12 +193,15 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=None):
         ``u`` not callable; non-real ``t`` or ``h``.
     ValueError
         ``t < 0`` or non-finite; ``u`` returning a wrong shape or non-finite values; ``x0`` of a wrong
-        shape; ``h <= 0``; a grid over ``max_bytes``.
+        shape; ``h <= 0``; ``rtol`` or ``atol`` negative or non-finite, or both 0; a grid over
+        ``max_bytes`` (for the error control: its first two grids, steps ``2 h`` and ``h``).
 
     Warns
     -----
     RuntimeWarning
-        ``h`` times the spectral radius of ``A`` above 2.5 (RK4 stability).
+        ``h`` times the spectral radius of ``A`` above 2.5 (RK4 stability); a tolerance not met within
+        ``max_bytes`` or at the rounding level (the message names the error estimate reached, which
+        the returned ``error_estimate`` also holds).
 
     Examples
     --------
@@ -235,13 +212,14 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=None):
     >>> from ddesys.matrix.timeresp import simulate
     >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]])
     >>> r = simulate(*d, np.ones_like, [0.0, 1.0, 80.0])
-    >>> np.round(r.y[0], 6)
-    array([0.      , 0.632121, 2.      ])
+    >>> np.round(r.y[0], 6), r.error_estimate < 1e-6 * 2
+    (array([0.      , 0.632121, 2.      ]), True)
     """
     if not callable(u):
         raise TypeError(f"u must be a callable u(times) -> (m, len(times)), got {type(u).__name__}")
     t = _check_t(t)
     n, m = B.shape
+    tols, default = _check_tol(h, rtol, atol), h is None
     h = _check_h(h, A, Ad, tau)
     x0 = np.zeros((n, 1)) if x0 is None else _check_x0(x0, n)
 
@@ -258,10 +236,13 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, max_bytes=None):
             raise ValueError("u returned non-finite values")
         return v.astype(np.result_type(v, np.float64))[:, None, :]
 
-    X = _solve(A, Ad, tau, B, x0, ("call", fn, 1), t, h, max_bytes, "simulate")[:, :, 0]   # (T, n)
-    x = X.T
-    y = C @ x + D @ fn(t)[:, 0, :] if t.size else np.zeros((C.shape[0], 0), x.dtype)
-    return TimeResponse(t, y, x)
+    Du = D @ fn(t)[:, 0, :] if t.size else np.zeros((C.shape[0], 0))
+
+    def readout(X):                                                  # (T, n, 1) -> y (p, T)
+        return C @ X[:, :, 0].T + Du
+
+    X, est = _run(A, Ad, tau, B, x0, ("call", fn, 1), t, h, tols, max_bytes, "simulate", readout, default)
+    return TimeResponse(t, readout(X), X[:, :, 0].T, error_estimate=est)
 
 
 def _check_x0(x0, n):
@@ -278,7 +259,7 @@ def _check_x0(x0, n):
     return v.astype(np.result_type(v, np.float64))[:, None]
 
 
-def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
+def impulse(A, Ad, tau, B, C, D, t, *, h=None, rtol=None, atol=None, max_bytes=None):
     """Impulse response: ``x(0+) = B[:, j]`` for each input ``j``, zero history; ``D delta(t)`` omitted.
 
     Parameters
@@ -287,13 +268,13 @@ def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
         Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`).
     t : array_like, real ``(T,)``
         Output times ``>= 0``.
-    h, max_bytes
-        As in :func:`simulate`.
+    h, rtol, atol, max_bytes
+        As in :func:`simulate` (the tolerance per output-input pair ``y[i, j]``).
 
     Returns
     -------
     TimeResponse
-        ``y (p, m, T) = C x``, ``x (n, m, T)``.
+        ``y (p, m, T) = C x``, ``x (n, m, T)``, ``error_estimate``.
 
     Examples
     --------
@@ -308,13 +289,17 @@ def impulse(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
     ((1, 1, 2), True)
     """
     t = _check_t(t)
+    tols, default = _check_tol(h, rtol, atol), h is None
     h = _check_h(h, A, Ad, tau)
-    X = _solve(A, Ad, tau, B, B.copy(), None, t, h, max_bytes, "impulse")   # (T, n, m)
-    x = np.moveaxis(X, 0, -1)
-    return TimeResponse(t, np.einsum("pn,nmt->pmt", C, x), x)
+
+    def readout(X):                                                  # (T, n, m) -> y (p, m, T)
+        return np.einsum("pn,tnm->pmt", C, X)
+
+    X, est = _run(A, Ad, tau, B, B.copy(), None, t, h, tols, max_bytes, "impulse", readout, default)
+    return TimeResponse(t, readout(X), np.moveaxis(X, 0, -1), error_estimate=est)
 
 
-def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
+def step(A, Ad, tau, B, C, D, t, *, h=None, rtol=None, atol=None, max_bytes=None):
     """Step response: ``u = e_j`` (unit step on input ``j``) for each ``j``, zero history.
 
     Parameters
@@ -323,14 +308,14 @@ def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
         Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`).
     t : array_like, real ``(T,)``
         Output times ``>= 0``.
-    h, max_bytes
-        As in :func:`simulate`.
+    h, rtol, atol, max_bytes
+        As in :func:`simulate` (the tolerance per output-input pair ``y[i, j]``).
 
     Returns
     -------
     TimeResponse
-        ``y (p, m, T) = C x + D``, ``x (n, m, T)``; a stable system settles to the DC gain
-        ``-C (A + sum_k Ad_k)^{-1} B + D``.
+        ``y (p, m, T) = C x + D``, ``x (n, m, T)``, ``error_estimate``; a stable system settles to the
+        DC gain ``-C (A + sum_k Ad_k)^{-1} B + D``.
 
     Examples
     --------
@@ -338,16 +323,22 @@ def step(A, Ad, tau, B, C, D, t, *, h=None, max_bytes=None):
     >>> from ddesys.matrix.charmatrix import check_statespace
     >>> from ddesys.matrix.timeresp import step
     >>> d = check_statespace([[-1.0]], [[0.5]], 1.0, [[1.0]], [[1.0]], [[0.25]])
-    >>> np.round(step(*d, [0.0, 80.0]).y[0, 0], 6)
-    array([0.25, 2.25])
+    >>> r = step(*d, [0.0, 80.0])
+    >>> np.round(r.y[0, 0], 6), r.error_estimate <= 1e-6 * 2.25
+    (array([0.25, 2.25]), True)
     """
     t = _check_t(t)
+    tols, default = _check_tol(h, rtol, atol), h is None
     h = _check_h(h, A, Ad, tau)
     n, m = B.shape
-    X = _solve(A, Ad, tau, B, np.zeros((n, m)), ("const", np.eye(m)), t, h, max_bytes, "step")
-    x = np.moveaxis(X, 0, -1)
-    return TimeResponse(t, np.einsum("pn,nmt->pmt", C, x) + D[..., None], x)
+
+    def readout(X):                                                  # (T, n, m) -> y (p, m, T)
+        return np.einsum("pn,tnm->pmt", C, X) + D[..., None]
+
+    X, est = _run(A, Ad, tau, B, np.zeros((n, m)), ("const", np.eye(m)), t, h, tols, max_bytes, "step",
+                  readout, default)
+    return TimeResponse(t, readout(X), np.moveaxis(X, 0, -1), error_estimate=est)
 
 
-__all__ = ["BREAKPOINT_ORDER", "SIMULATE_MAX_BYTES", "TimeResponse", "breakpoints", "impulse", "simulate",
-           "step"]
+__all__ = ["BREAKPOINT_ORDER", "DEFAULT_RTOL", "SIMULATE_MAX_BYTES", "TimeResponse", "breakpoints", "impulse",
+           "simulate", "step"]

@@ -198,3 +198,13 @@ def test_a_loop_built_by_feedback_is_designed_by_stabilize():
     res = ddesys.stabilize(lambda p: ddesys.feedback(ddesys.tf([p[0], p[1]], [1.0, 0.0]) * P), [0.5, 0.5])
     np.testing.assert_allclose(res.params, [np.exp(-1.0)] * 2, atol=1e-4)
     assert abs(res.value + 1.0) < 1e-4 and res.success
+
+
+def test_closed_loop_step_with_error_control_reports_its_error():
+    k = 0.8
+    loop = ddesys.feedback(ddesys.tf([k], [1.0, 1.0], delay=1.0))
+    t_ref, x_ref = _rk4_closed_loop(k, 12.0)
+    t = np.array([0.5, 1.5, 2.5, 4.0, 7.25, 12.0])
+    r = loop.step(t, rtol=1e-7)
+    assert r.error_estimate is not None and r.error_estimate < 1e-5
+    assert np.max(np.abs(r.y[0, 0] - np.interp(t, t_ref, x_ref))) <= 10 * r.error_estimate + 2e-8

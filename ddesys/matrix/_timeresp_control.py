@@ -1,0 +1,140 @@
+"""Error control of the time responses (:mod:`ddesys.matrix.timeresp`): Richardson's estimate on nested grids.
+
+The fixed-step solver (:func:`ddesys.matrix._timeresp_steps.solve_fixed`) is of order 4: its global error
+at an output time is ``E(t) h^4 + O(h^5)``. Two solutions on nested grids (every step of the coarse one cut
+in two) give the error of the finer one, ``(y_h - y_{h/2}) / (2^4 - 1)``, at every output time
+(Richardson extrapolation used as an estimator: the finer solution is returned, not the extrapolated one,
+so the estimate stays the error of the numbers returned); the estimate is that term times ``SAFETY`` plus
+the rounding errors, about ``eps sqrt(steps) max_t |y|``. Levels ``L = 0, 1, 2, ...`` cut the grid of the
+first step ``h0`` into ``2^L`` parts; the estimate of level ``L`` compares it with level ``L - 1``. After
+each estimate the number of further halvings is predicted from the fourth-order rate (aiming at half the
+tolerance) and the pair of levels around it is solved, reusing a level already computed. The refinement
+stops, with a ``RuntimeWarning`` naming the error reached, when the next level would pass the memory
+budget (:mod:`ddesys.budget`), when the tolerance is below the rounding term of the steps it would need
+(then the level where the two terms balance is the last one), or when halving the step no longer at
+least halves the estimate (a solution not smooth enough for the fourth-order rate).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from ..budget import BudgetError
+from ._timeresp_steps import grid_counts, solve_fixed
+
+ORDER = 4                       # of the RK4 method of steps with a cubic Hermite history
+SAFETY = 2.0                    # the reported estimate is SAFETY |y_h - y_{h/2}| / (2^ORDER - 1)
+MAX_LEVEL = 30                  # 2^30 times the first number of steps: far past any memory budget
+
+
+def _worst(ratio):
+    """The largest ratio, ``inf`` where one is not a number."""
+    return float(np.nan_to_num(ratio, nan=np.inf, posinf=np.inf).max())
+
+
+def _measure(y_coarse, y_fine, steps, rtol, atol):
+    """``(estimate, ratio, rounding)``: the largest estimated absolute error of ``y_fine`` (computed in
+    ``steps`` steps), the largest ratio of a channel's estimate to its tolerance ``atol + rtol max_t
+    |y_fine|`` (time on the last axis), and the largest ratio of the rounding term to the tolerance. The
+    estimate adds to Richardson's term the rounding errors, about ``eps sqrt(steps) max_t |y|`` per
+    channel."""
+    if y_fine.size == 0:
+        return 0.0, 0.0, 0.0
+    peak = np.abs(y_fine).max(axis=-1)                              # per channel
+    rounding = np.finfo(float).eps * np.sqrt(steps) * peak
+    e_ch = SAFETY * np.abs(y_fine - y_coarse).max(axis=-1) / (2**ORDER - 1) + rounding
+    tol = atol + rtol * peak
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(e_ch == 0, 0.0, e_ch / tol)
+        fr = np.where(rounding == 0, 0.0, rounding / tol)
+    return float(e_ch.max()), _worst(ratio), _worst(fr)
+
+
+def solve_controlled(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, readout, rtol, atol):
+    """Refine the grid until the estimated error of ``readout(X)`` is within ``atol + rtol max|y|``.
+
+    Parameters
+    ----------
+    A, Ad, tau, B, x0, forcing, t_out, max_bytes, what
+        As in :func:`ddesys.matrix._timeresp_steps.solve_fixed`.
+    h0 : float
+        Largest step of level 0 (``<= min(tau)``).
+    readout : callable
+        ``X (T, n, r) -> y`` with time on the last axis; the error is measured on ``y``, per channel.
+    rtol, atol : float
+
+    Returns
+    -------
+    X : ndarray ``(T, n, r)``
+        States on the finest level computed.
+    estimate : float
+        Estimated largest absolute error of ``readout(X)``.
+    h : float
+        Largest step of that level.
+
+    Warns
+    -----
+    RuntimeWarning
+        The tolerance was not met (memory budget, rounding errors); the message names the estimate.
+    """
+    sols = {}
+    steps0 = int(grid_counts(tau, float(t_out.max(initial=0.0)), h0)[1].sum())
+
+    def level(L):
+        if L not in sols:
+            X = solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, split=2**L)
+            sols[L] = (X, readout(X))
+        return sols[L]
+
+    level(0)                                 # the first pair must fit: a BudgetError here propagates
+    L = 1
+    est, ratio, fr = _measure(level(0)[1], level(1)[1], 2 * steps0, rtol, atol)
+    reason, last = None, False
+    rounding = "the tolerance is below the rounding errors of the steps it would take (about eps sqrt(steps))"
+    while ratio > 1.0:
+        more = max(1, math.ceil(math.log2(2.0 * ratio) / ORDER)) if math.isfinite(ratio) else 1
+        if fr > 0 and fr * 2 ** (more / 2) > 1:      # out of reach: go where the two terms balance, then stop
+            more = math.floor(math.log2(8 * (ratio - fr) / fr) / (ORDER + 0.5)) if ratio > 2 * fr else 0
+            last = True
+            if more < 1:
+                reason = rounding
+                break
+        new = None
+        for cand in range(min(L + more, MAX_LEVEL), L, -1):      # the predicted level, else fewer halvings
+            try:
+                level(cand - 1)
+                level(cand)
+            except BudgetError:
+                continue
+            new = cand
+            break
+        if new is None:
+            reason = "the next halving of the step would pass the memory budget (raise max_bytes or " \
+                     "DDESYS_MEMORY_BUDGET, shorten t, or loosen rtol/atol)"
+            break
+        est_new, ratio_new, fr = _measure(level(new - 1)[1], level(new)[1], steps0 * 2**new, rtol, atol)
+        for k in [k for k in sols if k < new - 1]:               # only the finest pair is kept
+            del sols[k]
+        progress = est_new <= 0.5 * est
+        est, ratio, L = est_new, ratio_new, new
+        if ratio <= 1.0:
+            break
+        if last:
+            reason = rounding
+        elif not progress:
+            reason = "halving the step no longer reduces the error estimate at the fourth-order rate " \
+                     "(rounding errors, or a solution not smooth enough between the grid points)"
+        elif L >= MAX_LEVEL:
+            reason = f"the step was halved {MAX_LEVEL} times"
+        if reason is not None:
+            break
+    if reason is not None:
+        warnings.warn(f"{what}: the tolerance rtol={rtol:.3g}, atol={atol:.3g} was not met: estimated error "
+                      f"{est:.3g} ({ratio:.3g} times the tolerance) at step h={h0 / 2**L:.4g}; {reason}",
+                      RuntimeWarning, stacklevel=4)
+    return sols[L][0], est, h0 / 2**L
+
+
+__all__ = ["ORDER", "SAFETY", "solve_controlled"]
