@@ -22,7 +22,8 @@ class DelaySweeps:
     def crossings(self, tau_max):
         """Every delay in ``(0, tau_max]`` at which a characteristic root lies on the imaginary axis.
 
-        The system's matrices are kept and its delay is swept (one-delay systems).
+        The system's matrices are kept and its delay is swept (one-delay systems). A crossing at exactly
+        ``tau_max`` is included; a root of multiplicity ``m`` on the axis appears ``m`` times.
 
         Parameters
         ----------
