@@ -33,6 +33,7 @@ from .matrix.bdalg import append, feedback, parallel, series
 from .matrix.margins import SensitivityPeaks, margin, nyquist_plot, sensitivity_peaks, stability_margins
 from .matrix.convert import from_control, to_control
 from .matrix.design import DesignResult, abscissa_gradient, hinf_design, stabilize, static_output_feedback
+from .matrix.quasipoly import quasipolynomial_roots
 from .matrix.neutral import EssentialSpectrum, NeutralAbscissa, NeutralStateSpace, StrongStability
 from .matrix.timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
@@ -42,7 +43,7 @@ from ._version import __version__
 
 __all__ = [
     "AlgebraicLoopError", "DelayIOSystem", "EssentialSpectrum", "NeutralAbscissa", "NeutralStateSpace",
-    "StrongStability", "UndecidableStability", "DesignResult", "abscissa_gradient", "hinf_design", "stabilize", "static_output_feedback", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
+    "StrongStability", "UndecidableStability", "quasipolynomial_roots", "DesignResult", "abscissa_gradient", "hinf_design", "stabilize", "static_output_feedback", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
     "nyquist_plot", "parallel", "sensitivity_peaks", "series", "ss", "stability_margins", "tf", "to_control",
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DelaySystem", "DelayTap",
     "DiscreteDelayStateSpace", "DiscreteDelaySystem", "FrequencyResponse", "RootsResult", "S4DDiscrete",

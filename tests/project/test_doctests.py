@@ -15,7 +15,7 @@ DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "d
           "ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot",
           "ddesys.matrix.continuous_response", "ddesys.matrix.sweeps", "ddesys.matrix.discretize", "ddesys.matrix.freqresp",
           "ddesys.matrix.rightmost", "ddesys.matrix.iosystem", "ddesys.matrix.bdalg", "ddesys.matrix.xferfcn",
-          "ddesys.matrix.margins", "ddesys.matrix.convert", "ddesys.matrix._design_abscissa", "ddesys.matrix._design_hinf",
+          "ddesys.matrix.margins", "ddesys.matrix.convert", "ddesys.matrix._design_abscissa", "ddesys.matrix.quasipoly", "ddesys.matrix._design_hinf",
           "ddesys.matrix.neutral"]
 NN = ["ddesys.nn.ds4d", "ddesys.nn.model", "ddesys.nn.optim", "ddesys.nn.s4compat"]
 
