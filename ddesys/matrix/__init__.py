@@ -11,6 +11,13 @@ exported by ``ddesys`` itself; the modules here hold their machinery:
   ``chart`` (stability charts), ``freqresp`` and ``norms`` (frequency response, H2, Hinf;
   ``_spectral_est``), ``timeresp`` and ``continuous_response`` (method of steps; the class's
   ``simulate``/``impulse``/``step``), ``plot``;
+* control: ``iosystem`` (:class:`~ddesys.DelayIOSystem`: delays on inputs, outputs and inside loops;
+  ``_lft`` its algebra, ``_io_reduce`` the explicit form, ``_io_time`` its responses), ``xferfcn``
+  (``tf``, ``ss``), ``bdalg`` (``series``, ``parallel``, ``feedback``), ``margins`` (gain, phase and
+  stability margins, sensitivity peaks, Nyquist), ``convert`` (python-control), ``design`` (fixed-order
+  controllers: spectral abscissa and Hinf minimization), ``quasipoly`` (roots of quasi-polynomials given
+  by coefficients);
+* neutral: ``neutral`` (:class:`~ddesys.NeutralStateSpace`: essential spectrum, strong stability);
 * discrete: ``discrete`` (the class), ``discrete_response`` (kernels, simulation), ``discrete_stability``
   (lag form, certified winding count), ``discrete_radius`` (companion matrix, spectral radius),
   ``discretize`` (:func:`~ddesys.zoh_statespace`).
