@@ -91,7 +91,7 @@ def quasipolynomial_roots(coefficients, delays, re_min, *, re_max=None, im_range
 
     Examples
     --------
-    Hayes' equation ``s + 1 + 2 e^{-s}``: its rightmost pair is ``-1 + W_0(-2 e) ``, Lambert W.
+    Hayes' equation ``s + 1 + 2 e^{-s}``: its rightmost pair is ``-1 + W_0(-2 e)`` (Lambert W).
 
     >>> import ddesys
     >>> r = ddesys.quasipolynomial_roots([[1.0, 1.0], [2.0]], [1.0], re_min=-2.0)
