@@ -80,13 +80,16 @@ def soft_scan(loglam, mu, bbar, cout, s, x, c, dtype=np.float64):
     return y, (h, tau, q, w, E)
 
 
-def soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy):
+def soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy, parts=False):
     """Adjoint of :func:`soft_scan` for ``gy`` = dL/dy ``(B, H, L)``, in the forward's precision
     (accumulated per (row, channel) in that precision, summed in float64). ``fwd``: the second value
     :func:`soft_scan` returned.
 
     Returns ``(g_loglam, g_mu, g_bbar, g_cout)`` complex ``(H, N2)`` (convention above), ``g_s`` ``(H,)``,
-    ``g_x`` ``(B, H, L)``, ``g_c`` ``(B, L)``."""
+    ``g_x`` ``(B, H, L)``, ``g_c`` ``(B, L)``. ``parts=True`` appends the two paths by which the clock acts,
+    ``(g_c_step, g_c_time)`` ``(B, L)``, summing to ``g_c``: ``g_c_step`` through step ``t``'s own factors
+    (``lam^{c_t}``, ``c_t mu H``, ``c_t bbar x_t``), ``g_c_time`` through the internal times (every read
+    position and polyline node at or after ``t``)."""
     h, tau, q, w, E = fwd
     cdt = h.dtype
     rdt = np.float32 if cdt == np.complex64 else np.float64
@@ -104,7 +107,8 @@ def soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy):
             selective_loops.backward(loglam, mu, bbar, cout, x, c, tau, h, E, q, w, gy, g_ll, g_mu, g_bb, g_co,
                                      g_s, g_x, g_cd, g_tau)
     gt = g_tau.sum(axis=1)                                                  # (B, L): dL/dtau_t
-    g_c = g_cd.sum(axis=1) + np.cumsum(gt[:, ::-1], axis=1)[:, ::-1]        # tau_t = sum_{j <= t} c_j
+    g_step, g_time = g_cd.sum(axis=1), np.cumsum(gt[:, ::-1], axis=1)[:, ::-1]   # tau_t = sum_{j <= t} c_j
     c128 = np.complex128
-    return (g_ll.sum(0, dtype=c128), g_mu.sum(0, dtype=c128), g_bb.sum(0, dtype=c128), g_co.sum(0, dtype=c128),
-            g_s.sum(0), g_x, g_c)
+    out = (g_ll.sum(0, dtype=c128), g_mu.sum(0, dtype=c128), g_bb.sum(0, dtype=c128), g_co.sum(0, dtype=c128),
+           g_s.sum(0), g_x, g_step + g_time)
+    return out + (g_step, g_time) if parts else out

@@ -4,6 +4,8 @@ at matched parameter counts.
     python -m ddesys.experiments.synthetic --scale smoke         # about half a minute: checks the pipeline
     python -m ddesys.experiments.synthetic --tasks copy          # CPU scale: copy, 3 models x 3 seeds, ~2 h on 2 cores
     python -m ddesys.experiments.synthetic --models lstm gpt2 llama          # the other baselines at CPU scale
+    python -m ddesys.experiments.synthetic --scale control       # every baseline learns a lag of 16 (~1 h)
+    python -m ddesys.experiments.synthetic --scale control --models lstm --lstm-init torch   # PyTorch's LSTM init
     python -m ddesys.experiments.synthetic --scale paper --device cuda      # full scale (GPU)
     python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models ds4d s4d --seeds 0 1 2
     python -m ddesys.experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
@@ -14,8 +16,12 @@ at matched parameter counts.
 Scales (``--scale``): ``smoke`` checks the pipeline end to end and learns nothing (the three tasks with
 the variable lag, DS4D and S4D, one seed, 4 steps each: 6 runs, about half a minute on 2 cores, most of it
 start-up); ``cpu``, the default, starts a multi-hour CPU run (every task and protocol, 3 models x 3 seeds:
-54 runs, about 8 hours of training on 2 cores; ``--tasks copy`` alone about 2 hours); ``paper`` is sized
-for a GPU (20000 steps per run; days on a CPU).
+54 runs, about 8 hours of training on 2 cores; ``--tasks copy`` alone about 2 hours); ``control`` is the
+check that every baseline learns before its long-lag results are read: fixed copy at lag 16 (look-back 32,
+context 48) with the CPU preset's sizes, S4D, DS4D, LSTM, GPT-2, Llama and Mamba at the base learning rates
+2e-4, 1e-3 and 3e-3 (the report takes each at its best), 1000 steps, 3 seeds (54 runs, about an hour on
+2 cores); ``paper`` is sized for a GPU (20000 steps per run; days on a CPU). The LSTM starts from the chrono
+initialization over the context (``--lstm-init``; PyTorch's default left it at chance on every task).
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
 copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). ``ds4d-tap``
@@ -39,8 +45,10 @@ from .._driver import Experiment, drive
 from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process, learning_rate, nonneg_int,
                      positive_int)
 from . import FAMILIES, HF_FAMILIES
+from .models import LSTM_INIT, LSTM_INITS
 from .tasks import KINDS, preset
 
+CONTROL_MODELS = ("s4d", "ds4d", "lstm", "gpt2", "llama", "mamba")   # every family the long tasks compare
 SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs,
              # protocols; smoke: a pipeline check whose time is mostly start-up and per-run overhead, so it
              # runs few runs (6) of a few steps
@@ -48,6 +56,9 @@ SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (cop
                   models=("ds4d", "s4d"), seeds=(0,), lrs=(1e-3,), protocols=("variable",)),
     "cpu": dict(width=64, steps=800, batch=32, eval_every=50, val_size=256, d_state=(64, 128),
                 models=("ds4d", "ds4d-tap", "s4d"), seeds=(0, 1, 2), lrs=(1e-3,), protocols=("fixed", "variable")),
+    "control": dict(width=64, steps=1000, batch=32, eval_every=50, val_size=256, d_state=(64, 128),
+                    models=CONTROL_MODELS, seeds=(0, 1, 2), lrs=(2e-4, 1e-3, 3e-3), protocols=("fixed",),
+                    tasks=("copy",)),
     "paper": dict(width=128, steps=20000, batch=64, eval_every=500, val_size=1024, d_state=(64, 128),
                   models=tuple(f for f in FAMILIES if f != "ds4d-tap"), seeds=(0, 1, 2), lrs=(2e-4, 1e-3),
                   protocols=("fixed", "variable")),
@@ -59,13 +70,14 @@ def _parse(argv):
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", choices=tuple(SCALES), default="cpu",
                     help="smoke: a pipeline check, about half a minute on 2 cores; cpu (default): a multi-hour "
-                    "CPU run (about 8 h on 2 cores for every task; --tasks copy about 2 h); paper: GPU-sized, "
+                    "CPU run (about 8 h on 2 cores for every task; --tasks copy about 2 h); control: fixed copy "
+                    "at lag 16, every baseline at three learning rates (about 1 h on 2 cores); paper: GPU-sized, "
                     "days on a CPU")
-    ap.add_argument("--tasks", nargs="+", choices=KINDS, default=list(KINDS))
+    ap.add_argument("--tasks", nargs="+", choices=KINDS, help="default: the scale's (every task; control: copy)")
     ap.add_argument("--protocols", nargs="+", choices=("fixed", "variable"),
                     help="default: the scale's (fixed and variable; smoke: variable)")
     ap.add_argument("--models", nargs="+", choices=FAMILIES, help="default: the scale's (Mamba only at paper "
-                    "scale: on the CPU its compiled scan still makes a step several times S4D's)")
+                    "and control scale: on the CPU its compiled scan still makes a step several times S4D's)")
     ap.add_argument("--seeds", nargs="+", type=nonneg_int)
     ap.add_argument("--lrs", nargs="+", type=learning_rate, help="base learning rates swept (best one reported)")
     for name in ("width", "steps", "eval-every", "val-size"):
@@ -77,6 +89,9 @@ def _parse(argv):
                     help="lag range of the variable protocol (default: the scale's)")
     ap.add_argument("--gap", type=nonneg_int, default=0, help="filler tokens (content that carries time) between "
                     "the data and the padding (default 0): a clocked model's look-back is T + gap ticks")
+    ap.add_argument("--lstm-init", choices=LSTM_INITS, default=LSTM_INIT, help="the LSTM's initialization "
+                    f"(default {LSTM_INIT}: chrono forget biases over the context; torch: PyTorch's default, "
+                    "which leaves the LSTM at chance)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -85,6 +100,8 @@ def _parse(argv):
     args = ap.parse_args(argv)
     if args.protocols is None:
         args.protocols = list(SCALES[args.scale]["protocols"])
+    if args.tasks is None:
+        args.tasks = list(SCALES[args.scale].get("tasks", KINDS))
     if args.lag_range is not None and args.lag_range[0] >= args.lag_range[1]:
         ap.error(f"--lag-range needs P_MIN < P_MAX, got {args.lag_range[0]} {args.lag_range[1]}")
     try:
@@ -162,7 +179,8 @@ def _plan(args, ctx):
                 for seed in s["seeds"]:
                     configs.append(RunConfig(task, spec, w, n_layers, N, lr, seed=seed, steps=s["steps"],
                                              batch=s["batch"], eval_every=s["eval_every"],
-                                             val_size=s["val_size"], amp=args.amp))
+                                             val_size=s["val_size"], amp=args.amp,
+                                             init=args.lstm_init if spec.layer == "lstm" else None))
     jobs = [Job(c.key(), f"{c.task.name} {c.model.label} lr={c.lr:g} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]

@@ -1,6 +1,6 @@
 """Tables and figures from a synthetic results file: the paper's Figure 2 (learning curves with seed
 bands), Table 6 (best validation accuracy, mean +- std over seeds, each family at its best learning
-rate), sample efficiency (accuracy within fixed step budgets, steps to reach 90% / 95% accuracy),
+rate), the learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within fixed step budgets, steps to reach 90% / 95% accuracy),
 accuracy by lag bucket and by output position, and Table 1 (DS4D mechanism: delays, their change from
 initialization, ablations). Runs that diverged are listed, not averaged."""
 from __future__ import annotations
@@ -63,10 +63,12 @@ def _groups(runs):
 
 
 def best_lr_runs(runs):
-    """``{(task, model): (lr, runs)}``: the learning rate with the highest mean best accuracy."""
+    """``{(task, model): (lr, runs)}``: the learning rate with the highest mean best accuracy; among equal
+    ones (e.g. every rate at 1.000), the one that reached it in the fewest steps (mean ``best_step``)."""
     out = {}
     for key, by_lr in _groups(runs).items():
-        lr = max(by_lr, key=lambda v: np.mean([r["best_acc"] for r in by_lr[v]]))
+        lr = max(by_lr, key=lambda v: (np.mean([r["best_acc"] for r in by_lr[v]]),
+                                       -np.mean([r.get("best_step", 0) for r in by_lr[v]])))
         out[key] = (lr, by_lr[lr])
     return out
 
@@ -108,6 +110,31 @@ def efficiency_table(runs, budgets=BUDGETS, thresholds=THRESHOLDS):
             reach.append(cell + (f" ({len(got)}/{len(hit)} seeds)" if got and len(got) < len(hit) else ""))
         rows.append((task, fam, steps, acc, reach))
     return rows
+
+
+def lr_table(runs):
+    """The learning-rate sweep: ``(lrs, rows)``, ``lrs`` every base rate of a group swept over several,
+    ascending; rows ``(task, model, best lr, [cell per lr])`` for those groups, a cell ``"mean +- std"`` of
+    the best accuracy over seeds with the mean steps to 90%, or ``never 90%`` (``"-"``: that rate was not
+    run)."""
+    groups = {k: v for k, v in _groups(runs).items() if len(v) > 1}
+    lrs = sorted({lr for by_lr in groups.values() for lr in by_lr})
+    best = best_lr_runs(runs)
+    rows = []
+    for (task, fam), by_lr in groups.items():
+        cells = []
+        for lr in lrs:
+            rs = by_lr.get(lr)
+            if not rs:
+                cells.append("-")
+                continue
+            hit = [steps_to(r, THRESHOLDS[0]) for r in rs]
+            got = [h for h in hit if h is not None]
+            reach = ("never 90%" if not got else f"90% at {np.mean(got):.0f}"
+                     + (f" ({len(got)}/{len(hit)} seeds)" if len(got) < len(hit) else ""))
+            cells.append(f"{_ms([r['best_acc'] for r in rs])} ({reach})")
+        rows.append((task, fam, best[(task, fam)][0], cells))
+    return lrs, rows
 
 
 def lag_table(runs):
@@ -154,24 +181,30 @@ def mechanism_table(runs):
 
 def plot_curves(runs, path):  # needs a finished run (see done())
     """Validation accuracy vs step, one panel per task, each family at its best learning rate (mean over
-    seeds, band = min..max)."""
+    seeds, band = min..max). A panel whose runs' lengths differ more than 3x has a logarithmic step axis;
+    the legend goes beside the panels when it has more than five entries."""
     from ddesys.plot import pyplot
     plt = pyplot()
     best = best_lr_runs(runs)
     tasks = list(dict.fromkeys(t for t, _ in best))
     cols = min(3, len(tasks))
     rows = -(-len(tasks) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
+    side = max(sum(t == tasks[0] for t, _ in best), 1) > 5
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + (3.8 if side else 0), 3.2 * rows), squeeze=False)
     for ax, task in zip(axes.flat, tasks):
+        lengths = []
         for (t, fam), (lr, rs) in best.items():
             if t != task:
                 continue
             steps = [p["step"] for p in rs[0]["curve"]]
+            lengths.append(steps[-1])
             acc = np.array([[p["val_acc"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
-            line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g}, {len(acc)} seeds)",
+            line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g}, {len(acc)} seed{'s' * (len(acc) > 1)})",
                             lw=2 if model_of(rs[0]["config"]).is_ds4d else 1.2)
             if len(acc) > 1:
                 ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
+        if max(lengths) > 3 * min(lengths):
+            ax.set_xscale("log")
         ax.set_title(task)
         ax.set_xlabel("step")
         ax.set_ylabel("validation accuracy")
@@ -179,7 +212,10 @@ def plot_curves(runs, path):  # needs a finished run (see done())
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(tasks):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7, loc="lower right")
+    if side:
+        axes.flat[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    else:
+        axes.flat[0].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -225,6 +261,14 @@ def markdown(runs, meta):
                   "|---|---|---:|" + "---|" * (len(BUDGETS) + len(THRESHOLDS))]
         for task, fam, steps, acc, reach in eff:
             lines.append(f"| {task} | {fam} | {steps} | " + " | ".join(acc + reach) + " |")
+    lrs, sweep = lr_table(runs)
+    if sweep:
+        lines += ["", "## Learning-rate sweep (best validation accuracy per base learning rate, mean +- std over "
+                  "seeds; the tables above take each model at its best rate)", "",
+                  "| task | model | best lr | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+                  "|---|---|---:|" + "---|" * len(lrs)]
+        for task, fam, lr, cells in sweep:
+            lines.append(f"| {task} | {fam} | {lr:g} | " + " | ".join(cells) + " |")
     lag = lag_table(runs)
     if lag:
         lines += ["", "## Accuracy by lag (variable-delay tasks, best evaluation)", "",

@@ -152,12 +152,14 @@ def preset(kind, protocol, scale="cpu"):
     lengths (T = 32; fixed P = 1024; variable P in [128, 512]); ``"cpu"`` is sized for two CPU cores
     (T = 16; fixed-delay copy at the paper's lag P = 1024, where a 2-layer S4D needs several hundred steps
     more than DS4D (at P = 256 both solve it at once); fixed sum / weighted sum at P = 256 (3 layers,
-    N = 128: four times cheaper); variable P in [64, 256]); ``"smoke"`` a tiny one (T = 4, lags up to 12)
-    for tests and the smoke scale's pipeline check."""
+    N = 128: four times cheaper); variable P in [64, 256]); ``"control"`` the short-lag control (T = 16,
+    fixed P = 16: a look-back of 32 steps, context 48, that every baseline must learn before its long-lag
+    results mean anything; variable P in [8, 24]); ``"smoke"`` a tiny one (T = 4, lags up to 12) for tests
+    and the smoke scale's pipeline check."""
     if protocol not in ("fixed", "variable"):
         raise ValueError(f"protocol must be 'fixed' or 'variable', got {protocol!r}")
     T, P_fixed, P_var = {"paper": (32, 1024, (128, 512)), "cpu": (16, 256, (64, 256)),
-                         "smoke": (4, 12, (6, 12))}[scale]
+                         "control": (16, 16, (8, 24)), "smoke": (4, 12, (6, 12))}[scale]
     if scale == "cpu" and kind == "copy":
         P_fixed = 1024
     P_min, P_max = (P_fixed, P_fixed) if protocol == "fixed" else P_var

@@ -1,7 +1,9 @@
 """One training run on a synthetic task, plus the DS4D mechanism probes of the paper's Table 1.
 
-AdamW at a constant learning rate without weight decay; DS4D's and S4D's ``dt`` and delay on their own
-rate (``dt_lr``, 1e-4 as in the paper) through :func:`nn.param_groups`. Validation is teacher-forced
+AdamW at a constant learning rate without weight decay or gradient clipping; DS4D's and S4D's ``dt`` and
+delay on their own rate (``dt_lr``, 1e-4 as in the paper) through :func:`nn.param_groups`; every other
+parameter (all of a baseline's) on the base rate, which a sweep picks per model. An LSTM run's config
+names its initialization (``"init"``, :class:`.models.TokenLSTM`; absent: PyTorch's default). Validation is teacher-forced
 token accuracy on the target segment of a fixed validation set (the same for every model and seed),
 also split by output position and, on variable-delay tasks, by lag bucket. Training batch ``s`` is
 drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so checkpoints resume exactly
@@ -27,7 +29,7 @@ from .._runs import config_key
 from .._models import ModelSpec
 from .._probes import ablate, ds4d_layers, tap_delays, tap_widths, tap_zero
 from .._train import Trainer, fit
-from .models import build, n_params
+from .models import LSTM_INITS, build, n_params
 from .tasks import IGNORE, Task
 
 VAL_SEED = 12345                # the validation set is the same for every model, seed and learning rate
@@ -44,7 +46,9 @@ def run_key(config):
 class RunConfig:
     """One run: ``task`` x ``model`` (a :class:`~experiments._models.ModelSpec`, stored as its label,
     ``"family"``) at ``width`` (hidden size ``H``) with ``n_layers`` blocks; ``amp`` in ``none | bf16``
-    (autocast of the forward pass)."""
+    (autocast of the forward pass); ``init``: an LSTM's initialization (:class:`.models.TokenLSTM`; the
+    command line gives every LSTM run its ``--lstm-init``, chrono by default); ``None``, the only value for
+    other models, is PyTorch's default for an LSTM: the runs of results files written before the choice."""
     task: Task
     model: ModelSpec
     width: int
@@ -58,6 +62,11 @@ class RunConfig:
     eval_every: int = 50
     val_size: int = 256
     amp: str = "none"
+    init: str | None = None
+
+    def __post_init__(self):
+        if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
+            raise ValueError(f"init is an LSTM's, one of {LSTM_INITS} (got {self.init!r} on {self.model.label})")
 
     def key(self):
         """Identity of the run in a results file: equal keys exactly for equal configurations."""
@@ -69,6 +78,8 @@ class RunConfig:
         d = {("family" if k == "model" else k): self.model.label if k == "model" else v for k, v in d.items()}
         if d["amp"] == "none":                       # as in files written before mixed precision
             del d["amp"]
+        if d["init"] is None:                        # as in files written before the LSTM's init was chosen
+            del d["init"]
         return d
 
 
@@ -189,7 +200,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
-                  seed=cfg.seed, ticks=task.ticks).to(dev)
+                  seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch").to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
     tap = cfg.model.tap

@@ -1,0 +1,220 @@
+"""The learned binary clock (nn.learned_clock, docs/theory.md §10.1 with ticks chosen by a gate), and the
+soft gate's hardened form, against brute-force loops written here:
+
+* both training paths (the scan at c in {0, 1} with gradients, the compacted FFT without) equal the
+  clocked recurrence in ticks, in float64; decoding and prefill + decoding equal it too;
+* the decode state does not grow with the position (a ring of k_max + 1 ticks per row);
+* gradients: the scan's dL/dc at the binary clock equals one-sided finite differences of the soft clock's
+  definition, the gate's straight-through gradient is that times sigma'(z) x, and the layer's parameters
+  and input pass gradcheck at a fixed clock;
+* the time split of ddesys.selective.soft_scan_grad (parts=True) sums to the clock's gradient.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ddesys import nn as dnn
+from ddesys.nn.learned_clock import HardClocked, HardGateClock
+from ddesys.nn.selective import GateClock, soft_forward
+from ddesys.selective import soft_scan, soft_scan_grad
+
+F64 = torch.float64
+H, L, LMAX = 3, 14, 10
+
+
+def _discrete(layer):
+    d = layer.discrete(F64)
+    f = lambda z: z.detach().numpy()                                         # noqa: E731
+    return f(d.lam), f(d.mu), f(d.bbar), f(d.c), f(d.k), f(d.alpha), layer.D.detach().numpy()
+
+
+def tick_loop(layer, x, ticks):
+    """The clocked DS4D recurrence in ticks, one row and channel at a time: ``x`` ``(B, L, H)``, ``ticks``
+    ``(B, L)`` bool -> ``(B, L, H)``."""
+    lam, mu, bbar, cout, k, alpha, D = _discrete(layer)
+    x, ticks = x.detach().numpy(), ticks.numpy()
+    B = x.shape[0]
+    y = np.zeros_like(x)
+    for b in range(B):
+        for j in range(H):
+            hist = []                                                        # states by tick
+            get = lambda n: hist[n] if n >= 0 else np.zeros(lam.shape[1], complex)   # noqa: E731
+            for t in range(L):
+                if ticks[b, t]:
+                    n = len(hist)
+                    hd = (1 - alpha[j]) * get(n - k[j]) + alpha[j] * get(n - k[j] - 1)
+                    hist.append(lam[j] * get(n - 1) + mu[j] * hd + bbar[j] * x[b, t, j])
+                held = get(len(hist) - 1)
+                y[b, t, j] = 2 * np.real(np.sum(cout[j] * held)) + D[j] * x[b, t, j]
+    return torch.from_numpy(y)
+
+
+def soft_def(loglam, mu, bbar, cout, s, x, cf, tau):
+    """§10.4 with the step factors' clock ``cf`` and the internal times ``tau`` as separate inputs (the
+    definition is ``cf = c``, ``tau = cumsum(c)``): ``x`` ``(B, H, L)`` -> ``y`` ``(B, H, L)`` without ``d x``."""
+    B, Hs, Ls = x.shape
+    y = np.zeros((B, Hs, Ls))
+    for b in range(B):
+        for j in range(Hs):
+            ts, hs = [0.0], [np.zeros(loglam.shape[1], complex)]
+            for t in range(Ls):
+                r, hd = tau[b, t] - s[j], 0.0
+                if r > 0:
+                    i = next(i for i in range(1, len(ts)) if ts[i] >= r)
+                    w = (r - ts[i - 1]) / (ts[i] - ts[i - 1])
+                    hd = (1 - w) * hs[i - 1] + w * hs[i]
+                h = np.exp(cf[b, t] * loglam[j]) * hs[-1] + cf[b, t] * (mu[j] * hd + bbar[j] * x[b, j, t])
+                ts.append(tau[b, t])
+                hs.append(h)
+                y[b, j, t] = 2 * np.real(np.sum(cout[j] * h))
+    return y
+
+
+def soft_loop(layer, x, c):
+    """The soft clock's definition for a layer: ``x`` ``(B, L, H)``, ``c`` ``(B, L)`` -> ``(B, L, H)``."""
+    lam, mu, bbar, cout, k, alpha, D = _discrete(layer)
+    xt = x.detach().numpy().transpose(0, 2, 1)
+    y = soft_def(np.log(lam), mu, bbar, cout, k + alpha, xt, c, np.cumsum(c, axis=1))
+    return y.transpose(0, 2, 1) + D * x.detach().numpy()
+
+
+def _setup(seed=0):
+    inner = dnn.DS4D(H, d_state=4, l_max=LMAX, transposed=False, seed=seed).double()
+    with torch.no_grad():                        # delays off the integers: at a binary clock an integer delay
+        inner.nu_tau.add_(0.3)                   # reads exactly at a node, where dL/dc is one-sided
+    gate = HardGateClock(H, init=0.5, seed=seed + 1).double()
+    with torch.no_grad():
+        gate.w.copy_(torch.tensor([3.0, -2.0, 1.5], dtype=F64))
+        gate.b.fill_(0.3)
+    x = torch.randn(2, L, H, dtype=F64, generator=torch.Generator().manual_seed(seed + 2))
+    layer = HardClocked(inner, gate)
+    z = gate.logits(x)
+    assert z.abs().min() > 1e-3                                              # no tick at the threshold
+    ticks = z > 0
+    assert 0 < int(ticks.sum()) < ticks.numel()                               # pauses and ticks
+    return layer, x, ticks
+
+
+def _err(a, b):
+    return float((torch.as_tensor(a) - torch.as_tensor(b)).detach().abs().max())
+
+
+def test_paths_equal_the_tick_recurrence():
+    layer, x, ticks = _setup()
+    ref = tick_loop(layer.inner, x, ticks)
+    c = layer.gate(x)
+    assert set(c.unique().tolist()) <= {0.0, 1.0}
+    assert _err(layer(x), ref) < 1e-12                                       # the scan (training)
+    with torch.no_grad():
+        assert _err(layer(x), ref) < 1e-10                                   # compacted FFT
+        assert _err(layer(x, mode="recurrent"), ref) < 1e-12
+        forced = torch.ones_like(ticks)
+        forced[0, 3:6] = False                                               # a given pause on top
+        assert _err(layer(x, forced), tick_loop(layer.inner, x, ticks & forced)) < 1e-10
+        cache = layer.allocate_inference_cache(2, dtype=F64)
+        assert _err(torch.stack([layer.step(x[:, t], cache) for t in range(L)], 1), ref) < 1e-12
+        cache = layer.allocate_inference_cache(2, dtype=F64)
+        y = torch.cat([layer.prefill(x[:, :6], cache)] + [layer.step(x[:, t], cache)[:, None]
+                                                          for t in range(6, L)], 1)
+        assert _err(y, ref) < 1e-12
+
+
+def test_hardened_soft_gate_is_the_threshold():
+    soft = GateClock(H, init=0.5, seed=4).double()
+    with torch.no_grad():
+        soft.w.mul_(30.0)
+    x = torch.randn(2, L, H, dtype=F64, generator=torch.Generator().manual_seed(5))
+    hard = HardGateClock.from_soft(soft).double()
+    assert torch.equal(hard(x) > 0.5, soft(x) > 0.5)
+    assert torch.equal(hard.ticks(x), soft(x) > 0.5)
+
+
+def test_decode_state_does_not_grow():
+    layer, x, _ = _setup()
+    long = x.repeat(1, 40, 1)                                                # 560 tokens
+    sizes = []
+    for max_seqlen in (16, 4096):
+        cache = layer.allocate_inference_cache(2, max_seqlen=max_seqlen, dtype=F64)
+        sizes.append([tuple(t.shape) for t in cache.tensors()])
+    assert sizes[0] == sizes[1]
+    assert cache.n_slots <= LMAX + 2                                         # k_max + 1 ticks
+    with torch.no_grad():
+        for t in range(long.shape[1]):
+            layer.step(long[:, t], cache)
+    assert [tuple(t.shape) for t in cache.tensors()] == sizes[0]
+
+
+def test_clock_gradient_at_binary_points_and_straight_through():
+    layer, x, ticks = _setup(1)
+    rng = np.random.default_rng(0)
+    G = rng.standard_normal((2, L, H))                                       # loss = sum(G * y)
+    c = ticks.double().requires_grad_()
+    y = soft_forward(layer.inner, x.transpose(1, 2), c).transpose(1, 2)
+    (torch.from_numpy(G) * y).sum().backward()
+    cb, eps = ticks.double().numpy(), 1e-6
+    fd = np.zeros_like(cb)
+    base = float((G * soft_loop(layer.inner, x, cb)).sum())
+    for b in range(2):
+        for t in range(L):
+            step = -eps if cb[b, t] == 1.0 else eps                         # stay inside [0, 1]
+            cp = cb.copy()
+            cp[b, t] += step
+            fd[b, t] = (float((G * soft_loop(layer.inner, x, cp)).sum()) - base) / step
+    assert np.max(np.abs(c.grad.numpy() - fd)) < 1e-5 * max(1.0, np.abs(fd).max())
+    # the gate's gradient: dL/dc at the binary clock times sigma'(z / temperature) / temperature, times x
+    gate = layer.gate
+    gate.zero_grad()
+    (torch.from_numpy(G) * layer(x)).sum().backward()
+    s = torch.sigmoid(gate.logits(x) / gate.temperature).detach()
+    slope = c.grad * s * (1 - s) / gate.temperature                         # (B, L)
+    assert _err(gate.w.grad, (slope[..., None] * x).sum((0, 1))) < 1e-10
+    assert _err(gate.b.grad, slope.sum()) < 1e-10
+
+
+def test_gradcheck_at_a_fixed_binary_clock():
+    layer, x, ticks = _setup(2)
+    xr = x.transpose(1, 2).clone().requires_grad_()                         # (B, H, L)
+    assert torch.autograd.gradcheck(lambda v: soft_forward(layer.inner, v, ticks.double()), (xr,))
+    # the layer's gradient in x is that one plus the gate's straight-through term
+    xl = x.clone().requires_grad_()
+    G = torch.randn(2, L, H, dtype=F64, generator=torch.Generator().manual_seed(7))
+    (G * layer(xl)).sum().backward()
+    c = ticks.double().requires_grad_()
+    xf = x.clone().requires_grad_()
+    (G * soft_forward(layer.inner, xf.transpose(1, 2), c).transpose(1, 2)).sum().backward()
+    sg = torch.sigmoid(layer.gate.logits(x) / layer.gate.temperature).detach()
+    st = (c.grad * sg * (1 - sg) / layer.gate.temperature)[..., None] * layer.gate.w.detach()
+    assert _err(xl.grad, xf.grad + st) < 1e-10
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_clock_gradient_split_equals_finite_differences(seed):
+    rng = np.random.default_rng(seed)
+    Hs, N2, B, Ls = 2, 3, 2, 9
+    loglam = -rng.uniform(0.05, 0.5, (Hs, N2)) + 1j * rng.uniform(0, 3, (Hs, N2))
+    mu, bbar, cout = (rng.standard_normal((Hs, N2)) * 0.3 + 1j * rng.standard_normal((Hs, N2)) * 0.3
+                      for _ in range(3))
+    s = np.array([1.4, 3.7])
+    x = rng.standard_normal((B, Hs, Ls))
+    c = rng.uniform(0.1, 0.95, (B, Ls))
+    gy = rng.standard_normal((B, Hs, Ls))
+    _, fwd = soft_scan(loglam, mu, bbar, cout, s, x, c)
+    full = soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy)
+    *same, g_step, g_time = soft_scan_grad(loglam, mu, bbar, cout, s, x, c, fwd, gy, parts=True)
+    assert all(np.array_equal(a, b) for a, b in zip(same, full))
+    tau = np.cumsum(c, axis=1)
+    loss = lambda cf, tt: float((gy * soft_def(loglam, mu, bbar, cout, s, x, cf, tt)).sum())   # noqa: E731
+    eps = 1e-6
+    fd_step, fd_tau = np.zeros((B, Ls)), np.zeros((B, Ls))
+    for b in range(B):
+        for t in range(Ls):
+            e = np.zeros((B, Ls))
+            e[b, t] = eps
+            fd_step[b, t] = (loss(c + e, tau) - loss(c - e, tau)) / (2 * eps)
+            fd_tau[b, t] = (loss(c, tau + e) - loss(c, tau - e)) / (2 * eps)
+    fd_time = np.cumsum(fd_tau[:, ::-1], axis=1)[:, ::-1]                  # tau_j = sum_{t <= j} c_t
+    assert np.max(np.abs(g_step - fd_step)) < 1e-6
+    assert np.max(np.abs(g_time - fd_time)) < 1e-6
+    assert np.max(np.abs(g_step + g_time - full[-1])) < 1e-12
