@@ -4,7 +4,7 @@ PI tuning of a dead-time plant by spectral abscissa minimization
 
 The plant ``P(s) = e^{-s} / (s + 1)`` (gain 1, time constant 1, dead time 1) under the PI controller
 ``C(s) = kp + ki / s`` in unity feedback: ``ddesys.feedback(C * P)`` builds the exact closed loop, dead
-time included. :func:`~ddesys.matrix.design.stabilize` minimizes its spectral abscissa (the largest real
+time included. :func:`ddesys.stabilize` minimizes its spectral abscissa (the largest real
 part of the closed loop's characteristic roots) over ``(kp, ki)``, starting from the SIMC rule
 (``kp = T / (K (tau_c + L)) = 0.5``, ``ki = kp / T = 0.5`` with ``tau_c = L``).
 

@@ -157,7 +157,7 @@ def _rekey(run):
 
 SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   # what report.py reads (the
                    types={"n_params": "int", "seconds": "number", "world_size": "int", "mechanism": "dict",  # others
-                          "by_position": "list"}, point_types={"step": "int"})                  # when present)
+                          "by_position": "list", "best_step": "int"}, point_types={"step": "int"})  # when present)
 
 
 def _plan(args, ctx):

@@ -197,13 +197,13 @@ def plot_curves(runs, path):  # needs a finished run (see done())
             if t != task:
                 continue
             steps = [p["step"] for p in rs[0]["curve"]]
-            lengths.append(steps[-1])
+            lengths.extend(steps[-1:])
             acc = np.array([[p["val_acc"] for p in r["curve"]] for r in rs if len(r["curve"]) == len(steps)])
             line, = ax.plot(steps, acc.mean(0), label=f"{fam} (lr {lr:g}, {len(acc)} seed{'s' * (len(acc) > 1)})",
                             lw=2 if model_of(rs[0]["config"]).is_ds4d else 1.2)
             if len(acc) > 1:
                 ax.fill_between(steps, acc.min(0), acc.max(0), color=line.get_color(), alpha=0.15)
-        if max(lengths) > 3 * min(lengths):
+        if lengths and max(lengths) > 3 * min(lengths):
             ax.set_xscale("log")
         ax.set_title(task)
         ax.set_xlabel("step")
