@@ -13,7 +13,9 @@ take the specification, reports ask it.
   optimizer's base learning rate, read through a window whose half-width falls from ``w0`` to 1 over the
   first ``frac`` of the steps (:class:`nn.TapWidthSchedule`); label suffix ``-tap``;
 * ``clock``: ``None``, ``"given"`` (:class:`nn.clock.TokenClock`: time stands still at padding tokens;
-  suffix ``-clock``) or ``"learned"`` (a gate per layer; suffix ``-gate``), for DS4D and S4D;
+  suffix ``-clock``), ``"learned"`` (a soft gate per layer; suffix ``-gate``) or ``"binary"`` (a gate per
+  layer that ticks or pauses, trained with a time cost: :class:`nn.learned_clock.TimeCost`; suffix
+  ``-tick``), for DS4D and S4D;
 * ``options``: further layer keyword arguments, as sorted ``(name, value)`` pairs (not in the label:
   an experiment that varies them names its variants itself, e.g. :data:`experiments.s4_recipe.ARMS`).
 """
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 
 LAYERS = ("ds4d", "s4d")                              # the project's layers (ddesys.nn)
 BASELINES = ("lstm", "mamba", "gpt2", "llama")        # built by the experiments that compare against them
-CLOCKS = {"given": "clock", "learned": "gate"}        # clock -> its label suffix
+CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick"}     # clock -> its label suffix
+TIME_COST = {"weight": 0.3, "steps": 100}             # the binary clock's training prior (nn.learned_clock.TimeCost)
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
 
@@ -112,6 +115,19 @@ class ModelSpec:
             out.update(tap=True, tap_lr=None)
         return out
 
+    @property
+    def counts_ticks(self):
+        """Whether the layers' delays count ticks of a clock that pauses (given or binary), not steps."""
+        return self.clock in ("given", "binary")
+
+    def time_cost(self, model):
+        """The training prior of a binary clock (:class:`nn.learned_clock.TimeCost` on ``model`` with
+        :data:`TIME_COST`), ``None`` for other models."""
+        if self.clock != "binary":
+            return None
+        from ddesys.nn.learned_clock import TimeCost
+        return TimeCost(model, **TIME_COST)
+
     def sequence_model(self, d_input, d_output, layer_kw, pad=(), **model_kw):
         """The :class:`nn.SequenceModel` of a DS4D / S4D specification: ``layer_kw`` completed by
         :meth:`layer_kw`; the clock ``"given"`` pauses at the token ids ``pad``; ``model_kw`` go to the
@@ -120,12 +136,12 @@ class ModelSpec:
         if self.layer not in LAYERS:
             raise ValueError(f"{self.label} is not built by nn.SequenceModel")
         if self.clock is not None:
-            model_kw["clock"] = dnn.TokenClock(tuple(pad)) if self.clock == "given" else "learned"
+            model_kw["clock"] = dnn.TokenClock(tuple(pad)) if self.clock == "given" else self.clock
         return dnn.SequenceModel(d_input, d_output, layer=self.layer, layer_kw=self.layer_kw(**layer_kw), **model_kw)
 
 
 FAMILIES = ("ds4d", "ds4d-tap", "s4d", "lstm", "mamba", "gpt2", "llama", "ds4d-clock", "s4d-clock", "ds4d-gate",
-            "s4d-gate")                                      # every label an experiment runs today
+            "s4d-gate", "ds4d-tick", "s4d-tick")                                      # every label an experiment runs today
 
 
 def model_of(config):
@@ -143,4 +159,4 @@ def parse_models(labels):
     return tuple(ModelSpec.from_label(x) for x in labels)
 
 
-__all__ = ["BASELINES", "CLOCKS", "FAMILIES", "LAYERS", "ModelSpec", "TapSchedule", "model_of", "parse_models"]
+__all__ = ["BASELINES", "CLOCKS", "TIME_COST", "FAMILIES", "LAYERS", "ModelSpec", "TapSchedule", "model_of", "parse_models"]

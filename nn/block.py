@@ -9,6 +9,7 @@ from .clock import Clocked
 from .ds4d import DS4D
 from .decode.generate import allocate_caches, split_dtype_arg
 from .s4d import S4D
+from .learned_clock import HardClocked, HardGateClock
 from .selective import GateClock, SoftClocked
 
 __all__ = ["BlockForm", "SequenceBlock", "norm_layer", "runs_hooks"]
@@ -46,6 +47,12 @@ class BlockForm(NamedTuple):
     glu: bool                       #: r = o[:H] * sigmoid(o[H:]) over the last axis
 
 
+LEARNED_CLOCKS = {                  # name -> (layer, H, seed) -> the layer run in the time its own gate sets
+    "learned": lambda layer, d_model, seed: SoftClocked(layer, GateClock(d_model, seed=seed)),
+    "binary": lambda layer, d_model, seed: HardClocked(layer, HardGateClock(d_model, seed=seed)),
+}
+
+
 class SequenceBlock(nn.Module):
     """Pre-norm residual block: ``x + Dropout(GLU(Linear(Dropout(act(layer(norm(x)))))))``.
 
@@ -67,10 +74,13 @@ class SequenceBlock(nn.Module):
         Normalize the layer's input; ``False``: normalize the block's output (post-norm).
     norm : {"layer", "none"}, default "layer"
         ``nn.LayerNorm`` or the identity (no normalization).
-    clocked : bool or "learned", default False
+    clocked : bool, "learned" or "binary", default False
         Run the layer in its own time (:class:`nn.clock.Clocked`): ``forward`` / ``prefill`` take
-        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``. ``"learned"``: the layer's own gate sets
-        its clock (:class:`nn.selective.GateClock`, a scan instead of the FFT).
+        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``. A learned clock (:data:`LEARNED_CLOCKS`):
+        the layer's own gate sets its clock, ``"learned"`` a soft one (:class:`nn.selective.GateClock`,
+        a scan instead of the FFT), ``"binary"`` ticks or pauses per token
+        (:class:`nn.learned_clock.HardGateClock`: trained by the scan, validated and decoded as the given
+        clock).
 
     Raises
     ------
@@ -89,8 +99,10 @@ class SequenceBlock(nn.Module):
             raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
         self.norm = norm_layer(norm, d_model)
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
-        if clocked == "learned":
-            self.layer = SoftClocked(self.layer, GateClock(d_model, seed=(layer_kw or {}).get("seed")))
+        if isinstance(clocked, str):
+            if clocked not in LEARNED_CLOCKS:
+                raise ValueError(f"clocked must be a bool or one of {tuple(LEARNED_CLOCKS)}, got {clocked!r}")
+            self.layer = LEARNED_CLOCKS[clocked](self.layer, d_model, (layer_kw or {}).get("seed"))
         elif clocked:
             self.layer = Clocked(self.layer)
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()

@@ -16,8 +16,9 @@ every clock, an O(1) ring per row for decoding). Only the training signal is rel
   compacted ticks (:class:`nn.clock.Clocked`); decoding: :class:`nn.clock.ClockedCache`, ``k_max + 1`` ticks
   per row, the tick decided by the gate on the token's own input.
 
-Parts: :class:`HardGateClock` (the gate, ``(B, L, H) -> (B, L)`` in ``{0, 1}``) and :class:`HardClocked`
-(a DS4D / S4D layer run in the ticks its gate sets).
+Parts: :class:`HardGateClock` (the gate, ``(B, L, H) -> (B, L)`` in ``{0, 1}``), :class:`HardClocked`
+(a DS4D / S4D layer run in the ticks its gate sets) and :class:`TimeCost` (the training prior that makes a
+learned clock find its pauses: internal time is spent only where the loss needs it).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from .clock import Clocked
 from .common import check_clocked_input, check_ticks
 from .selective import GateClock, soft_forward
 
-__all__ = ["HardClocked", "HardGateClock"]
+__all__ = ["HardClocked", "HardGateClock", "TimeCost"]
 
 
 class HardGateClock(nn.Module):
@@ -130,3 +131,67 @@ class HardClocked(Clocked):
     def prefill(self, x, cache, ticks=None):
         """A prompt ``x`` ``(B, L, H)`` -> ``(B, L, H)``, in the ticks the gate sets."""
         return super().prefill(x, cache, self._ticks(x, ticks))
+
+
+class TimeCost:
+    """The time cost of a model's learned clocks: ``weight`` times the mean clock over every position and
+    clocked layer of the last forward pass with gradients, for the first ``steps`` optimizer steps.
+
+    A learned clock starts ticking everywhere; the cost is a prior that internal time is spent only where
+    the loss needs it, so the gates learn to pause where the input carries nothing the task reads (the
+    padding of a variable lag), without being told where that is. Left on, it goes on to pause data
+    tokens as well (a paused token is never written), so it is switched off after ``steps``: the pauses
+    found by then are kept by the task's own gradient.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Its modules with a ``gate`` module (:class:`HardClocked`, :class:`nn.selective.SoftClocked`) are
+        watched by forward hooks (:meth:`remove` takes them away).
+    weight : float, default 0.3
+        Cost per unit of mean clock, in units of the per-token loss.
+    steps : int, default 100
+        Optimizer steps with the cost at ``weight`` (``0``: always).
+    after : float, default 0.0
+        The weight after ``steps``: a small floor keeps the pauses found from drifting back.
+
+    Use: ``loss = task_loss + cost(step)`` after the forward pass (``cost(step) * n`` for a loss summed
+    over ``n`` tokens); ``cost(step)`` is a scalar tensor (``0.`` when off or when no clock ran).
+    """
+
+    def __init__(self, model, weight=0.3, steps=100, after=0.0):
+        if not (weight >= 0 and after >= 0) or int(steps) != steps or steps < 0:
+            raise ValueError(f"weight and after must be >= 0 and steps a count >= 0, got {weight!r}, {after!r}, "
+                             f"{steps!r}")
+        self.weight, self.steps, self.after = float(weight), int(steps), float(after)
+        self._seen = {}
+        gates = [m.gate for m in model.modules() if isinstance(getattr(m, "gate", None), nn.Module)]
+        self._hooks = [g.register_forward_hook(self._record(i)) for i, g in enumerate(gates)]
+
+    def _record(self, i):
+        def hook(mod, inp, out):
+            if torch.is_grad_enabled():
+                self._seen[i] = out.mean()
+        return hook
+
+    @property
+    def n_clocks(self):
+        """How many clocked layers are watched."""
+        return len(self._hooks)
+
+    def weight_at(self, step):
+        """The cost's weight at optimizer step ``step`` (1-based)."""
+        return self.weight if self.steps == 0 or step <= self.steps else self.after
+
+    def __call__(self, step):
+        seen, self._seen = list(self._seen.values()), {}
+        w = self.weight_at(step)
+        if not (seen and w > 0):
+            return torch.zeros(())
+        return w * torch.stack(seen).mean()
+
+    def remove(self):
+        """Detach the hooks from the model."""
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .block import SequenceBlock, norm_layer
+from .block import LEARNED_CLOCKS, SequenceBlock, norm_layer
 from .decode.generate import allocate_caches, generate, reset_caches, split_dtype_arg
 from .inputs import check_carry, check_owned_caches, checked_input, warn_dropout
 from .lengths import left_align, right_align, valid_mask, zero_padding
@@ -38,14 +38,16 @@ class SequenceModel(nn.Module):
         Pre-norm blocks; ``False``: post-norm (see :class:`SequenceBlock`).
     norm : {"layer", "none"}, default "layer"
         The blocks' and the final normalization: ``nn.LayerNorm`` or the identity.
-    clock : callable, "learned" or None
+    clock : callable, "learned", "binary" or None
         A selective clock (docs/theory.md §10): a module mapping the model's input ``(B, L)`` token ids
         (or ``(B,)`` for a step) to bool ticks, e.g. :class:`nn.clock.TokenClock` ``(pause_tokens=(0,))``.
         Every block's layer then runs in its own time (:class:`nn.clock.Clocked`): frozen at pauses, its
         delays counted in ticks; build its layers with ``layer_kw["l_max"]`` the longest tick count
         (None: from the first batch); ``lengths=`` marks the right padding as pauses. ``"learned"``: each
         layer's own gate sets its clock (:class:`nn.selective.GateClock`, trained by a scan, §10.4;
-        decoding needs ``max_seqlen``).
+        decoding needs ``max_seqlen``); ``"binary"``: each layer's gate ticks or pauses per token
+        (:class:`nn.learned_clock.HardGateClock`, trained by the scan with a straight-through gradient,
+        validated by the FFT on the ticks, decoded in O(1); train it with :class:`nn.learned_clock.TimeCost`).
     device, dtype : optional
         Where and in which floating dtype the parameters live. The model is built on the CPU in
         float32 and then moved, so a seed gives the same weights on every device.
@@ -99,8 +101,10 @@ class SequenceModel(nn.Module):
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
                  norm="layer", clock=None, device=None, dtype=None):
         super().__init__()
-        if clock is not None and clock != "learned" and not callable(clock):
-            raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock) or 'learned', got "
+        if isinstance(clock, str) and clock not in LEARNED_CLOCKS:
+            raise ValueError(f"a learned clock is one of {tuple(LEARNED_CLOCKS)}, got {clock!r}")
+        if clock is not None and not isinstance(clock, str) and not callable(clock):
+            raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock), 'learned' or 'binary', got "
                             f"{type(clock).__name__}")
         learned = isinstance(clock, str)
         if pool not in (None, "mean", "last"):
@@ -115,7 +119,7 @@ class SequenceModel(nn.Module):
         self.encoder = nn.Embedding(d_input, d_model) if embedding else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(SequenceBlock(d_model, layer, layer_kw, activation, dropout, glu,
                                                   prenorm=prenorm, norm=norm,
-                                                  clocked="learned" if learned else clock is not None)
+                                                  clocked=clock if learned else clock is not None)
                                     for _ in range(n_layers))
         self.clock = None if learned else clock
         self.norm = norm_layer(norm, d_model)

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import nn as dnn
-from ddesys.nn.learned_clock import HardClocked, HardGateClock
+from ddesys.nn.learned_clock import HardClocked, HardGateClock, TimeCost
 from ddesys.nn.selective import GateClock
 from ddesys.selective import soft_scan, soft_scan_grad
 
@@ -43,7 +43,7 @@ from .._models import ModelSpec
 from .._train import Trainer, fit
 from .models import build, n_params
 from .tasks import IGNORE, preset
-from .train import VAL_SEED, evaluate
+from .train import VAL_SEED, evaluate, loss_with
 
 PROG = "python -m ddesys.experiments.synthetic.clock_study"
 SEGMENTS = ("data", "lag", "answer")            # positions [0, T), [T, T + P), [T + P, 2 T + P)
@@ -55,13 +55,22 @@ class Candidate:
     """A learned clock and how it is trained. ``gate``: ``soft`` (:class:`GateClock`), ``hard``
     (:class:`HardGateClock`, straight-through) or ``given`` (the reference: pauses at padding, told);
     ``init``: the initial clock; ``cost``: weight of the mean clock added to the loss (time costs);
-    ``curriculum``: fraction of the steps over which the lag range grows from its centre to the full range."""
+    ``curriculum``: fraction of the steps over which the lag range grows from its centre to the full range;
+    ``cost_steps``: the time cost is on for the first ``cost_steps`` optimizer steps only (0: always), a
+    prior that finds the pauses and is then switched off (or down to ``cost_after``) so that it does not
+    go on pausing data tokens;
+    ``layer``: the clocked layer, ``"ds4d"`` or ``"s4d"``; ``tick_horizon``: DS4D's delays spread over the
+    task's content length ``2T`` (a scale hyperparameter, as ``l_max`` is: no position is named) instead of
+    its context length."""
     gate: str = "soft"
     init: float = 0.9
     cost: float = 0.0
     curriculum: float = 0.0
     temperature: float = 1.0
-    tick_horizon: bool = False          # delays spread over the task's tick count 2T (not its length)
+    tick_horizon: bool = False
+    cost_steps: int = 0
+    cost_after: float = 0.0
+    layer: str = "ds4d"
 
 
 CANDIDATES = {
@@ -72,6 +81,9 @@ CANDIDATES = {
     "soft-curriculum": Candidate(curriculum=0.5),
     "hard-cost": Candidate(gate="hard", init=0.9, cost=0.3),
     "hard-cost-ticks": Candidate(gate="hard", init=0.9, cost=0.3, tick_horizon=True),
+    "hard-warm": Candidate(gate="hard", init=0.9, cost=0.3, cost_steps=100, tick_horizon=True),
+    "hard-warm-s4d": Candidate(gate="hard", init=0.9, cost=0.3, cost_steps=100, layer="s4d"),
+    "hard-floor": Candidate(gate="hard", init=0.9, cost=0.3, cost_steps=100, cost_after=0.03, tick_horizon=True),
 }
 
 
@@ -83,7 +95,7 @@ def make_model(cand, task, width, d_state, seed):
         return build(ModelSpec.from_label("ds4d-clock"), task.vocab, width, 2, task.length, d_state, seed=seed,
                      ticks=task.ticks)
     horizon = task.ticks if cand.tick_horizon else task.length              # DS4D's delay range
-    model = build(ModelSpec.from_label("ds4d-gate"), task.vocab, width, 2, horizon, d_state, seed=seed)
+    model = build(ModelSpec(cand.layer, clock="learned"), task.vocab, width, 2, horizon, d_state, seed=seed)
     for blk in model.blocks:
         if cand.gate == "hard":
             blk.layer = HardClocked(blk.layer.inner, HardGateClock(width, cand.init, cand.temperature, seed=seed))
@@ -171,17 +183,23 @@ def clock_gradients(model, tokens, labels, lags, task):
 
 
 # ---------------------------------------------------------------------------------------------- training
+class _Reached(Exception):
+    """A run reached ``--stop-at``: it ends there (its record says at which step)."""
+
+    def __init__(self, step):
+        super().__init__(step)
+        self.step = step
+
+
 def train(cand, task, args, seed, probe_at=(), probe_n=64):
     """Train one candidate; returns its record (curve, best accuracy, clocks, probes)."""
     model = make_model(cand, task, args.width, args.d_state, seed)
     opt = torch.optim.AdamW(dnn.param_groups(model, args.lr, weight_decay=0.0), lr=args.lr, weight_decay=0.0)
     tr = Trainer(model, opt, single("cpu"))
     vt, vl, vp = (torch.from_numpy(a) for a in task.sample(args.val_size, np.random.default_rng(VAL_SEED)))
-    clocks = {}
-    for i, layer in enumerate(gated(model)):
-        layer.gate.register_forward_hook(lambda mod, inp, out, i=i: clocks.__setitem__(i, out))
     soft = cand.gate == "soft"
-    st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "losses": [], "seconds": 0.0, "probes": []}
+    st = {"step": 0, "step_now": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "losses": [], "seconds": 0.0,
+          "probes": []}
 
     def stage(step):
         if not cand.curriculum:
@@ -191,16 +209,12 @@ def train(cand, task, args, seed, probe_at=(), probe_n=64):
         return dataclasses.replace(task, P_min=int(round(m - r)), P_max=int(round(m + r)))
 
     def batch(step):
+        st["step_now"] = step
         x, y, _ = stage(step).sample(args.batch, np.random.default_rng([seed, step]))
         return x, y, int((y != IGNORE).sum())
 
-    def loss_sum(logits, labels):
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
-                               reduction="sum")
-        if cand.cost and clocks:                       # time costs: the mean clock, per supervised token
-            mean_c = torch.stack([c.mean() for c in clocks.values()]).mean()
-            loss = loss + cand.cost * int((labels != IGNORE).sum()) * mean_c
-        return loss
+    cost = TimeCost(model, cand.cost, cand.cost_steps, cand.cost_after) if cand.cost else None    # time costs
+    loss_sum = loss_with(cost, lambda: st["step_now"])
 
     def probe(step):
         if soft and step in probe_at:
@@ -222,6 +236,8 @@ def train(cand, task, args, seed, probe_at=(), probe_n=64):
         best = max(det["acc"], point.get("hard_acc", 0.0))
         if best > st["best_acc"]:
             st.update(best_acc=best, best_step=step)
+        if args.stop_at and best >= args.stop_at:
+            raise _Reached(step)
         print(f"  {step:4d} loss {loss:.3f} acc {det['acc']:.3f}" +
               (f" hard {point['hard_acc']:.3f}" if soft else "") +
               "".join(f" | c lag {c['lag']:.3f} data {c['data']:.3f}" for c in point.get("clock", [])), flush=True)
@@ -232,7 +248,10 @@ def train(cand, task, args, seed, probe_at=(), probe_n=64):
                 ("curve", "best_acc", "best_step", "seconds", "probes")}}
 
     probe(0)
-    out = fit(tr, st, args.steps, batch, loss_sum, evaluate_at, record, f"{cand}|{seed}")
+    try:
+        out = fit(tr, st, args.steps, batch, loss_sum, evaluate_at, record, f"{cand}|{seed}")
+    except _Reached as done:
+        out = {**record("done"), "stopped_step": done.step}
     if gated(model):
         out["final_clocks"] = [c[:2].tolist() for c in clock_values(model, vt[:2])]   # for the plots
         out["final_lags"] = vp[:2].tolist()
@@ -323,6 +342,9 @@ def _parse(argv):
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--stop-at", type=float, default=None,
+                    help="end a run once its validation accuracy reaches this level (its record says when)")
+    ap.add_argument("--threads", type=int, default=None, help="torch / Numba threads of this process")
     ap.add_argument("--val-size", type=int, default=256)
     ap.add_argument("--out", type=Path, default=Path("clock_study_out"))
     args = ap.parse_args(argv)
@@ -334,6 +356,8 @@ def _parse(argv):
 
 def main(argv=None):
     args = _parse(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)                   # a program's own choice (Numba follows torch)
     task = preset("copy", "variable", "smoke" if args.quick else "cpu")
     out = args.out
     path = out / "results.json"

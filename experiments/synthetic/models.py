@@ -119,12 +119,14 @@ def build(spec, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=N
     keeps its default 16); ``dt_lr``: DS4D's and S4D's learning rate for ``dt`` and the delay (1e-4 in
     the paper's synthetic runs; not the input tap's delay, which trains at the base rate). ``ticks``:
     the horizon of DS4D with the given clock, the longest tick count of a sequence (its delays count
-    ticks; default ``length``; the learned clock keeps real time). ``lstm_init``: the LSTM's
+    ticks; default ``length``), and of DS4D with the binary learned clock (its delays count ticks too: the
+    content length is a scale given to the model, as ``length`` is; no position is named); the soft
+    learned clock keeps real time. ``lstm_init``: the LSTM's
     initialization (:class:`TokenLSTM`; its chrono horizon is ``length``)."""
     if not spec.is_baseline:
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
         if spec.is_ds4d:
-            kw["l_max"] = ticks if spec.clock == "given" and ticks is not None else length
+            kw["l_max"] = ticks if spec.counts_ticks and ticks is not None else length
         return spec.sequence_model(vocab, vocab, kw, pad=(PAD,), d_model=d_model, n_layers=n_layers, embedding=True)
     if spec.layer == "lstm":
         return TokenLSTM(vocab, d_model, n_layers, horizon=length, init=lstm_init)

@@ -185,6 +185,17 @@ def _loss_sum(logits, labels):
                            reduction="sum")
 
 
+def loss_with(cost, now):
+    """The summed loss, plus a binary clock's time cost (``cost``: :class:`nn.learned_clock.TimeCost` or
+    ``None``) per supervised token at the step ``now()``."""
+    if cost is None:
+        return _loss_sum
+
+    def loss_sum(logits, labels):
+        return _loss_sum(logits, labels) + cost(now()) * int((labels != IGNORE).sum())
+    return loss_sum
+
+
 def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
     loss, val accuracy), ``best_acc`` / ``best_step``, ``by_position`` / ``by_lag`` at the best evaluation,
@@ -208,9 +219,11 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
-    keep = {"best_state": None}
+    keep = {"best_state": None, "now": 0}
+    loss_sum = loss_with(cfg.model.time_cost(model), lambda: keep["now"])   # a binary clock's prior
 
     def batch(step):
+        keep["now"] = step
         x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
         return x, y, int((y != IGNORE).sum())
 
@@ -230,8 +243,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
                 "curve": st["curve"], "best_acc": st["best_acc"], "best_step": st["best_step"],
                 "seconds": st["seconds"], **st["best_detail"]}
 
-    out = fit(tr, st, cfg.steps, batch, _loss_sum, evaluate_at, record, cfg.key(), ckpt, progress,
-              extra=(lambda: dict(keep), lambda saved: keep.update(best_state=saved["best_state"])))
+    out = fit(tr, st, cfg.steps, batch, loss_sum, evaluate_at, record, cfg.key(), ckpt, progress,
+              extra=(lambda: {"best_state": keep["best_state"]},
+                     lambda saved: keep.update(best_state=saved["best_state"])))
     if clock_stats(model, vt[:8]):
         out["clock"] = clock_stats(model, vt)                      # the learned clocks at the end
     if init_taps:

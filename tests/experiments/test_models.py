@@ -82,7 +82,8 @@ def _same(a, b):
     return list(sa) == list(sb) and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@pytest.mark.parametrize("label", ["ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock", "ds4d-gate", "s4d-gate"])
+@pytest.mark.parametrize("label", ["ds4d", "ds4d-tap", "s4d", "ds4d-clock", "s4d-clock", "ds4d-gate", "s4d-gate",
+                                   "ds4d-tick", "s4d-tick"])
 def test_the_spec_builds_what_the_label_built(label):
     """``ModelSpec.sequence_model`` is the model the synthetic experiment built from the label before:
     the same layer keywords (the tap on the base rate), the same clock, the same parameters."""
@@ -91,7 +92,7 @@ def test_the_spec_builds_what_the_label_built(label):
     if spec.is_ds4d:
         kw["l_max"] = 24
     old = dict(kw, **({"tap": True, "tap_lr": None} if spec.tap is not None else {}))
-    clock = {None: None, "given": dnn.TokenClock((0,)), "learned": "learned"}[spec.clock]
+    clock = {None: None, "given": dnn.TokenClock((0,)), "learned": "learned", "binary": "binary"}[spec.clock]
     torch.manual_seed(0)
     ref = dnn.SequenceModel(12, 12, d_model=8, n_layers=2, layer=spec.layer, layer_kw=old, embedding=True, clock=clock)
     torch.manual_seed(0)

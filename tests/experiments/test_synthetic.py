@@ -93,7 +93,7 @@ def test_bad_configurations_are_rejected():
 
 
 def _families():
-    fams = ["ds4d", "s4d", "lstm", "ds4d-clock", "s4d-clock", "ds4d-gate"]
+    fams = ["ds4d", "s4d", "lstm", "ds4d-clock", "s4d-clock", "ds4d-gate", "ds4d-tick"]
     try:
         import transformers  # noqa: F401
         fams += ["gpt2", "llama"]           # Mamba's CPU reference scan is covered by the same wrapper

@@ -218,3 +218,74 @@ def test_clock_gradient_split_equals_finite_differences(seed):
     assert np.max(np.abs(g_step - fd_step)) < 1e-6
     assert np.max(np.abs(g_time - fd_time)) < 1e-6
     assert np.max(np.abs(g_step + g_time - full[-1])) < 1e-12
+
+
+def _binary_model(seed=0):
+    m = dnn.SequenceModel(10, 10, d_model=H, n_layers=2, layer="ds4d", embedding=True, clock="binary",
+                          layer_kw={"d_state": 4, "l_max": LMAX, "seed": seed}).double()
+    with torch.no_grad():
+        for blk in m.blocks:
+            blk.layer.gate.b.fill_(0.0)                                       # some pauses, some ticks
+            blk.layer.gate.w.mul_(30.0)
+    return m
+
+
+def test_binary_clock_model_paths_agree_with_the_tick_loop():
+    """SequenceModel(clock="binary"): each block's layer equals the tick loop at its gate's ticks (training
+    scan and FFT), and the model's decode and prefill + decode equal its forward pass."""
+    m = _binary_model()
+    x = torch.randint(0, 10, (3, L), generator=torch.Generator().manual_seed(0))
+    h = m.encoder(x)
+    fractions = []
+    for blk in m.blocks:
+        z = blk.norm(h)
+        ticks = blk.layer.gate.ticks(z)
+        fractions.append(float(ticks.double().mean()))
+        ref = tick_loop(blk.layer.inner, z, ticks)
+        assert _err(blk.layer(z), ref) < 1e-12                                 # scan, with gradients
+        with torch.no_grad():
+            assert _err(blk.layer(z), ref) < 1e-10                             # FFT on the ticks
+        h = blk(h)
+    assert all(0.05 < f < 0.95 for f in fractions)
+    with torch.no_grad():
+        y = m(x)
+        cache = m.allocate_inference_cache(3, L, dtype=F64)
+        assert _err(torch.stack([m.step(x[:, t], cache) for t in range(L)], 1), y) < 1e-10
+        cache = m.allocate_inference_cache(3, L, dtype=F64)
+        yp = torch.cat([m.prefill(x[:, :7], cache)] + [m.step(x[:, t], cache)[:, None] for t in range(7, L)], 1)
+        assert _err(yp, y) < 1e-10
+    assert _err(m(x), y) < 1e-10
+
+
+def test_time_cost_is_the_mean_clock_and_switches_off():
+    from ddesys.nn.learned_clock import TimeCost
+    m = _binary_model(1)
+    cost = TimeCost(m, weight=0.5, steps=3)
+    assert cost.n_clocks == 2
+    x = torch.randint(0, 10, (2, 12), generator=torch.Generator().manual_seed(2))
+    m(x)
+    term = cost(1)
+    h, means, slopes = m.encoder(x), [], []                                    # recomputed here
+    with torch.no_grad():
+        for blk in m.blocks:
+            z = blk.layer.gate.logits(blk.norm(h))
+            means.append(float((z > 0).double().mean()))
+            slopes.append(torch.sigmoid(z) * (1 - torch.sigmoid(z)))
+            h = blk(h)
+    assert abs(float(term) - 0.5 * np.mean(means)) < 1e-14
+    term.backward()                       # straight-through: d/db = the mean slope (the last gate's b acts on it alone)
+    assert abs(float(m.blocks[-1].layer.gate.b.grad) - 0.5 * float(slopes[-1].mean()) / 2) < 1e-12
+    m(x)
+    assert float(cost(4)) == 0.0                                               # after ``steps``: off
+    with torch.no_grad():
+        m(x)
+    assert float(cost(1)) == 0.0                                               # no gradients: not a training pass
+    cost.remove()
+    m(x)
+    assert float(cost(1)) == 0.0
+    floor = TimeCost(m, weight=0.5, steps=3, after=0.1)
+    m(x)
+    assert abs(float(floor(4)) - 0.1 * np.mean(means)) < 1e-14                 # ... or down to ``after``
+    floor.remove()
+    with pytest.raises(ValueError, match="weight"):
+        TimeCost(m, weight=-1.0)
