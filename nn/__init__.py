@@ -16,8 +16,9 @@ from .ds4d import DS4D, DS4DCache
 from .model import SequenceBlock, SequenceModel
 from .optim import param_groups
 from .s4d import S4D, S4DCache
+from .learned_clock import HardClocked, HardGateClock, TimeCost
 from .selective import GateClock, SoftClocked
 from .tap import TapWidthSchedule, set_tap_width
 
-__all__ = ["Clocked", "ClockedCache", "TokenClock", "DS4D", "DS4DCache", "NonFiniteInputError", "S4D", "S4DCache", "GateClock", "SoftClocked", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
+__all__ = ["Clocked", "ClockedCache", "TokenClock", "DS4D", "DS4DCache", "NonFiniteInputError", "S4D", "S4DCache", "GateClock", "SoftClocked", "HardGateClock", "HardClocked", "TimeCost", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
            "set_tap_width"]

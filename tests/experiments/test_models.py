@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -114,3 +115,34 @@ def test_one_tap_schedule():
     assert type(tap_schedule(Arch(spec), model, 10)) is dnn.TapWidthSchedule
     assert ModelSpec("ds4d").sequence_model(1, 1, {"d_state": 4, "l_max": 16}, d_model=4, n_layers=1) is not None
     assert tap_schedule(Arch(), model, 10) is None
+
+
+def test_binary_clock_trains_with_its_time_cost():
+    """``-tick`` models get the time cost (TIME_COST) in the synthetic trainer's loss, the others none."""
+    from ddesys.experiments._models import TIME_COST
+    from ddesys.experiments.synthetic.train import loss_with
+    spec = ModelSpec.from_label("s4d-tick")
+    assert spec.clock == "binary" and spec.counts_ticks
+    model = spec.sequence_model(12, 12, {"d_state": 4, "seed": 0}, d_model=8, n_layers=2, embedding=True)
+    cost = spec.time_cost(model)
+    assert cost.n_clocks == 2 and (cost.weight, cost.steps) == (TIME_COST["weight"], TIME_COST["steps"])
+    assert ModelSpec.from_label("s4d-gate").time_cost(model) is None
+    x = torch.randint(0, 12, (2, 10), generator=torch.Generator().manual_seed(0))
+    labels = torch.full((2, 10), -100)
+    labels[:, 6:] = 3
+    now = {"step": 1}
+    loss = loss_with(cost, lambda: now["step"])
+    logits = model(x)
+    ticks = [float(blk.layer.gate(blk.norm(h)).mean()) for blk, h in _block_inputs(model, x)]
+    plain = torch.nn.functional.cross_entropy(logits.reshape(-1, 12), labels.reshape(-1), reduction="sum")
+    assert abs(float(loss(logits, labels) - plain) - TIME_COST["weight"] * 8 * np.mean(ticks)) < 1e-4
+    now["step"] = TIME_COST["steps"] + 1
+    model(x)
+    assert float(loss(logits, labels)) == float(plain)                     # switched off
+
+
+def _block_inputs(model, x):
+    h = model.encoder(x)
+    for blk in model.blocks:
+        yield blk, h
+        h = blk(h)
