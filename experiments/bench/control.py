@@ -15,20 +15,12 @@ Prints, in one run on this machine:
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import ddesys
 
-
-def _timed(fn, repeat):
-    best, out = np.inf, None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+from .dss import timed
 
 
 def accuracy_rows(pade):
@@ -78,13 +70,13 @@ def main(argv=None):
         print(f"{name:32s} {ref:14.10f} {abs(ours - ref):11.2e} {abs(theirs - ref):12.2e}")
 
     L = loop(args.states)
-    t_m, m = _timed(lambda: ddesys.stability_margins(L), args.repeat)
+    t_m, m = timed(lambda: ddesys.stability_margins(L), args.repeat)
 
     def closed():
         cl = ddesys.feedback(L)
         return cl.poles()[:4], cl.is_stable()
 
-    t_r, (roots, stable) = _timed(closed, args.repeat)
+    t_r, (roots, stable) = timed(closed, args.repeat)
     print(f"\n{args.states}-state plant, dead time 0.7, PI control")
     print(f"  ddesys margins      {t_m * 1e3:8.1f} ms   gm {m[0]:.6g}  pm {m[1]:.6g} deg  sm {m[2]:.6g}")
     print(f"  ddesys closed loop  {t_r * 1e3:8.1f} ms   rightmost {complex(roots[0]):.6g}  stable {stable}")
@@ -95,8 +87,8 @@ def main(argv=None):
         print("  (python-control is not installed: pip install control for the baseline)")
         return 0
     P = L.to_control(pade_order=args.pade)
-    t_pm, pm = _timed(lambda: control.stability_margins(P), args.repeat)
-    t_pr, pr = _timed(lambda: control.feedback(P, 1).poles(), args.repeat)
+    t_pm, pm = timed(lambda: control.stability_margins(P), args.repeat)
+    t_pr, pr = timed(lambda: control.feedback(P, 1).poles(), args.repeat)
     rightmost = pr[np.argmax(pr.real)]
     print(f"  python-control, Pade({args.pade}) model ({P.nstates} states)")
     print(f"    margins           {t_pm * 1e3:8.1f} ms   gm {pm[0]:.6g}  pm {pm[1]:.6g} deg  sm {pm[2]:.6g}")

@@ -49,7 +49,8 @@ def _h2_scalar(a, b, tau):
     return float(np.sqrt(np.linalg.solve([[E[0, 0], E[0, 1] - 1.0], [2 * a, 2 * b]], [0.0, -1.0])[0]))
 
 
-def _timed(fn, repeat=3):
+def timed(fn, repeat=3):
+    """The best of ``repeat`` wall times of ``fn()`` (seconds) and its last result: ``(seconds, result)``."""
     best, out = np.inf, None
     for _ in range(repeat):
         t = time.perf_counter()
@@ -109,7 +110,7 @@ def timing_rows(quick):
         s = ddesys.DelayStateSpace(A, Ad, tau)           # fresh object: no cached abscissa
         return s.roots(re_min=s.spectral_abscissa() - 1.0)
 
-    t, res = _timed(roots20)
+    t, res = timed(roots20)
     rows.append(dict(task="roots, 20 states, 3 delays (abscissa - 1, certified)", seconds=t, goal=1.0,
                      met=t <= 1.0 and res.certified, note=f"{res.roots.size} roots, certified={res.certified}"))
     del sys
@@ -117,13 +118,13 @@ def timing_rows(quick):
     Ad4 = np.stack([np.diag([-0.5, 0.2, -0.3, 0.1]) + 0.1, np.diag([0.1, -0.6, 0.2, -0.4]) - 0.05])
     k = 30 if quick else 100
     t1, t2 = np.linspace(0.05, 6, k), np.linspace(0.05, 6, k)
-    t, chart = _timed(lambda: ddesys.delay_chart(A4, Ad4, t1, t2), repeat=1)
+    t, chart = timed(lambda: ddesys.delay_chart(A4, Ad4, t1, t2), repeat=1)
     goal = 30.0 * (k * k) / 1e4
     rows.append(dict(task=f"stability chart {k} x {k}, 4 states, 2 delays", seconds=t, goal=goal, met=t <= goal,
                      note=f"{int(chart.stable.sum())} of {k * k} points stable, {thread_budget()} threads"))
     A10 = rng.standard_normal((10, 10)) / np.sqrt(10) - 1.5 * np.eye(10)
     A110 = 2.0 * rng.standard_normal((10, 10)) / np.sqrt(10)
-    t, c = _timed(lambda: ddesys.DelayStateSpace(A10, A110, 1.0).crossings(20.0))
+    t, c = timed(lambda: ddesys.DelayStateSpace(A10, A110, 1.0).crossings(20.0))
     rows.append(dict(task="crossings in (0, 20], 10 states", seconds=t, goal=1.0, met=t <= 1.0,
                      note=f"{len(c)} crossings"))
     return rows
