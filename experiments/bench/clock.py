@@ -8,11 +8,12 @@ N = 64, widths matched to S4D's parameter count at H = 64, as ``experiments.synt
 
 1. ``decode``: seconds per token after a context of 256, 1024 and 4096 tokens (quick: 256 and 1024),
    half of them pauses, for DS4D with the given clock (``ds4d-clock``), DS4D with a learned clock
-   (``ds4d-gate``: its cache keeps every state) and the Llama recipe with its key/value cache
+   (``ds4d-gate``: its cache keeps every state), S4D with the learned binary clock (``s4d-tick``: the
+   given clock's ring) and the Llama recipe with its key/value cache
    (``transformers``; skipped without it). The ratio late / early shows which cost grows with the
    context (goal for the clocked layers: flat).
 2. ``train``: seconds per training step (forward + backward, batch 32) of ``ds4d``, ``ds4d-clock``,
-   ``s4d-clock`` and ``ds4d-gate`` on variable-delay copy, against ``s4d``'s in the same run.
+   ``s4d-clock``, ``ds4d-gate`` and ``s4d-tick`` (its training scan) on variable-delay copy, against ``s4d``'s in the same run.
 
 Times are medians of runs interleaved between the variants: read the ratios.
 """
@@ -46,8 +47,8 @@ def interleaved(fns, reps):
 
 S4D = ModelSpec("s4d")
 MODELS = (S4D, ModelSpec("ds4d"), ModelSpec("ds4d", clock="given"), ModelSpec("s4d", clock="given"),
-          ModelSpec("ds4d", clock="learned"))
-FAMILIES = tuple(m.label for m in MODELS)            # s4d, ds4d, ds4d-clock, s4d-clock, ds4d-gate
+          ModelSpec("ds4d", clock="learned"), ModelSpec("s4d", clock="binary"))
+FAMILIES = tuple(m.label for m in MODELS)            # s4d, ds4d, ds4d-clock, s4d-clock, ds4d-gate, s4d-tick
 
 
 def _models(task, specs, length):
@@ -99,7 +100,7 @@ def _hf_decoder(model, ids, n_tok):
 def decode_section(contexts, n_tok, reps):
     print(f"1. decode, seconds per token at batch 1 after a context of n tokens (half pauses), {n_tok} tokens timed")
     task = preset("copy", "variable")
-    specs = [ModelSpec("ds4d", clock="given"), ModelSpec("ds4d", clock="learned")] + (
+    specs = [ModelSpec("ds4d", clock="given"), ModelSpec("ds4d", clock="learned"), ModelSpec("s4d", clock="binary")] + (
         [ModelSpec("llama")] if importlib.util.find_spec("transformers") else [])
     fams = [m.label for m in specs]
     L = max(contexts) + n_tok

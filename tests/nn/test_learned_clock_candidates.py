@@ -254,6 +254,10 @@ def test_binary_clock_model_paths_agree_with_the_tick_loop():
         cache = m.allocate_inference_cache(3, L, dtype=F64)
         yp = torch.cat([m.prefill(x[:, :7], cache)] + [m.step(x[:, t], cache)[:, None] for t in range(7, L)], 1)
         assert _err(yp, y) < 1e-10
+        cache = m.allocate_inference_cache(3, L, dtype=F64)
+        m.prefill(x[:, :5], cache)
+        plan = m.compile_step(cache)                                          # the compiled model step
+        assert _err(torch.stack([plan.step(x[:, t]) for t in range(5, L)], 1), y[:, 5:]) < 1e-10
     assert _err(m(x), y) < 1e-10
 
 
