@@ -26,7 +26,7 @@ from dataclasses import dataclass
 LAYERS = ("ds4d", "s4d")                              # the project's layers (ddesys.nn)
 BASELINES = ("lstm", "mamba", "gpt2", "llama")        # built by the experiments that compare against them
 CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick"}     # clock -> its label suffix
-TIME_COST = {"weight": 0.3, "steps": 100}             # the binary clock's training prior (nn.learned_clock.TimeCost)
+TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a binary clock's training prior (nn.learned_clock.TimeCost)
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
 
@@ -119,14 +119,6 @@ class ModelSpec:
     def counts_ticks(self):
         """Whether the layers' delays count ticks of a clock that pauses (given or binary), not steps."""
         return self.clock in ("given", "binary")
-
-    def time_cost(self, model):
-        """The training prior of a binary clock (:class:`nn.learned_clock.TimeCost` on ``model`` with
-        :data:`TIME_COST`), ``None`` for other models."""
-        if self.clock != "binary":
-            return None
-        from ddesys.nn.learned_clock import TimeCost
-        return TimeCost(model, **TIME_COST)
 
     def sequence_model(self, d_input, d_output, layer_kw, pad=(), **model_kw):
         """The :class:`nn.SequenceModel` of a DS4D / S4D specification: ``layer_kw`` completed by

@@ -23,10 +23,11 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import nn as dnn
+from ddesys.nn.learned_clock import TimeCost
 
 from .._dist import single
 from .._runs import config_key
-from .._models import ModelSpec
+from .._models import TIME_COST, ModelSpec
 from .._probes import ablate, ds4d_layers, tap_delays, tap_widths, tap_zero
 from .._train import Trainer, fit
 from .models import LSTM_INITS, build, n_params
@@ -48,7 +49,10 @@ class RunConfig:
     ``"family"``) at ``width`` (hidden size ``H``) with ``n_layers`` blocks; ``amp`` in ``none | bf16``
     (autocast of the forward pass); ``init``: an LSTM's initialization (:class:`.models.TokenLSTM`; the
     command line gives every LSTM run its ``--lstm-init``, chrono by default); ``None``, the only value for
-    other models, is PyTorch's default for an LSTM: the runs of results files written before the choice."""
+    other models, is PyTorch's default for an LSTM: the runs of results files written before the choice.
+    ``time_cost``: a binary learned clock's training prior, the keywords of :class:`nn.learned_clock.TimeCost`
+    (``weight``, ``steps``, ``after``); default for a ``-tick`` model
+    :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models."""
     task: Task
     model: ModelSpec
     width: int
@@ -63,10 +67,17 @@ class RunConfig:
     val_size: int = 256
     amp: str = "none"
     init: str | None = None
+    time_cost: dict | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
             raise ValueError(f"init is an LSTM's, one of {LSTM_INITS} (got {self.init!r} on {self.model.label})")
+        binary = self.model.clock == "binary"
+        if self.time_cost is None and binary:
+            self.time_cost = dict(TIME_COST)
+        if self.time_cost is not None and (not binary or set(self.time_cost) != set(TIME_COST)):
+            raise ValueError(f"time_cost is a binary clock's, with the keys {sorted(TIME_COST)} (got "
+                             f"{self.time_cost!r} on {self.model.label})")
 
     def key(self):
         """Identity of the run in a results file: equal keys exactly for equal configurations."""
@@ -80,6 +91,8 @@ class RunConfig:
             del d["amp"]
         if d["init"] is None:                        # as in files written before the LSTM's init was chosen
             del d["init"]
+        if d["time_cost"] is None:                   # only a binary clock has one
+            del d["time_cost"]
         return d
 
 
@@ -220,7 +233,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
     keep = {"best_state": None, "now": 0}
-    loss_sum = loss_with(cfg.model.time_cost(model), lambda: keep["now"])   # a binary clock's prior
+    cost = TimeCost(model, **cfg.time_cost) if cfg.time_cost else None      # a binary clock's prior
+    loss_sum = loss_with(cost, lambda: keep["now"])
 
     def batch(step):
         keep["now"] = step

@@ -118,15 +118,23 @@ def test_one_tap_schedule():
 
 
 def test_binary_clock_trains_with_its_time_cost():
-    """``-tick`` models get the time cost (TIME_COST) in the synthetic trainer's loss, the others none."""
+    """``-tick`` runs carry the time cost in their config (and key) and add it to the loss; others have none."""
     from ddesys.experiments._models import TIME_COST
-    from ddesys.experiments.synthetic.train import loss_with
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, loss_with
+    from ddesys.nn.learned_clock import TimeCost
+    task = preset("copy", "variable", "smoke")
     spec = ModelSpec.from_label("s4d-tick")
     assert spec.clock == "binary" and spec.counts_ticks
+    cfg = RunConfig(task, spec, 8)
+    assert cfg.time_cost == TIME_COST and cfg.to_dict()["time_cost"] == TIME_COST
+    assert RunConfig(task, spec, 8, time_cost={**TIME_COST, "after": 0.0}).key() != cfg.key()
+    assert "time_cost" not in RunConfig(task, ModelSpec.from_label("s4d-gate"), 8).to_dict()
+    with pytest.raises(ValueError, match="time_cost"):
+        RunConfig(task, ModelSpec.from_label("s4d-gate"), 8, time_cost=TIME_COST)
     model = spec.sequence_model(12, 12, {"d_state": 4, "seed": 0}, d_model=8, n_layers=2, embedding=True)
-    cost = spec.time_cost(model)
-    assert cost.n_clocks == 2 and (cost.weight, cost.steps) == (TIME_COST["weight"], TIME_COST["steps"])
-    assert ModelSpec.from_label("s4d-gate").time_cost(model) is None
+    cost = TimeCost(model, **cfg.time_cost)
+    assert cost.n_clocks == 2
     x = torch.randint(0, 12, (2, 10), generator=torch.Generator().manual_seed(0))
     labels = torch.full((2, 10), -100)
     labels[:, 6:] = 3
@@ -138,7 +146,7 @@ def test_binary_clock_trains_with_its_time_cost():
     assert abs(float(loss(logits, labels) - plain) - TIME_COST["weight"] * 8 * np.mean(ticks)) < 1e-4
     now["step"] = TIME_COST["steps"] + 1
     model(x)
-    assert float(loss(logits, labels)) == float(plain)                     # switched off
+    assert abs(float(loss(logits, labels) - plain) - TIME_COST["after"] * 8 * np.mean(ticks)) < 1e-4
 
 
 def _block_inputs(model, x):
