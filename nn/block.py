@@ -101,7 +101,7 @@ class SequenceBlock(nn.Module):
         self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
         if isinstance(clocked, str):
             if clocked not in LEARNED_CLOCKS:
-                raise ValueError(f"clocked must be a bool or one of {tuple(LEARNED_CLOCKS)}, got {clocked!r}")
+                raise ValueError(f"a learned clock is one of {tuple(LEARNED_CLOCKS)}, got {clocked!r}")
             self.layer = LEARNED_CLOCKS[clocked](self.layer, d_model, (layer_kw or {}).get("seed"))
         elif clocked:
             self.layer = Clocked(self.layer)

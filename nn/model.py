@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .block import LEARNED_CLOCKS, SequenceBlock, norm_layer
+from .block import SequenceBlock, norm_layer
 from .decode.generate import allocate_caches, generate, reset_caches, split_dtype_arg
 from .inputs import check_carry, check_owned_caches, checked_input, warn_dropout
 from .lengths import left_align, right_align, valid_mask, zero_padding
@@ -101,8 +101,6 @@ class SequenceModel(nn.Module):
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
                  norm="layer", clock=None, device=None, dtype=None):
         super().__init__()
-        if isinstance(clock, str) and clock not in LEARNED_CLOCKS:
-            raise ValueError(f"a learned clock is one of {tuple(LEARNED_CLOCKS)}, got {clock!r}")
         if clock is not None and not isinstance(clock, str) and not callable(clock):
             raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock), 'learned' or 'binary', got "
                             f"{type(clock).__name__}")

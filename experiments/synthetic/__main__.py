@@ -11,6 +11,7 @@ at matched parameter counts.
     python -m ddesys.experiments.synthetic --tasks copy --models ds4d ds4d-tap s4d     # DS4D with the input tap
     python -m ddesys.experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
     python -m ddesys.experiments.synthetic --protocols variable --models ds4d-clock s4d-clock ds4d-gate   # clocks
+    python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models s4d-tick   # a learned clock
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Scales (``--scale``): ``smoke`` checks the pipeline end to end and learns nothing (the three tasks with
@@ -27,7 +28,8 @@ Every model's width is chosen so its parameter count is closest to S4D's at ``--
 copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). ``ds4d-tap``
 is DS4D with the delayed input tap (its window's half-width falls from 64 steps to 1 over the first 60%
 of the steps); the CPU scale runs it by default. ``ds4d-clock`` / ``s4d-clock`` run every layer in its own
-time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn their clocks. Results go
+time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn a soft clock,
+``ds4d-tick`` / ``s4d-tick`` a binary one (tick or pause per token) with a time cost (§10.5). Results go
 to ``--out`` (``results.json``, ``report.md``, ``curves.png``), rewritten after every run. Reruns into
 the same folder merge: runs of other configurations are kept, runs of the same configuration are
 skipped (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
