@@ -49,6 +49,12 @@ class DiagonalSSM(nn.Module):
     def _prepare(self, L):
         """Hook run by ``forward`` before anything else with the sequence length."""
 
+    def prepare(self, L):
+        """What ``forward`` fixes at a sequence of length ``L`` (DS4D with ``l_max=None``: its delay range,
+        at the first one), for paths that read :meth:`delay_form` without calling ``forward`` (the learned
+        clocks' scan, :func:`nn.selective.soft_forward`)."""
+        self._prepare(int(L))
+
     # ------------------------------------------------------------------ training path
     def forward(self, x, mode="fft", state=None, return_state=False, lengths=None):
         """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.

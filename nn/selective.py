@@ -94,6 +94,7 @@ def soft_forward(layer, x, c):
     if not bool(torch.isfinite(c).all()):                   # a diverged gate: what a NaN loss is to training
         raise NonFiniteInputError(f"the learned clock is not finite ({int((~torch.isfinite(c)).sum())} of {c.numel()} "
                                   "values NaN or inf): the gate's parameters or its input diverged")
+    layer.prepare(x.shape[-1])                              # l_max=None: the range from the first sequence
     lam, mu, bbar, cout, s = layer.delay_form(torch.float64)
     y = SoftScan.apply(torch.log(lam).to(cdt), mu.to(cdt), bbar.to(cdt), cout.to(cdt), s.double(),
                        x.to(rdt), c.to(rdt))                                    # (B, H, L)

@@ -293,3 +293,21 @@ def test_time_cost_is_the_mean_clock_and_switches_off():
     floor.remove()
     with pytest.raises(ValueError, match="weight"):
         TimeCost(m, weight=-1.0)
+
+
+@pytest.mark.parametrize("clock", ["binary", "learned"])
+def test_learned_clock_without_l_max_takes_the_first_sequence(clock):
+    """A user's first training step with ``l_max=None``: the scan fixes the delay range from the sequence,
+    as ``forward`` does, i.e. the model built with ``l_max = L``."""
+    x = torch.randint(0, 10, (2, 12), generator=torch.Generator().manual_seed(3))
+    kw = {"d_state": 4, "seed": 0}
+    models = []
+    for lm in (None, 12):
+        with torch.random.fork_rng():
+            torch.manual_seed(0)                                               # the same weights
+            models.append(dnn.SequenceModel(10, 10, d_model=H, n_layers=2, embedding=True, clock=clock,
+                                            layer_kw={**kw, "l_max": lm}).double())
+    ys = [m(x) for m in models]                                                # with gradients: the scan
+    assert _err(ys[0], ys[1]) < 1e-9                                          # float32 delays placed, then cast
+    ys[0].sum().backward()
+    assert models[0].blocks[0].layer.inner.l_max == 12
