@@ -348,6 +348,10 @@ def _parse(argv):
     ap.add_argument("--val-size", type=int, default=256)
     ap.add_argument("--out", type=Path, default=Path("clock_study_out"))
     args = ap.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        ap.error(f"--threads must be >= 1, got {args.threads}")
+    if args.stop_at is not None and not 0.0 < args.stop_at <= 1.0:
+        ap.error(f"--stop-at is an accuracy in (0, 1], got {args.stop_at}")
     if args.quick:
         args.steps, args.diag_steps, args.width, args.d_state = 6, 4, 8, 4
         args.batch, args.eval_every, args.val_size = 4, 3, 16
