@@ -55,6 +55,12 @@ class DiagonalSSM(nn.Module):
         clocks' scan, :func:`nn.selective.soft_forward`)."""
         self._prepare(int(L))
 
+    def time_kernel(self, L, dtype=torch.float64):
+        """The kernel and its derivative in the layer's time (:meth:`nn.S4D.time_kernel`), or ``None`` where
+        it is not defined: with a delayed branch a change of the clock moves the delayed reads across the
+        interpolation's kinks, and a learned clock's training runs the scan (:mod:`nn.selective`)."""
+        return None
+
     # ------------------------------------------------------------------ training path
     def forward(self, x, mode="fft", state=None, return_state=False, lengths=None):
         """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.

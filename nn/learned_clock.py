@@ -7,10 +7,11 @@ Here the clock is binary, ``tick_t = [w . x_t + b > 0]``: the system is the give
 with ticks chosen by the layer, so everything of §10.2-§10.3 holds (LTI in ticks, DS4D's stability for
 every clock, an O(1) ring per row for decoding). Only the training signal is relaxed:
 
-* forward (training): the soft scan of :mod:`ddesys.selective` at ``c`` in ``{0, 1}``, which *is* the binary
-  clocked system (§10.4), so the loss is the binary system's;
-* backward: the scan's exact derivative with respect to each ``c_t`` at that binary point, carried to the
-  gate by the sigmoid's slope (a straight-through estimator: ``c = tick + sigma(z) - stop_grad(sigma(z))``,
+* forward (training): the binary clocked system itself; for an inner layer without a delayed branch (S4D)
+  the FFT on the compacted ticks, otherwise the soft scan of :mod:`ddesys.selective` at ``c`` in ``{0, 1}``
+  (which *is* the binary clocked system, §10.4);
+* backward: the soft system's exact derivative with respect to each ``c_t`` at that binary point (by FFT,
+  :mod:`nn.tick_grad`, for S4D; the scan's otherwise), carried to the gate by the sigmoid's slope (a straight-through estimator: ``c = tick + sigma(z) - stop_grad(sigma(z))``,
   ``z = (w . x_t + b) / temperature``);
 * without gradients (validation, inference): the given clock's exact path, the inner layer's FFT on the
   compacted ticks (:class:`nn.clock.Clocked`); decoding: :class:`nn.clock.ClockedCache`, ``k_max + 1`` ticks
@@ -28,6 +29,7 @@ from torch import nn
 from .clock import Clocked
 from .common import check_clocked_input, check_ticks
 from .selective import GateClock, soft_forward
+from .tick_grad import TickGrad
 
 __all__ = ["HardClocked", "HardGateClock", "TimeCost"]
 
@@ -97,8 +99,9 @@ class HardClocked(Clocked):
     gate : HardGateClock
         The clock, ``(B, L, H) -> (B, L)`` in ``{0, 1}``, with ``ticks(x)`` its bool form.
 
-    ``forward`` with gradients enabled runs the soft scan at the binary clock (gradients for the layer,
-    the input and, through the gate's surrogate, the clock); without, the compacted FFT path. A given
+    ``forward`` runs the compacted FFT path; with gradients enabled it also gives the clock its gradient
+    (:mod:`nn.tick_grad`; an inner layer with a delayed branch runs the soft scan at the binary clock
+    instead), carried to the gate through its surrogate. A given
     clock's ``ticks`` (``forward`` / ``step`` / ``prefill``) pause on top of the gate's. Decoding is
     :class:`nn.clock.Clocked`'s, O(1) per token.
     """
@@ -114,9 +117,14 @@ class HardClocked(Clocked):
         c = self.gate(x)                                                # (B, L) in {0, 1}
         if ticks is not None:
             c = c * check_ticks(ticks, x.shape[0], x.shape[1], x.device).to(c.dtype)
-        if torch.is_grad_enabled():
+        if not torch.is_grad_enabled():
+            return super().forward(x, ticks=c > 0.5, mode=mode)
+        tick = c.detach() > 0.5
+        kernels = self.inner.time_kernel(int(tick.sum(1).max()) + 1 if x.shape[1] else 1)
+        if kernels is None:                                             # a delayed branch: the scan
             return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
-        return super().forward(x, ticks=c > 0.5, mode=mode)
+        y = super().forward(x, ticks=tick, mode=mode)                   # the FFT on the compacted ticks
+        return TickGrad.apply(y, c, *kernels, x.detach(), tick)         # and the clock's gradient by FFT
 
     def _ticks(self, x, ticks):
         own = self.gate.ticks(x)

@@ -58,6 +58,17 @@ class S4D(DiagonalSSM):
         d = self.discrete(dtype)
         return split_channels(vandermonde(d.lam, d.c * d.bbar, L), self.H, self.bidirectional)
 
+    def time_kernel(self, L, dtype=torch.float64):
+        """The kernel and its derivative in the layer's time, ``K(m)`` and ``K'(m) = 2 Re sum_n C_n bbar_n
+        log(lam_n) lam_n^m``, each ``(H, L)`` real in ``dtype`` (no gradient): what a learned binary clock's
+        gradient needs (:func:`nn.tick_grad.tick_grad`). ``None`` for a bidirectional layer."""
+        if self.bidirectional:
+            return None
+        with torch.no_grad():
+            d = self.discrete(dtype)
+            cb = d.c * d.bbar
+            return vandermonde(d.lam, cb, L), vandermonde(d.lam, cb * torch.log(d.lam), L)
+
     def _kernel_for(self, x, branches=True):
         return self.kernel(x.shape[-1], x.dtype).to(x.dtype)
 
