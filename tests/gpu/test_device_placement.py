@@ -96,7 +96,7 @@ def _layer_calls(layer, x):
         "delay_form": lambda: layer.delay_form(), "branches": lambda: layer.branches() and None,
         "check_decodable": lambda: layer.check_decodable(), "clear_decode_memo": lambda: layer.clear_decode_memo(),
         "as_prompt": as_prompt, "prepare_decode": lambda: layer.prepare_decode(B, None, None),
-        "prepare": lambda: layer.prepare(L),
+        "prepare": lambda: layer.prepare(L), "time_kernel": lambda: layer.time_kernel(L),
         "ssm_forward": lambda: layer.ssm_forward(x.transpose(-1, -2))})
     if isinstance(layer, dnn.DS4D):
         calls["branch_constants"] = lambda: layer.branch_constants(torch.float32)
