@@ -13,7 +13,8 @@ N = 64, widths matched to S4D's parameter count at H = 64, as ``experiments.synt
    (``transformers``; skipped without it). The ratio late / early shows which cost grows with the
    context (goal for the clocked layers: flat).
 2. ``train``: seconds per training step (forward + backward, batch 32) of ``ds4d``, ``ds4d-clock``,
-   ``s4d-clock``, ``ds4d-gate`` and ``s4d-tick`` (its training scan) on variable-delay copy, against ``s4d``'s in the same run.
+   ``s4d-clock``, ``ds4d-gate`` (its training scan) and ``s4d-tick`` (the FFT on its ticks and the clock's
+   gradient by FFT, every token ticking at initialization) on variable-delay copy, against ``s4d``'s in the same run.
 
 Times are medians of runs interleaved between the variants: read the ratios.
 """
