@@ -94,6 +94,9 @@ def _parse(argv):
     ap.add_argument("--lstm-init", choices=LSTM_INITS, default=LSTM_INIT, help="the LSTM's initialization "
                     f"(default {LSTM_INIT}: chrono forget biases over the context; torch: PyTorch's default, "
                     "which leaves the LSTM at chance)")
+    ap.add_argument("--time-cost", nargs=3, type=float, metavar=("WEIGHT", "STEPS", "AFTER"),
+                    help="a learned binary clock's time cost (-tick models; nn.TimeCost): WEIGHT for the first STEPS "
+                    "steps, then AFTER (default 0.3 100 0.03)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -106,6 +109,11 @@ def _parse(argv):
         args.tasks = list(SCALES[args.scale].get("tasks", KINDS))
     if args.lag_range is not None and args.lag_range[0] >= args.lag_range[1]:
         ap.error(f"--lag-range needs P_MIN < P_MAX, got {args.lag_range[0]} {args.lag_range[1]}")
+    if args.time_cost is not None:
+        w, n, after = args.time_cost
+        if not (w >= 0 and after >= 0 and n >= 0 and n == int(n)):
+            ap.error(f"--time-cost needs WEIGHT >= 0, a whole STEPS >= 0 and AFTER >= 0, got {w:g} {n:g} {after:g}")
+        args.time_cost = {"weight": w, "steps": int(n), "after": after}
     try:
         args.task_list = _tasks(args)
     except ValueError as exc:
@@ -182,7 +190,8 @@ def _plan(args, ctx):
                     configs.append(RunConfig(task, spec, w, n_layers, N, lr, seed=seed, steps=s["steps"],
                                              batch=s["batch"], eval_every=s["eval_every"],
                                              val_size=s["val_size"], amp=args.amp,
-                                             init=args.lstm_init if spec.layer == "lstm" else None))
+                                             init=args.lstm_init if spec.layer == "lstm" else None,
+                                             time_cost=args.time_cost if spec.clock == "binary" else None))
     jobs = [Job(c.key(), f"{c.task.name} {c.model.label} lr={c.lr:g} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]

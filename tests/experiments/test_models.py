@@ -154,3 +154,20 @@ def _block_inputs(model, x):
     for blk in model.blocks:
         yield blk, h
         h = blk(h)
+
+
+def test_time_cost_on_the_command_line_reaches_only_the_binary_clocks(capsys):
+    from ddesys.experiments.synthetic import __main__ as cli
+    args = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "s4d",
+                       "--time-cost", "0.9", "200", "0.01", "--seeds", "0"])
+    jobs, _ = cli._plan(args, None)
+    keys = [j.key for j in jobs]
+    tick = next(k for k in keys if "s4d-tick" in k)
+    default = cli._plan(cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick",
+                                    "--seeds", "0"]), None)[0][0].key
+    assert tick != default                                           # the cost is part of the run's identity
+    assert any("|s4d|" in k for k in keys)                           # S4D runs without a cost, as always
+    for bad in (["-1", "10", "0"], ["0.3", "1.5", "0"], ["0.3", "10", "-0.1"]):
+        with pytest.raises(SystemExit):
+            cli._parse(["--models", "s4d-tick", "--time-cost", *bad])
+        assert "--time-cost" in capsys.readouterr().err
