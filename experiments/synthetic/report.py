@@ -55,7 +55,7 @@ def _groups(runs):
         variants = settings[(task, fam)]
         label = fam
         if len(variants) > 1:
-            diff = sorted(k for k in c if k not in ("seed", "lr", "task")
+            diff = sorted(k for k in set().union(*variants.values()) if k not in ("seed", "lr", "task")
                           and len({json.dumps(v.get(k)) for v in variants.values()}) > 1)
             label = f"{fam} ({', '.join(f'{k}={c.get(k)}' for k in diff)})"
         g[(task, label)][c["lr"]].append(r)

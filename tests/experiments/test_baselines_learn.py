@@ -136,3 +136,14 @@ def test_report_sweeps_the_rates_and_breaks_ties_by_steps():
     assert rows[0] == ("copy-fixed", "s4d", 1e-3, ["1.000 +- 0.000 (90% at 150)", "1.000 +- 0.000 (90% at 50)", "-"])
     assert rows[1] == ("copy-fixed", "mamba", 3e-3, ["-", "0.600 +- 0.100 (never 90%)", "0.970 +- 0.000 (90% at 100)"])
     assert "| copy-fixed | mamba | 0.003 | - | 0.600 +- 0.100 (never 90%) |" in R.markdown(runs, {})
+
+
+def test_report_tells_apart_runs_with_and_without_a_setting():
+    from ddesys.experiments.synthetic import report as R
+    old = [_run("lstm", 1e-3, s, [0.07, 0.08]) for s in (0, 1)]            # stored before "init" existed
+    new = [_run("lstm", 1e-3, s, [0.2, 0.3]) for s in (0, 1)]
+    for r in new:
+        r["config"]["init"] = "chrono"
+    best = R.best_lr_runs(old + new)
+    assert set(best) == {("copy-fixed", "lstm (init=None)"), ("copy-fixed", "lstm (init=chrono)")}
+    assert all(len(runs) == 2 for _, runs in best.values())                # never averaged together
