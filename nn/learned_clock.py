@@ -11,8 +11,9 @@ every clock, an O(1) ring per row for decoding). Only the training signal is rel
   the FFT on the compacted ticks, otherwise the soft scan of :mod:`ddesys.selective` at ``c`` in ``{0, 1}``
   (which *is* the binary clocked system, §10.4);
 * backward: the soft system's exact derivative with respect to each ``c_t`` at that binary point (by FFT,
-  :mod:`nn.tick_grad`, for S4D; the scan's otherwise), carried to the gate by the sigmoid's slope (a straight-through estimator: ``c = tick + sigma(z) - stop_grad(sigma(z))``,
-  ``z = (w . x_t + b) / temperature``);
+  :mod:`nn.tick_grad`, for S4D; the scan's otherwise), carried to the gate by the sigmoid's slope (a
+  straight-through estimator: ``c = tick + sigma(z) - stop_grad(sigma(z))``, ``z = (w . x_t + b) /
+  temperature``);
 * without gradients (validation, inference): the given clock's exact path, the inner layer's FFT on the
   compacted ticks (:class:`nn.clock.Clocked`); decoding: :class:`nn.clock.ClockedCache`, ``k_max + 1`` ticks
   per row, the tick decided by the gate on the token's own input.
