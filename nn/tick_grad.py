@@ -23,17 +23,9 @@ from __future__ import annotations
 
 import torch
 
+from .common import fft_conv
+
 __all__ = ["TickGrad", "tick_grad"]
-
-
-def _fft_size(n):
-    """A fast FFT length ``>= 2 n`` (a power of two up to 256, then a multiple of 64: pocketfft handles small prime factors)."""
-    return 1 << max(1, (2 * n - 1).bit_length()) if n <= 128 else -(-2 * n // 64) * 64
-
-
-def _conv(U, k, m, n):
-    """``out[i] = sum_{j <= i} k[i - j] u[j]`` for ``i < n`` from ``U = rfft(u, m)``; ``k`` ``(H, Lk)``."""
-    return torch.fft.irfft(U * torch.fft.rfft(k, m), m)[..., :n]
 
 
 def tick_grad(K, Kd, x, gy, ticks):
@@ -65,13 +57,14 @@ def tick_grad(K, Kd, x, gy, ticks):
     before = torch.cat([seg.new_zeros(B, H, 1), seg.cumsum(2)[..., :-1]], 2)    # gradient before each segment
     S = seg.gather(2, idx) - (gy.cumsum(2) - gy - before.gather(2, idx))   # (B, H, L): from t to its segment's end
     K, Kd = K.to(f64)[:, :Lc + 1], Kd.to(f64)[:, :Lc + 1]
-    m = _fft_size(Lc + 1)
-    conv_d = _conv(torch.fft.rfft(b, m), Kd, m, Lc)                        # sum_{s <= k} K'(k - s) b_s
+    if Lc == 0:                                                             # nothing ticks: writes alone
+        return (x * S * K[:, :1]).sum(1)
+    conv_d = fft_conv(b, Kd[:, :Lc])                                        # sum_{s <= k} K'(k - s) b_s
     # correlations sum_{r > i} a_r G(r - i), i = -1 .. Lc - 1, as a convolution of the reversed a
-    Ar = torch.fft.rfft(a.flip(2), m)
+    ar = torch.cat([a.flip(2), a.new_zeros(B, H, 1)], 2)                    # (B, H, Lc + 1)
     strict = lambda G: torch.cat([G.new_zeros(H, 1), G[:, 1:]], 1)         # noqa: E731  (lag 0 left out)
-    corr_d = _conv(Ar, strict(Kd), m, Lc).flip(2)                           # (B, H, Lc), i = 0 .. Lc - 1
-    corr = _conv(Ar, strict(K), m, Lc + 1).flip(2)                          # (B, H, Lc + 1), i = -1 .. Lc - 1
+    corr_d = fft_conv(ar, strict(Kd))[..., :Lc].flip(2)                     # (B, H, Lc), i = 0 .. Lc - 1
+    corr = fft_conv(ar, strict(K)).flip(2)                                  # (B, H, Lc + 1), i = -1 .. Lc - 1
     F = (b * corr_d - a * (conv_d - Kd[:, :1] * b)).cumsum(2)               # (B, H, Lc): the cut after tick k
     zero = x.new_zeros(B, H, 1)
     Fp, conv_p = torch.cat([zero, F], 2), torch.cat([zero, conv_d], 2)      # index k + 1, F(-1) = 0

@@ -53,8 +53,9 @@ def soft_loss(layer, x, w, c):
     return total
 
 
-def test_tick_grad_equals_finite_differences_of_the_soft_clock():
-    layer, ticks = _layer(), _clock()
+@pytest.mark.parametrize("clock", ["mixed", "none tick"])
+def test_tick_grad_equals_finite_differences_of_the_soft_clock(clock):
+    layer, ticks = _layer(), _clock() if clock == "mixed" else torch.zeros(B, L, dtype=torch.bool)
     g = torch.Generator().manual_seed(5)
     x, w = torch.randn(B, L, H, generator=g, dtype=F64), torch.randn(B, L, H, generator=g, dtype=F64)
     K, Kd = layer.time_kernel(L + 1)
@@ -69,6 +70,7 @@ def test_tick_grad_equals_finite_differences_of_the_soft_clock():
             want[b, t] = (soft_loss(layer, x.numpy(), w.numpy(), cp) - soft_loss(layer, x.numpy(), w.numpy(), cm)) / (2 * eps)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7 * np.abs(want).max())
     assert np.abs(want[~ticks.numpy()]).max() > 1e-3            # the pauses' derivative is exercised
+    assert np.abs(got).max() > 1e-3
 
 
 def test_hard_clocked_s4d_gradients_equal_the_scans():
