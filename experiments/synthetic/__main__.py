@@ -114,6 +114,9 @@ def _parse(argv):
         if not (w >= 0 and after >= 0 and n >= 0 and n == int(n)):
             ap.error(f"--time-cost needs WEIGHT >= 0, a whole STEPS >= 0 and AFTER >= 0, got {w:g} {n:g} {after:g}")
         args.time_cost = {"weight": w, "steps": int(n), "after": after}
+        from .._models import ModelSpec
+        if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
+            ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     try:
         args.task_list = _tasks(args)
     except ValueError as exc:

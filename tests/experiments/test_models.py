@@ -171,3 +171,6 @@ def test_time_cost_on_the_command_line_reaches_only_the_binary_clocks(capsys):
         with pytest.raises(SystemExit):
             cli._parse(["--models", "s4d-tick", "--time-cost", *bad])
         assert "--time-cost" in capsys.readouterr().err
+    with pytest.raises(SystemExit):                                  # no model it would reach
+        cli._parse(["--models", "s4d", "llama", "--time-cost", "0.3", "100", "0.03"])
+    assert "-tick model" in capsys.readouterr().err
