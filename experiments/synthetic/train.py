@@ -34,6 +34,7 @@ from .models import LSTM_INITS, build, n_params
 from .tasks import IGNORE, Task
 
 VAL_SEED = 12345                # the validation set is the same for every model, seed and learning rate
+CLOCK_PROBE = 32               # validation sequences whose learned clocks are recorded at each evaluation
 
 
 def run_key(config):
@@ -211,7 +212,8 @@ def loss_with(cost, now):
 
 def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
-    loss, val accuracy), ``best_acc`` / ``best_step``, ``by_position`` / ``by_lag`` at the best evaluation,
+    loss, val accuracy; ``clock``, a learned clock's :func:`clock_stats` on the first ``CLOCK_PROBE`` validation
+    sequences), ``best_acc`` / ``best_step``, ``by_position`` / ``by_lag`` at the best evaluation,
     ``n_params``, ``seconds`` and, for DS4D, ``mechanism`` at the best checkpoint.
 
     ``progress``: a callable ``(step, loss=, acc=)``. ``ckpt``: a
@@ -234,6 +236,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
     keep = {"best_state": None, "now": 0}
     cost = TimeCost(model, **cfg.time_cost) if cfg.time_cost else None      # a binary clock's prior
+    clocked = bool(clock_stats(model, vt[:1]))
     loss_sum = loss_with(cost, lambda: keep["now"])
 
     def batch(step):
@@ -246,6 +249,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             return None
         det = evaluate(model, vt, vl, vp, task)
         st["curve"].append({"step": step, "loss": loss, "val_acc": det["acc"]})
+        if clocked:                                    # the learned clocks at every evaluation (a gate flip)
+            st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE])
         if det["acc"] > st["best_acc"]:
             st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
             if init_state:

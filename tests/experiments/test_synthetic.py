@@ -167,6 +167,22 @@ def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkey
         train_run(RunConfig(task, ModelSpec("lstm"), 8, n_layers=1, steps=5, batch=4, eval_every=5, val_size=8))
 
 
+def test_a_learned_clock_run_records_its_clocks_at_every_evaluation():
+    """A gate flip shows in the curve: every evaluation of a ``-tick`` run stores each layer's fraction of
+    ticking tokens at the padding and elsewhere (a 0/1 clock); runs without a learned clock store none."""
+    task = preset("copy", "variable", "smoke")
+    res = train_run(RunConfig(task, ModelSpec.from_label("s4d-tick"), 8, n_layers=2, d_state=4, steps=4, batch=4,
+                              eval_every=2, val_size=8))
+    assert [p["step"] for p in res["curve"]] == [2, 4]
+    for p in res["curve"]:
+        assert len(p["clock"]) == 2
+        assert all(0.0 <= c[k] <= 1.0 for c in p["clock"] for k in ("pad", "tokens"))
+    assert res["curve"][-1]["clock"] == res["clock"]          # the same probe set: val_size <= CLOCK_PROBE
+    plain = train_run(RunConfig(task, ModelSpec("s4d"), 8, n_layers=1, d_state=4, steps=2, batch=4, eval_every=2,
+                                val_size=8))
+    assert "clock" not in plain["curve"][-1] and "clock" not in plain
+
+
 def test_cli_smoke_run_writes_report_and_resumes(tmp_path):
     cmd = [sys.executable, "-m", "ddesys.experiments.synthetic", "--scale", "smoke", "--tasks", "copy", "--protocols",
            "fixed", "--models", "ds4d", "s4d", "--steps", "4", "--eval-every", "2", "--quiet", "--out", str(tmp_path)]
