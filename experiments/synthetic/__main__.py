@@ -170,7 +170,8 @@ def _rekey(run):
 
 SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   # what report.py reads (the
                    types={"n_params": "int", "seconds": "number", "world_size": "int", "mechanism": "dict",  # others
-                          "by_position": "list", "best_step": "int"}, point_types={"step": "int"})  # when present)
+                          "by_position": "list", "best_step": "int"},                                 # when present)
+                   point_types={"step": "int", "clock": "list"})
 
 
 def _plan(args, ctx):
@@ -203,8 +204,11 @@ def _plan(args, ctx):
 
 def _experiment():
     from . import report
-    return Experiment("synthetic", SCHEMA, _rekey, ("report.md", "curves.png"), _plan, report.markdown,
-                      lambda runs, out: report.plot_curves(runs, out / "curves.png"), report.done)
+    def figures(runs, out):
+        report.plot_curves(runs, out / "curves.png")
+        report.plot_clocks(runs, out / "clocks.png")
+    return Experiment("synthetic", SCHEMA, _rekey, ("report.md", "curves.png", "clocks.png"), _plan,
+                      report.markdown, figures, report.done)
 
 
 def main(argv=None):

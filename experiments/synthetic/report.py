@@ -221,6 +221,46 @@ def plot_curves(runs, path):  # needs a finished run (see done())
     plt.close(fig)
 
 
+def clocked_runs(runs):
+    """The finished runs whose learning curve records learned clocks (``clock`` at each evaluation)."""
+    return [r for r in done(runs) if any(p.get("clock") for p in r["curve"])]
+
+
+def plot_clocks(runs, path):
+    """The learned clocks against the padding during training: one panel per clocked run (task, model,
+    seed), each layer's mean clock at the padding (solid) and at the other tokens (dotted), with the
+    validation accuracy (black) on the same 0..1 axis. Nothing is drawn without such a run."""
+    runs = clocked_runs(runs)
+    if not runs:
+        return
+    from ddesys.plot import pyplot
+    plt = pyplot()
+    labels = {id(r): model for (_, model), by_lr in _groups(runs).items() for rs in by_lr.values() for r in rs}
+    cols = min(3, len(runs))
+    rows = -(-len(runs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    for ax, r in zip(axes.flat, runs):
+        pts = [p for p in r["curve"] if p.get("clock")]
+        steps = [p["step"] for p in pts]
+        for i in range(len(pts[0]["clock"])):
+            line, = ax.plot(steps, [p["clock"][i]["pad"] for p in pts], lw=1.5, label=f"layer {i + 1} at padding")
+            ax.plot(steps, [p["clock"][i]["tokens"] for p in pts], ls=":", color=line.get_color(),
+                    label=f"layer {i + 1} elsewhere")
+        ax.plot([p["step"] for p in r["curve"]], [p["val_acc"] for p in r["curve"]], color="k", lw=1,
+                label="validation accuracy")
+        c = r["config"]
+        ax.set_title(f"{c['task']['name']} {labels[id(r)]} lr {c['lr']:g} s{c['seed']}", fontsize=7)
+        ax.set_xlabel("step")
+        ax.set_ylim(-0.03, 1.03)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(runs):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=6, loc="center right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _header(runs, meta):
     commands = meta.get("commands") or [meta.get("command", "")]
     worlds = sorted({r.get("world_size", 1) for r in runs})
@@ -312,4 +352,7 @@ def markdown(runs, meta):
             lines.append(f"| {c['task']['name']} | {c['family']} | {c['width']} | {c['lr']:g} | {c['seed']} | "
                          f"{r.get('diverged_step', '?')} | {best} |")
     lines += ["", "![learning curves](curves.png)", ""]
+    if clocked_runs(runs):
+        lines += ["The learned clocks during training (each layer's mean clock at the padding and elsewhere, "
+                  "with the validation accuracy):", "", "![learned clocks](clocks.png)", ""]
     return "\n".join(lines)

@@ -76,3 +76,26 @@ def test_sample_efficiency_by_hand():
     text = R.markdown(runs, {"scale": "smoke", "commands": ["a", "b"]})
     assert "steps to 90%" in text and "not reached" not in text and "## Diverged runs" in text
     assert "| copy-variable | ds4d | P in [6, 9] | 0.800 +- 0.000 |" in text and "`a`; `b`" in text
+
+
+def test_clock_figure_only_for_runs_that_record_clocks(tmp_path, monkeypatch):
+    """``clocks.png`` and its line in the report come with runs whose curve records learned clocks (one
+    panel each, a solid line per layer at the padding and a dotted one elsewhere, plus the accuracy)."""
+    plain = [_run(0, [0.5, 0.9])]
+    R.plot_clocks(plain, tmp_path / "none.png")
+    assert not (tmp_path / "none.png").exists() and "clocks.png" not in R.markdown(plain, {"scale": "smoke"})
+    tick = _run(1, [0.5, 0.9])
+    tick["config"]["family"] = "s4d-tick"
+    for p, (pad, tok) in zip(tick["curve"], [(0.9, 1.0), (0.0, 0.98)]):
+        p["clock"] = [{"pad": pad, "tokens": tok}, {"pad": 1.0, "tokens": 1.0}]
+    assert R.clocked_runs(plain + [tick]) == [tick]
+    drawn = []
+    import matplotlib.axes
+    orig = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, x, y, *a, **k: drawn.append((list(x), list(y)))
+                        or orig(self, x, y, *a, **k))
+    R.plot_clocks(plain + [tick], tmp_path / "clocks.png")
+    assert (tmp_path / "clocks.png").stat().st_size > 0
+    assert drawn == [([100, 200], [0.9, 0.0]), ([100, 200], [1.0, 0.98]), ([100, 200], [1.0, 1.0]),
+                     ([100, 200], [1.0, 1.0]), ([100, 200], [0.5, 0.9])]
+    assert "![learned clocks](clocks.png)" in R.markdown(plain + [tick], {"scale": "smoke"})
