@@ -45,7 +45,7 @@ from pathlib import Path
 
 from .._driver import Experiment, drive
 from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process, learning_rate, nonneg_int,
-                     positive_int)
+                     positive_float, positive_int)
 from . import FAMILIES, HF_FAMILIES
 from .models import LSTM_INIT, LSTM_INITS
 from .tasks import KINDS, preset
@@ -97,6 +97,8 @@ def _parse(argv):
     ap.add_argument("--time-cost", nargs=3, type=float, metavar=("WEIGHT", "STEPS", "AFTER"),
                     help="a learned binary clock's time cost (-tick models; nn.TimeCost): WEIGHT for the first STEPS "
                     "steps, then AFTER (default 0.3 100 0.03)")
+    ap.add_argument("--gate-lr", type=positive_float, help="the learning rate of a learned binary clock's gates "
+                    "(-tick models; default: the base learning rate)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -117,6 +119,10 @@ def _parse(argv):
         from .._models import ModelSpec
         if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
             ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
+    if args.gate_lr is not None:
+        from .._models import ModelSpec
+        if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
+            ap.error("--gate-lr is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     try:
         args.task_list = _tasks(args)
     except ValueError as exc:
@@ -195,7 +201,8 @@ def _plan(args, ctx):
                                              batch=s["batch"], eval_every=s["eval_every"],
                                              val_size=s["val_size"], amp=args.amp,
                                              init=args.lstm_init if spec.layer == "lstm" else None,
-                                             time_cost=args.time_cost if spec.clock == "binary" else None))
+                                             time_cost=args.time_cost if spec.clock == "binary" else None,
+                                             gate_lr=args.gate_lr if spec.clock == "binary" else None))
     jobs = [Job(c.key(), f"{c.task.name} {c.model.label} lr={c.lr:g} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]

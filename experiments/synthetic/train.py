@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import nn as dnn
-from ddesys.nn.learned_clock import TimeCost
+from ddesys.nn.learned_clock import HardGateClock, TimeCost
+from ddesys.nn.optim import register_optim
 
 from .._dist import single
 from .._runs import config_key
@@ -53,7 +54,8 @@ class RunConfig:
     other models, is PyTorch's default for an LSTM: the runs of results files written before the choice.
     ``time_cost``: a binary learned clock's training prior, the keywords of :class:`nn.learned_clock.TimeCost`
     (``weight``, ``steps``, ``after``); default for a ``-tick`` model
-    :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models."""
+    :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models. ``gate_lr``: the
+    learning rate of a binary clock's gates (``None``: the base ``lr``; binary clocks only)."""
     task: Task
     model: ModelSpec
     width: int
@@ -69,6 +71,7 @@ class RunConfig:
     amp: str = "none"
     init: str | None = None
     time_cost: dict | None = None
+    gate_lr: float | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -79,6 +82,9 @@ class RunConfig:
         if self.time_cost is not None and (not binary or set(self.time_cost) != set(TIME_COST)):
             raise ValueError(f"time_cost is a binary clock's, with the keys {sorted(TIME_COST)} (got "
                              f"{self.time_cost!r} on {self.model.label})")
+        if self.gate_lr is not None and (not binary or not self.gate_lr > 0):
+            raise ValueError(f"gate_lr is a binary clock's gates' learning rate, > 0 (got {self.gate_lr!r} on "
+                             f"{self.model.label})")
 
     def key(self):
         """Identity of the run in a results file: equal keys exactly for equal configurations."""
@@ -94,6 +100,8 @@ class RunConfig:
             del d["init"]
         if d["time_cost"] is None:                   # only a binary clock has one
             del d["time_cost"]
+        if d["gate_lr"] is None:                     # as in files written before the gates had their own rate
+            del d["gate_lr"]
         return d
 
 
@@ -228,6 +236,10 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch").to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
+    if cfg.gate_lr is not None:                                   # the gates' own group (nn.param_groups)
+        for gate in (m for m in model.modules() if isinstance(m, HardGateClock)):
+            for name in ("w", "b"):
+                register_optim(gate, name, {"lr": cfg.gate_lr})
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
     tap = cfg.model.tap
     sched = tap.schedule(model, cfg.steps) if tap is not None else None   # the tap's window, w0 -> 1 at frac

@@ -174,3 +174,57 @@ def test_time_cost_on_the_command_line_reaches_only_the_binary_clocks(capsys):
     with pytest.raises(SystemExit):                                  # no model it would reach
         cli._parse(["--models", "s4d", "llama", "--time-cost", "0.3", "100", "0.03"])
     assert "-tick model" in capsys.readouterr().err
+
+
+def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
+    """``gate_lr`` puts every binary gate's ``w`` and ``b`` (and nothing else) in a group of their own at that
+    rate; it is part of the run's identity when set, absent from the config (old keys) when not, refused
+    for models without a binary clock, on the command line too."""
+    import torch
+
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    from ddesys.nn.learned_clock import HardGateClock
+    task = preset("copy", "variable", "smoke")
+    spec = ModelSpec.from_label("s4d-tick")
+    base = RunConfig(task, spec, 8, n_layers=2, d_state=4, steps=1, batch=2, eval_every=1, val_size=4)
+    slow = RunConfig(task, spec, 8, n_layers=2, d_state=4, steps=1, batch=2, eval_every=1, val_size=4, gate_lr=1e-5)
+    assert "gate_lr" not in base.to_dict() and slow.to_dict()["gate_lr"] == 1e-5 and slow.key() != base.key()
+    with pytest.raises(ValueError, match="gate_lr"):
+        RunConfig(task, ModelSpec("s4d"), 8, gate_lr=1e-4)
+    with pytest.raises(ValueError, match="gate_lr"):
+        RunConfig(task, spec, 8, gate_lr=0.0)
+    seen = []
+    adamw = torch.optim.AdamW
+
+    def spy(groups, **kw):
+        opt = adamw(groups, **kw)
+        seen.append(opt)
+        return opt
+    monkeypatch.setattr(torch.optim, "AdamW", spy)
+    models = []
+    real = HardGateClock.__init__
+
+    def keep(self, *a, **k):
+        real(self, *a, **k)
+        models.append(self)
+    monkeypatch.setattr(HardGateClock, "__init__", keep)
+    train_run(slow)
+    gates = {id(p) for g in models for p in (g.w, g.b)}
+    assert len(gates) == 4
+    for group in seen[0].param_groups:
+        ids = {id(p) for p in group["params"]}
+        assert ids.isdisjoint(gates) or (ids == gates and group["lr"] == 1e-5)
+    assert any({id(p) for p in g["params"]} == gates for g in seen[0].param_groups)
+    args = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "s4d",
+                       "--gate-lr", "1e-4", "--seeds", "0"])
+    jobs, _ = cli._plan(args, None)
+    (tick,) = [j.key for j in jobs if "s4d-tick" in j.key]
+    plain = cli._plan(cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick",
+                                  "--seeds", "0"]), None)[0][0].key
+    assert tick != plain                                             # the rate reached the -tick run
+    for bad in (["--models", "s4d", "--gate-lr", "1e-4"], ["--models", "s4d-tick", "--gate-lr", "0"]):
+        with pytest.raises(SystemExit):
+            cli._parse(bad)
+        assert "--gate-lr" in capsys.readouterr().err
