@@ -29,8 +29,10 @@ copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in 
 is DS4D with the delayed input tap (its window's half-width falls from 64 steps to 1 over the first 60%
 of the steps); the CPU scale runs it by default. ``ds4d-clock`` / ``s4d-clock`` run every layer in its own
 time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn a soft clock,
-``ds4d-tick`` / ``s4d-tick`` a binary one (tick or pause per token) with a time cost (§10.5). Results go
-to ``--out`` (``results.json``, ``report.md``, ``curves.png``), rewritten after every run. Reruns into
+``ds4d-tick`` / ``s4d-tick`` a binary one (tick or pause per token) with a time cost (§10.5;
+``--time-cost``, ``--gate-lr``). Results go to ``--out`` (``results.json``, ``report.md``, ``curves.png``
+and, for learned clocks, ``clocks.png``: each layer's clock at the padding during training), rewritten after
+every run. Reruns into
 the same folder merge: runs of other configurations are kept, runs of the same configuration are
 skipped (``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
 ``--checkpoint-every`` steps and on SIGINT / SIGTERM; rerunning the same command resumes it exactly.
