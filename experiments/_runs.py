@@ -40,15 +40,23 @@ positive_int = _int_at_least(1)
 nonneg_int = _int_at_least(0)
 
 
-def positive_float(text):
-    """argparse type: a finite float > 0 (learning rates, frequencies, steps in seconds)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be finite and > 0, got {text}")
-    return v
+def _finite_float(low, strict):
+    """argparse type: a finite float ``> low`` (``strict``) or ``>= low``."""
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(v) or v < low or (strict and v == low):
+            raise argparse.ArgumentTypeError(f"must be finite and {'>' if strict else '>='} {low:g}, got {text}")
+        return v
+    return parse
+
+
+#: argparse type: a finite float > 0 (learning rates, frequencies, steps in seconds)
+positive_float = _finite_float(0.0, strict=True)
+#: argparse type: a finite float >= 0 (a rate that may freeze)
+nonneg_float = _finite_float(0.0, strict=False)
 
 
 learning_rate = positive_float
@@ -142,6 +150,6 @@ def open_results(out, experiment, rekey, args, meta, schema, files=(), name=RESU
 
 __all__ = ["OutError", "RESULTS", "ResultsError", "RunSchema", "SCHEMA_VERSION", "Store", "add_run_arguments",
            "add_store_arguments", "atomic_write", "canonical", "check_meta", "claim_run", "config_key", "done_runs",
-           "device_name", "is_main_process", "learning_rate", "migrate", "move_aside", "nonneg_int", "open_results",
-           "positive_float", "positive_int", "prepare_out", "program_of", "read_results", "run_records", "safe_name",
-           "unit_fraction"]
+           "device_name", "is_main_process", "learning_rate", "migrate", "move_aside", "nonneg_float", "nonneg_int",
+           "open_results", "positive_float", "positive_int", "prepare_out", "program_of", "read_results", "run_records",
+           "safe_name", "unit_fraction"]

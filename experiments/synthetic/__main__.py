@@ -46,8 +46,8 @@ import sys
 from pathlib import Path
 
 from .._driver import Experiment, drive
-from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process, learning_rate, nonneg_int,
-                     positive_float, positive_int)
+from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process, learning_rate, nonneg_float,
+                     nonneg_int, positive_int)
 from . import FAMILIES, HF_FAMILIES
 from .models import LSTM_INIT, LSTM_INITS
 from .tasks import KINDS, preset
@@ -99,8 +99,8 @@ def _parse(argv):
     ap.add_argument("--time-cost", nargs=3, type=float, metavar=("WEIGHT", "STEPS", "AFTER"),
                     help="a learned binary clock's time cost (-tick models; nn.TimeCost): WEIGHT for the first STEPS "
                     "steps, then AFTER (default 0.3 100 0.03)")
-    ap.add_argument("--gate-lr", type=positive_float, help="the learning rate of a learned binary clock's gates "
-                    "(-tick models; default: the base learning rate)")
+    ap.add_argument("--gate-lr", type=nonneg_float, help="the learning rate of a learned binary clock's gates "
+                    "after the time cost's first phase (-tick models; 0: frozen there; default: the base rate)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")

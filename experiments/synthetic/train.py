@@ -55,7 +55,9 @@ class RunConfig:
     ``time_cost``: a binary learned clock's training prior, the keywords of :class:`nn.learned_clock.TimeCost`
     (``weight``, ``steps``, ``after``); default for a ``-tick`` model
     :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models. ``gate_lr``: the
-    learning rate of a binary clock's gates (``None``: the base ``lr``; binary clocks only)."""
+    learning rate of a binary clock's gates once the time cost's first phase is over (after
+    ``time_cost["steps"]`` steps; ``0``: frozen there; ``None``: the base ``lr`` throughout; binary clocks
+    only)."""
     task: Task
     model: ModelSpec
     width: int
@@ -82,8 +84,8 @@ class RunConfig:
         if self.time_cost is not None and (not binary or set(self.time_cost) != set(TIME_COST)):
             raise ValueError(f"time_cost is a binary clock's, with the keys {sorted(TIME_COST)} (got "
                              f"{self.time_cost!r} on {self.model.label})")
-        if self.gate_lr is not None and (not binary or not self.gate_lr > 0):
-            raise ValueError(f"gate_lr is a binary clock's gates' learning rate, > 0 (got {self.gate_lr!r} on "
+        if self.gate_lr is not None and (not binary or not self.gate_lr >= 0):
+            raise ValueError(f"gate_lr is a binary clock's gates' learning rate, >= 0 (got {self.gate_lr!r} on "
                              f"{self.model.label})")
 
     def key(self):
@@ -218,6 +220,15 @@ def loss_with(cost, now):
     return loss_sum
 
 
+def _group_of(opt, params):
+    """The parameter group of ``opt`` that holds exactly ``params``."""
+    ids = {id(p) for p in params}
+    for g in opt.param_groups:
+        if {id(p) for p in g["params"]} == ids:
+            return g
+    raise RuntimeError("the gates share a parameter group with other parameters")
+
+
 def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
     loss, val accuracy; ``clock``, a learned clock's :func:`clock_stats` on the first ``CLOCK_PROBE`` validation
@@ -236,11 +247,12 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch").to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
-    if cfg.gate_lr is not None:                                   # the gates' own group (nn.param_groups)
-        for gate in (m for m in model.modules() if isinstance(m, HardGateClock)):
-            for name in ("w", "b"):
-                register_optim(gate, name, {"lr": cfg.gate_lr})
+    gates = [m for m in model.modules() if isinstance(m, HardGateClock)] if cfg.gate_lr is not None else []
+    for gate in gates:                                            # the gates' own group (nn.param_groups)
+        for name in ("w", "b"):
+            register_optim(gate, name, {"lr": cfg.lr, "weight_decay": 0.0})
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
+    gate_group = _group_of(opt, [p for g in gates for p in (g.w, g.b)]) if gates else None
     tap = cfg.model.tap
     sched = tap.schedule(model, cfg.steps) if tap is not None else None   # the tap's window, w0 -> 1 at frac
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
@@ -253,6 +265,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
 
     def batch(step):
         keep["now"] = step
+        if gate_group is not None:                                # the gates settle after the cost's phase
+            gate_group["lr"] = cfg.lr if step <= cfg.time_cost["steps"] else cfg.gate_lr
         x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
         return x, y, int((y != IGNORE).sum())
 

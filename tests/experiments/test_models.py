@@ -177,9 +177,10 @@ def test_time_cost_on_the_command_line_reaches_only_the_binary_clocks(capsys):
 
 
 def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
-    """``gate_lr`` puts every binary gate's ``w`` and ``b`` (and nothing else) in a group of their own at that
-    rate; it is part of the run's identity when set, absent from the config (old keys) when not, refused
-    for models without a binary clock, on the command line too."""
+    """``gate_lr`` puts every binary gate's ``w`` and ``b`` (and nothing else) in a group of their own, at
+    the base rate during the time cost's first phase and at ``gate_lr`` after it; it is part of the run's
+    identity when set, absent from the config (old keys) when not, refused for models without a binary
+    clock, on the command line too."""
     import torch
 
     from ddesys.experiments.synthetic import __main__ as cli
@@ -189,18 +190,28 @@ def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
     task = preset("copy", "variable", "smoke")
     spec = ModelSpec.from_label("s4d-tick")
     base = RunConfig(task, spec, 8, n_layers=2, d_state=4, steps=1, batch=2, eval_every=1, val_size=4)
-    slow = RunConfig(task, spec, 8, n_layers=2, d_state=4, steps=1, batch=2, eval_every=1, val_size=4, gate_lr=1e-5)
+    slow = RunConfig(task, spec, 8, n_layers=2, d_state=4, steps=3, batch=2, eval_every=3, val_size=4, gate_lr=1e-5,
+                     time_cost={"weight": 0.3, "steps": 2, "after": 0.03})
     assert "gate_lr" not in base.to_dict() and slow.to_dict()["gate_lr"] == 1e-5 and slow.key() != base.key()
     with pytest.raises(ValueError, match="gate_lr"):
         RunConfig(task, ModelSpec("s4d"), 8, gate_lr=1e-4)
     with pytest.raises(ValueError, match="gate_lr"):
-        RunConfig(task, spec, 8, gate_lr=0.0)
+        RunConfig(task, spec, 8, gate_lr=-1e-4)
+    assert RunConfig(task, spec, 8, gate_lr=0.0).gate_lr == 0.0                # frozen after the cost's phase
     seen = []
     adamw = torch.optim.AdamW
+
+    rates = []
 
     def spy(groups, **kw):
         opt = adamw(groups, **kw)
         seen.append(opt)
+        step = opt.step
+
+        def step_and_see(*a, **k):                                     # the gates' rate at each step
+            rates.append(next(g["lr"] for g in opt.param_groups if len(g["params"]) == 4))
+            return step(*a, **k)
+        opt.step = step_and_see
         return opt
     monkeypatch.setattr(torch.optim, "AdamW", spy)
     models = []
@@ -215,8 +226,9 @@ def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
     assert len(gates) == 4
     for group in seen[0].param_groups:
         ids = {id(p) for p in group["params"]}
-        assert ids.isdisjoint(gates) or (ids == gates and group["lr"] == 1e-5)
+        assert ids.isdisjoint(gates) or ids == gates
     assert any({id(p) for p in g["params"]} == gates for g in seen[0].param_groups)
+    assert rates == [1e-3, 1e-3, 1e-5]
     args = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "s4d",
                        "--gate-lr", "1e-4", "--seeds", "0"])
     jobs, _ = cli._plan(args, None)
@@ -224,7 +236,7 @@ def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
     plain = cli._plan(cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick",
                                   "--seeds", "0"]), None)[0][0].key
     assert tick != plain                                             # the rate reached the -tick run
-    for bad in (["--models", "s4d", "--gate-lr", "1e-4"], ["--models", "s4d-tick", "--gate-lr", "0"]):
+    for bad in (["--models", "s4d", "--gate-lr", "1e-4"], ["--models", "s4d-tick", "--gate-lr", "-1"]):
         with pytest.raises(SystemExit):
             cli._parse(bad)
         assert "--gate-lr" in capsys.readouterr().err
