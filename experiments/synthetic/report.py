@@ -6,6 +6,7 @@ initialization, ablations). Runs that diverged are listed, not averaged."""
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -238,7 +239,7 @@ def plot_clocks(runs, path):
     labels = {id(r): model for (_, model), by_lr in _groups(runs).items() for rs in by_lr.values() for r in rs}
     cols = min(3, len(runs))
     rows = -(-len(runs) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
     for ax, r in zip(axes.flat, runs):
         pts = [p for p in r["curve"] if p.get("clock")]
         steps = [p["step"] for p in pts]
@@ -249,13 +250,14 @@ def plot_clocks(runs, path):
         ax.plot([p["step"] for p in r["curve"]], [p["val_acc"] for p in r["curve"]], color="k", lw=1,
                 label="validation accuracy")
         c = r["config"]
-        ax.set_title(f"{c['task']['name']} {labels[id(r)]} lr {c['lr']:g} s{c['seed']}", fontsize=7)
+        ax.set_title(textwrap.fill(f"{c['task']['name']} {labels[id(r)]} lr {c['lr']:g} seed {c['seed']}", 60),
+                     fontsize=7)
         ax.set_xlabel("step")
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(runs):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=6, loc="center right")
+    axes.flat[0].legend(fontsize=6, loc="lower right", framealpha=0.9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
