@@ -31,7 +31,7 @@ from ddesys.clock import clock_index, compact, expand
 
 from .common import check_clocked_cache, check_clocked_input, check_clocked_step, check_ticks
 from .decode.cache import RingCache, cpu_ring
-from .decode.clocked import select_clock_engine
+from .decode.clocked import ring_slots, select_clock_engine
 
 __all__ = ["TokenClock", "Clocked", "ClockedCache", "check_ticks"]
 
@@ -67,7 +67,8 @@ class TokenClock(nn.Module):
 class ClockedCache(RingCache):
     """Decode state of a :class:`Clocked` layer: a ring ``buf`` ``(B, R, H, N2)`` complex per row, the
     row's write position ``w`` ``(B,)`` (its tick ``j`` lives in slot ``(w - n + j) mod R``), its tick
-    count ``n`` ``(B,)`` and the number ``t`` of tokens consumed. ``R = k_max + 1`` (1 for S4D). Copies,
+    count ``n`` ``(B,)`` and the number ``t`` of tokens consumed. ``R = k_max + 1``, at least 2
+    (:func:`nn.decode.clocked.ring_slots`; an S4D inner layer's delayed terms are zero). Copies,
     pickling and :meth:`reset` behave as the other caches' (:mod:`nn.decode.cache`)."""
     buf: torch.Tensor
     w: torch.Tensor
@@ -127,7 +128,7 @@ class Clocked(nn.Module):
     # ------------------------------------------------------------------ decoding
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, *, engine=None, **kwargs):
         """A fresh :class:`ClockedCache` (complex128 for ``dtype=torch.float64``, else complex64), bound to a
-        decode engine (:mod:`nn.decode.clocked`: ``"fused"`` on the CPU for a DS4D inner layer, else
+        decode engine (:mod:`nn.decode.clocked`: ``"fused"`` on the CPU with Numba, else
         ``"reference"``; ``engine=`` or ``DDESYS_REFERENCE=1`` choose)."""
         if self.inner.branches():
             raise NotImplementedError("decoding a Clocked layer with the input tap is not implemented (the tap's "
@@ -135,7 +136,7 @@ class Clocked(nn.Module):
         if kwargs:
             raise TypeError(f"Clocked.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         max_seqlen, rdt = self.inner.prepare_decode(batch_size, max_seqlen, dtype)
-        R = self.inner.decode_constants(rdt).slots
+        R = ring_slots(self.inner.decode_constants(rdt).slots)
         dev = self.inner.D.device
         shape, cdt = (batch_size, R, self.H, self.inner.N2), self.inner.cache_dtype(rdt)
         # on the CPU each row's ring channel-major on its own (the fused engine steps rows one at a time)

@@ -150,16 +150,14 @@ class DS4D(DelayRange, DiagonalSSM):
         self.r = nn.Parameter(torch.logit(p).float() if self._p0 > 0 else torch.full((C, self.N2), -1e4))
         theta0, jitter = self._theta
         self.theta = nn.Parameter(theta0 + jitter * torch.randn(C, self.N2, generator=g))   # (C, N2)
-        # the grid is a fixed set of fractions of the delay range, drawn now even when the range comes
-        # from the first sequence (l_max=None); nu_tau is placed by _set_range
+        # the grid: fixed fractions of the delay range, drawn now even for l_max=None; _set_range places nu_tau
         self._grid_order = torch.randperm(C, generator=g) if self.delay_init == "grid" else None   # (C,)
         self.nu_tau = nn.Parameter(torch.zeros(C))                  # (C,)
         tap, width, lr = self._tap_args          # the tap branch draws after the feedback branch (same stream)
         self.tap = TapBranch(C, width, lr=lr, delay_init=self.delay_init, tau0=self.tau0, generator=g) if tap else None
 
     def memo_key(self):
-        """What the decode constants depend on besides the layer's own parameters (see :class:`nn.decode.engine.StepMemo`):
-        ablation, delay range, and the branches' settings and parameters."""
+        """What the decode constants depend on besides the parameters: ablation, delay range, branches (``StepMemo``)."""
         return self.ablation, self.s_min, self.s_max, tuple(b.memo_key() for b in self.branches())
 
     # ------------------------------------------------------------------ branches (the tap: layer.tap)
@@ -352,6 +350,10 @@ class DS4D(DelayRange, DiagonalSSM):
         for branch, bc, st in zip(self.branches(), consts.branches, cache.branch_states):   # the branches' terms
             y = y + branch.step(x_t, st, t, bc).to(y.dtype)
         return y.to(x_t.dtype)
+
+    def compiled_step(self, cache):
+        """A compiled model plan's :meth:`step` (:mod:`nn.decode.model_step`): the engine's for this class's step, no tap."""
+        return cache.engine.compiled_step(self, cache) if type(self).step is DS4D.step and not self.branches() else None
 
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):

@@ -311,11 +311,12 @@ class SequenceModel(nn.Module):
         """A compiled plan of :meth:`step` over ``caches`` (opt-in): ``plan.step(x_t)`` equals
         ``model.step(x_t, caches)`` to the model dtype's rounding.
 
-        On the CPU, with ``"fused"`` caches and blocks that publish a fused form
-        (:meth:`SequenceBlock.fused_form`: DS4D layers without a tap, LayerNorm or none, GELU), the plan
-        runs the layers' compiled steps and one compiled pass per block for the norm, GELU, GLU linear
-        and residual (:mod:`nn.decode.model_step`); otherwise, and per token under autograd, it steps
-        through the modules (``plan.reason`` says why).
+        On the CPU, with blocks that publish a fused form (:meth:`SequenceBlock.fused_form`: LayerNorm
+        or none, GELU), the plan runs one compiled pass per block for the norm, GELU, GLU linear and
+        residual (:mod:`nn.decode.model_step`), and each layer's compiled step (a DS4D layer without a
+        tap on a ``"fused"`` cache) or its own ``step`` (any other layer: S4D, a tap, a given or learned
+        clock); otherwise, and per token under autograd, it steps through the modules (``plan.reason``
+        says why).
 
         Returns
         -------

@@ -12,6 +12,7 @@ binding to the layer (a weak reference) and is refused by every layer after load
 from __future__ import annotations
 
 import copy
+import warnings
 import weakref
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ import torch
 
 from ddesys.cpu.step import is_channel_major, new_ring
 
-__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major"]
+__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major", "check_history16"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 
@@ -251,3 +252,14 @@ class S4DCache(Cache):
         new = copy.copy(self)
         new.h = self.h.detach()
         return new
+
+
+def check_history16(cache, y, x_t):
+    """A float16 history (range 65504) whose output is no longer finite while its input is: warn once per
+    cache (bfloat16 has float32's range). ``step`` runs this for float16 caches until it warned."""
+    if bool(torch.isfinite(y).all()) or not bool(torch.isfinite(x_t).all()):
+        return
+    cache.warned = True
+    warnings.warn("DS4D: a float16 decode history overflowed (a state passed 65504, float16's largest value, and "
+                  "became infinite), so outputs are inf or NaN from here on; use history_dtype=torch.bfloat16 "
+                  "(float32's range), a complex cache, or smaller inputs", RuntimeWarning, stacklevel=3)

@@ -2,14 +2,15 @@
 learned clock): one per cache, chosen at allocation, implementing :class:`nn.decode.engine.DecodeEngine`
 with the tick as one more argument of ``step`` / ``prefill``.
 
-Given clock. ``ClockedFused`` (the CPU default for a DS4D inner layer): each ticking row is one call of
+Given clock. ``ClockedFused`` (the CPU default): each ticking row is one call of
 the fused decode step (:func:`ddesys.cpu.step.bind_step`, the loop of ``DS4D.step``) on that row's ring
 at its own write position ``w``; a pausing row keeps its state and outputs ``2 Re(c . h_prev) + d x``.
 The position in the ring replaces the tick count in the step's "read before the start is zero" test: a
 clocked ring's slots before a row's first tick hold zero states (a fresh or reset ring is zero, and a
 prefill writes the compacted run, whose left padding has zero inputs), so both tests read the same
-numbers. ``ClockedReference``: the torch update :func:`ddesys.recurrence.delay_update` (every device;
-S4D inner layers, whose ring has one slot). ``DDESYS_REFERENCE=1`` at allocation, or
+numbers. An S4D inner layer runs the same step without delayed terms on a ring of two slots
+(:func:`ring_slots`). ``ClockedReference``: the torch update :func:`ddesys.recurrence.delay_update` (every
+device). ``DDESYS_REFERENCE=1`` at allocation, or
 ``engine="reference"``, selects it. Both prefill a fresh cache by the compacted FFT path (the inner
 layer's ``forward(..., return_state=True)``) and a used one by stepping.
 
@@ -35,7 +36,7 @@ from ddesys.selective import soft_scan
 from .cache import channel_major
 from .engine import DecodeEngine, Handle
 
-__all__ = ["CLOCK_ENGINES", "ClockedFused", "ClockedReference", "SoftEngine", "select_clock_engine",
+__all__ = ["CLOCK_ENGINES", "ClockedFused", "ClockedReference", "SoftEngine", "ring_slots", "select_clock_engine",
            "soft_constants"]
 
 
@@ -59,19 +60,26 @@ class _GivenClock(DecodeEngine):
             yc, new = inner(xc.transpose(1, 2), return_state=True)
         yc = yc.transpose(1, 2)                                         # (B, H, Lc)
         ring = new.ring()                                               # (B, R', H, N2)
-        R, Lc = cache.n_slots, idx.Lc
-        if ring.shape[1] != R:
-            raise RuntimeError(f"the layer's delays changed since the cache was allocated ({ring.shape[1] - 1} "
+        R, Lc, Rp = cache.n_slots, idx.Lc, ring.shape[1]
+        if ring_slots(Rp) != R:
+            raise RuntimeError(f"the layer's delays changed since the cache was allocated ({Rp - 1} "
                                f"ticks now, {R - 1} then): allocate a new cache")
         pos = torch.arange(Lc - R, Lc, device=x.device)                 # the last R compacted times
-        h = ring.index_select(1, pos % R)                               # (B, R, H, N2), slot = time mod R
-        h = torch.where((pos >= 0)[None, :, None, None], h, torch.zeros((), dtype=h.dtype, device=h.device))
+        h = ring.index_select(1, pos % Rp)                              # (B, R, H, N2), slot = time mod R'
+        held = (pos >= 0) & (pos >= Lc - Rp)                            # times the inner ring holds (else 0)
+        h = torch.where(held[None, :, None, None], h, torch.zeros((), dtype=h.dtype, device=h.device))
         cache.buf.index_copy_(1, pos % R, h.to(cache.buf.dtype))
         cache.w.fill_(Lc)
         cache.n.copy_(idx.counts)
         cache.t = L
         D = inner.D[:, None].to(xt.dtype)
         return expand(yc, xt, D, idx).transpose(1, 2)
+
+
+def ring_slots(inner_slots):
+    """Slots of a clocked ring for an inner layer whose delays need ``inner_slots`` (``k_max + 1``; S4D 1):
+    at least two, the fused step's ring (S4D's delayed terms are zero)."""
+    return max(int(inner_slots), 2)
 
 
 class ClockedReference(_GivenClock):
@@ -158,15 +166,15 @@ CLOCK_ENGINES = {"fused": ClockedFused, "reference": ClockedReference}
 
 def select_clock_engine(buf, engine=None):
     """The engine for a new clocked ring ``buf`` ``(B, R, H, N2)``: ``engine`` (a name of
-    :data:`CLOCK_ENGINES`) or the default: fused on the CPU with Numba for a ring of ``R >= 2`` slots (a
-    DS4D inner layer; an S4D ring has one), unless ``DDESYS_REFERENCE=1``; else the reference."""
+    :data:`CLOCK_ENGINES`) or the default: fused on the CPU with Numba (DS4D or S4D inner layer), unless
+    ``DDESYS_REFERENCE=1``; else the reference."""
     if engine is not None and engine not in CLOCK_ENGINES:
         raise ValueError(f"engine must be None or one of {tuple(CLOCK_ENGINES)}, got {engine!r}")
-    ok = buf.device.type == "cpu" and step_available() and buf.shape[1] >= 2
+    ok = buf.device.type == "cpu" and step_available() and buf.shape[1] >= 2     # rings of ring_slots()
     cls = CLOCK_ENGINES[engine] if engine is not None else ClockedFused if ok and not force_reference() else \
         ClockedReference
     if cls is ClockedFused and not ok:
-        raise ValueError("engine='fused' needs a CPU cache, Numba and a DS4D inner layer (an S4D ring has one slot)")
+        raise ValueError("engine='fused' needs a CPU cache and Numba")
     return cls()
 
 

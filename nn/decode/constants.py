@@ -49,6 +49,12 @@ class S4DConstants(NamedTuple):
         return self.lam, zero, zero, self.bbar, self.c, self.d, torch.ones(self.lam.shape[0], dtype=torch.int64,
                                                                           device=self.lam.device)
 
+    @property
+    def host(self):
+        """NumPy views of :meth:`recurrence` on the CPU (else None): DS4D's fused step runs S4D on a ring
+        of two slots, its delayed terms zero (a clocked S4D layer's fused engine, :mod:`nn.decode.clocked`)."""
+        return host_views(self.recurrence())
+
 
 _VERSION, _DATA_PTR = operator.attrgetter("_version"), torch.Tensor.data_ptr
 

@@ -26,7 +26,9 @@ The protocol (:class:`DecodeEngine`), one object per cache (``cache.engine``):
   the handle the cache keeps in its one slot ``cache.handle`` (``handle.consts``: the constants bound);
 * ``step(cache, x_t, consts)``: ``y_t`` ``(B, H)`` in the cache's real dtype, without optional branches;
 * ``prefill(layer, cache, xb)``: a chunk ``xb`` ``(B, H, L)`` through the cache's ring (positions
-  ``cache.t ..``): the outputs ``(B, H, L)`` without optional branches; ``cache.t`` is the caller's.
+  ``cache.t ..``): the outputs ``(B, H, L)`` without optional branches; ``cache.t`` is the caller's;
+* ``compiled_step(layer, cache)``: the step a compiled model plan runs for a layer whose step is the
+  SSM alone (:mod:`nn.decode.model_step`), or None (the plan calls ``layer.step``).
 
 Determinism. The fused engine's default (``parallel=None``) is a fixed rule: the serial loop below
 :data:`ddesys.cpu.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of channel blocks
@@ -41,8 +43,6 @@ one through ``param.data``).
 """
 from __future__ import annotations
 
-import warnings
-
 import torch
 
 from ddesys.backend import NUMBA, TRITON, choose, force_reference
@@ -50,7 +50,7 @@ from ddesys.cpu.prefill import prefill_available
 from ddesys.cpu.step import bind_step, decode_step, step_available
 from ddesys.recurrence import delay_update, readout
 
-from .cache import channel_major
+from .cache import channel_major, check_history16  # noqa: F401 (re-exported)
 from .constants import DS4DConstants, S4DConstants, StepMemo, host_views  # noqa: F401 (re-exported)
 from .prefill import fused_ds4d, fused_s4d, spectral_ds4d, spectral_s4d
 
@@ -132,6 +132,11 @@ class DecodeEngine:
     def bind(self, cache, consts):
         """Token-independent checks and per-cache views for ``consts``; returns the cache's handle."""
         raise NotImplementedError
+
+    def compiled_step(self, layer, cache):
+        """A compiled model plan's step of ``layer`` on ``cache`` (:class:`FusedStep`), or None: the plan
+        then calls ``layer.step``."""
+        return None
 
     def step(self, cache, x_t, consts):
         """``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)`` in the cache's real dtype; updates the state in place."""
@@ -253,6 +258,31 @@ class FusedEngine(DecodeEngine):
         hd = cache.handle
         return fused_ds4d(hd.ring, hd.fmt16, consts.host, xb, cache)
 
+    def compiled_step(self, layer, cache):
+        return None if self.parallel == "auto" else FusedStep(layer, cache)     # "auto" times each call
+
+
+class FusedStep:
+    """The fused engine's step as a compiled model plan runs it (:mod:`nn.decode.model_step`): ``z -> s``
+    ``(B, H)`` NumPy arrays of the model's dtype (``z_t``, ``s_t`` their tensor views), the cache's bound
+    compiled step. A ``tick`` is refused as ``layer.step`` refuses it (a clock needs a clocked layer)."""
+
+    def __init__(self, layer, cache):
+        self.layer, self.cache = layer, cache
+        self.f16 = cache.history16 == torch.float16
+        layer.bind_cache(cache)                                     # the checks now, not at the first token
+
+    def __call__(self, z, s, z_t, s_t, tick):
+        if tick is not None:
+            return self.layer.step(z_t, self.cache, tick)            # the module path's TypeError
+        cache = self.cache
+        self.layer.bind_cache(cache)                                # memo check; rebinds after a parameter change
+        t = cache.t
+        cache.handle.run(z, t, s)                                   # the layer's fused step: z -> s (B, H)
+        cache.t = t + 1
+        if self.f16 and not cache.warned:
+            check_history16(cache, s_t, z_t)
+
 
 class TritonEngine(SpectralPrefill, DecodeEngine):
     """The Triton kernel (:mod:`gpu.decode`): CUDA rings, complex or 16-bit. Triton is imported here, when
@@ -323,17 +353,6 @@ class S4DFusedEngine(S4DEngine):
         return fused_s4d(cache.handle.host, xb, cache)
 
 
-def check_history16(cache, y, x_t):
-    """A float16 history (range 65504) whose output is no longer finite while its input is: warn once per
-    cache (bfloat16 has float32's range). ``step`` runs this for float16 caches until it warned."""
-    if bool(torch.isfinite(y).all()) or not bool(torch.isfinite(x_t).all()):
-        return
-    cache.warned = True
-    warnings.warn("DS4D: a float16 decode history overflowed (a state passed 65504, float16's largest value, and "
-                  "became infinite), so outputs are inf or NaN from here on; use history_dtype=torch.bfloat16 "
-                  "(float32's range), a complex cache, or smaller inputs", RuntimeWarning, stacklevel=3)
-
-
 #: The one table from a user-facing engine name to its class (``allocate_inference_cache(engine=...)``).
 ENGINES = {"fused": FusedEngine, "triton": TritonEngine, "reference": ReferenceEngine}
 
@@ -374,7 +393,3 @@ def select_s4d_engine(h):
         return S4DFusedEngine()
     return S4DEngine()
 
-
-def is_finite_all(tensors):
-    """True when every tensor is finite (one device synchronization on a GPU)."""
-    return all(bool(torch.isfinite(v).all()) for v in tensors)

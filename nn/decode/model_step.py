@@ -17,16 +17,20 @@ rows a linear encoder's and the decoder's products are compiled loops too; above
 between two compiled passes). The numbers agree with the module path to the model dtype's rounding (the
 loops' precision: :mod:`ddesys.cpu.block_loops`), and do not depend on the thread count.
 
+The layers. Each block's layer runs the step it publishes for a plan (``layer.compiled_step(cache)``):
+a :class:`nn.DS4D` with an unmodified ``step`` and no tap on a fused-engine cache (not
+``parallel="auto"``) runs its cache's bound compiled step on the plan's arrays; every other layer (a tap,
+another engine, S4D, a given or learned clock, a subclass with its own ``step``) runs its own ``step``,
+called as the block calls it, and the rest of its block stays compiled.
+
 What runs compiled (judged when the plan is derived): every block publishes a form, of one width ``H``
-and one norm placement; its layer is a :class:`nn.DS4D` (unmodified ``step``, no tap) whose cache has the
-fused engine (not ``parallel="auto"``), or a :class:`nn.clock.Clocked` one with a given clock whose cache
-has the fused clocked engine; every cache that layer's own, in the parameters' dtype; parameters on the
-CPU, contiguous; Numba available. A plan that cannot run compiled says why (:attr:`StepPlan.reason`) and
+and one norm placement; every cache that layer's own, in the parameters' dtype; parameters on the CPU,
+contiguous; Numba available. A plan that cannot run compiled says why (:attr:`StepPlan.reason`) and
 steps through the modules. Per token the plan also takes the module path under autograd, for another
 batch size, device or input dtype; it derives itself again when the model's mode changed or a parameter
 object or its storage was replaced (in-place updates are seen directly through its views). Per token it
 allocates the decoder's output only (and an embedding's or, above :data:`MATVEC_MAX_BATCH` rows, the
-encoder's).
+encoder's; a layer's own step allocates its output).
 """
 from __future__ import annotations
 
@@ -41,11 +45,6 @@ from torch import nn
 from ddesys.cpu import block_loops as loops
 
 from ..block import runs_hooks
-from ..clock import Clocked, ClockedCache
-from ..ds4d import DS4D
-from .cache import DS4DCache
-from .clocked import ClockedFused
-from .engine import FusedEngine, check_history16
 
 __all__ = ["MATVEC_MAX_BATCH", "StepPlan"]
 
@@ -110,53 +109,30 @@ def _linear(lin, dt, watch):
     return W, b
 
 
-class _CompiledLayer:
-    """A DS4D layer's fused-engine step on the plan's rows: its cache's bound compiled step."""
-
-    def __init__(self, layer, cache):
-        self.layer, self.cache = layer, cache
-        self.f16 = cache.handle.fmt16 == "float16"
-
-    def __call__(self, z, s, z_t, s_t, tick):
-        cache = self.cache
-        self.layer.bind_cache(cache)                             # memo check; rebinds after a parameter change
-        t = cache.t
-        cache.handle.run(z, t, s)                                # the layer's fused step: z -> s (B, H)
-        cache.t = t + 1
-        if self.f16 and not cache.warned:
-            check_history16(cache, s_t, z_t)
-
-
 class _OwnStep:
-    """A clocked layer's own step (its fused clocked engine) on the plan's rows."""
+    """A layer's own ``step`` on the plan's rows, called as :meth:`nn.SequenceBlock.step` calls it."""
 
     def __init__(self, layer, cache):
         self.layer, self.cache = layer, cache
 
     def __call__(self, z, s, z_t, s_t, tick):
-        s[...] = self.layer.step(z_t, self.cache, tick).numpy()
-
-
-def _plain_ds4d(layer):
-    return type(layer) is DS4D and not layer.branches() and not layer.bidirectional
+        y = self.layer.step(z_t, self.cache) if tick is None else self.layer.step(z_t, self.cache, tick)
+        s[...] = y.numpy()                                      # (B, H)
 
 
 def _layer_step(layer, cache, B, dtype):
-    """The compiled step of ``layer`` over ``cache`` (a callable ``(z, s, z_t, s_t, tick)``): a plain DS4D
-    layer on a fused-engine cache, or a given-clock :class:`nn.clock.Clocked` one on its fused engine."""
-    if cache.owner is not layer or cache.batch_size != B or cache.real_dtype != dtype:
+    """The step of ``layer`` over ``cache`` in the plan (a callable ``(z, s, z_t, s_t, tick)``): the
+    compiled step the layer publishes (``layer.compiled_step(cache)``, e.g. :meth:`nn.DS4D.compiled_step`),
+    else its own ``step``."""
+    try:
+        mine = cache.owner is layer and cache.batch_size == B and cache.real_dtype == dtype
+    except AttributeError:
+        mine = False
+    if not mine:
         raise _Unfusable("a cache that is not its layer's, of the batch and the model's dtype")
-    if type(layer) is Clocked:
-        if _plain_ds4d(layer.inner) and type(cache) is ClockedCache \
-                and isinstance(cache.engine, ClockedFused):
-            return _OwnStep(layer, cache)
-        raise _Unfusable("a clocked layer without a given clock, a plain DS4D inner layer or the fused engine")
-    if not _plain_ds4d(layer) or type(cache) is not DS4DCache:
-        raise _Unfusable("a layer that is not a plain DS4D (no tap) or a given-clock Clocked one")
-    if not isinstance(cache.engine, FusedEngine) or cache.engine.parallel == "auto":
-        raise _Unfusable("a cache without the fused engine (or with parallel='auto')")
-    layer.bind_cache(cache)
-    return _CompiledLayer(layer, cache)
+    publish = getattr(layer, "compiled_step", None)
+    run = publish(cache) if publish is not None else None
+    return run if run is not None else _OwnStep(layer, cache)
 
 
 class _Program:
@@ -173,8 +149,6 @@ class _Program:
         w = model.encoder.weight
         if w.dtype not in (torch.float32, torch.float64) or w.device.type != "cpu":
             raise _Unfusable("parameters that are not float32 / float64 on the CPU")
-        if any((type(f.layer) is Clocked) != (model.clock is not None) for f in forms):
-            raise _Unfusable("clocked layers without the model's clock (or the reverse)")
         H = forms[0].out.in_features
         if any(f.out.in_features != H for f in forms) or len({f.prenorm for f in forms}) != 1:
             raise _Unfusable("blocks of different widths or norm placements")

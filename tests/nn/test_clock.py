@@ -350,8 +350,9 @@ def test_float_input_model_with_a_callable_clock_decodes_like_its_forward():
 
 @pytest.mark.filterwarnings("ignore:DS4D. delays are spread")
 @pytest.mark.parametrize("engine", ["fused", "reference"])
-def test_clocked_decode_engines_match_oracle(engine):
-    layer = dnn.DS4D(3, d_state=4, l_max=L, seed=0).to(F64)
+@pytest.mark.parametrize("inner", ["ds4d", "s4d"])
+def test_clocked_decode_engines_match_oracle(engine, inner):
+    layer = (dnn.DS4D(3, d_state=4, l_max=L, seed=0) if inner == "ds4d" else dnn.S4D(3, d_state=4, seed=1)).to(F64)
     clocked, x, ticks = dnn.Clocked(layer), _x(), torch.from_numpy(make_ticks())
     ref = oracle_nn(layer, x, ticks)
     cache = clocked.allocate_inference_cache(6, dtype=F64, engine=engine)
@@ -370,9 +371,8 @@ def test_clocked_decode_engines_match_oracle(engine):
 def test_clocked_engine_choice(monkeypatch):
     ds, s4 = dnn.Clocked(dnn.DS4D(3, d_state=4, l_max=L, seed=0)), dnn.Clocked(dnn.S4D(3, d_state=4, seed=1))
     assert type(ds.allocate_inference_cache(2).engine) is ClockedFused
-    assert type(s4.allocate_inference_cache(2).engine) is ClockedReference              # one-slot ring: the torch update
-    with pytest.raises(ValueError, match="DS4D inner layer"):
-        s4.allocate_inference_cache(2, engine="fused")
+    c4 = s4.allocate_inference_cache(2)
+    assert type(c4.engine) is ClockedFused and c4.n_slots == 2                  # S4D: the fused step, mu = 0
     with pytest.raises(ValueError, match="engine must be"):
         ds.allocate_inference_cache(2, engine="triton")
     monkeypatch.setenv("DDESYS_REFERENCE", "1")
