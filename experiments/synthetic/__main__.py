@@ -12,6 +12,7 @@ at matched parameter counts.
     python -m ddesys.experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
     python -m ddesys.experiments.synthetic --protocols variable --models ds4d-clock s4d-clock ds4d-gate   # clocks
     python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models s4d-tick   # a learned clock
+    python -m ddesys.experiments.synthetic --tasks select --protocols fixed --models mamba s4d-tick   # selective copying
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Scales (``--scale``): ``smoke`` checks the pipeline end to end and learns nothing (the three tasks with
@@ -25,7 +26,8 @@ context 48) with the CPU preset's sizes, S4D, DS4D, LSTM, GPT-2, Llama and Mamba
 initialization over the context (``--lstm-init``; PyTorch's default left it at chance on every task).
 
 Every model's width is chosen so its parameter count is closest to S4D's at ``--width`` (per task:
-copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper). ``ds4d-tap``
+copy uses 2 layers and N = 64, sum and weighted sum 3 layers and N = 128, as in the paper; selective
+copying, ``select``, copy's). ``ds4d-tap``
 is DS4D with the delayed input tap (its window's half-width falls from 64 steps to 1 over the first 60%
 of the steps); the CPU scale runs it by default. ``ds4d-clock`` / ``s4d-clock`` run every layer in its own
 time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn a soft clock,
@@ -50,7 +52,7 @@ from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process,
                      nonneg_int, positive_int)
 from . import FAMILIES, HF_FAMILIES
 from .models import LSTM_INIT, LSTM_INITS
-from .tasks import KINDS, preset
+from .tasks import KINDS, PAPER_KINDS, preset
 
 CONTROL_MODELS = ("s4d", "ds4d", "lstm", "gpt2", "llama", "mamba")   # every family the long tasks compare
 SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs,
@@ -77,7 +79,8 @@ def _parse(argv):
                     "CPU run (about 8 h on 2 cores for every task; --tasks copy about 2 h); control: fixed copy "
                     "at lag 16, every baseline at three learning rates (about 1 h on 2 cores); paper: GPU-sized, "
                     "days on a CPU")
-    ap.add_argument("--tasks", nargs="+", choices=KINDS, help="default: the scale's (every task; control: copy)")
+    ap.add_argument("--tasks", nargs="+", choices=KINDS, help="default: the scale's (the paper's copy, sum and "
+                    "wsum; control: copy); select: Mamba's selective copying (data at random positions)")
     ap.add_argument("--protocols", nargs="+", choices=("fixed", "variable"),
                     help="default: the scale's (fixed and variable; smoke: variable)")
     ap.add_argument("--models", nargs="+", choices=FAMILIES, help="default: the scale's (Mamba only at paper "
@@ -110,7 +113,7 @@ def _parse(argv):
     if args.protocols is None:
         args.protocols = list(SCALES[args.scale]["protocols"])
     if args.tasks is None:
-        args.tasks = list(SCALES[args.scale].get("tasks", KINDS))
+        args.tasks = list(SCALES[args.scale].get("tasks", PAPER_KINDS))
     if args.lag_range is not None and args.lag_range[0] >= args.lag_range[1]:
         ap.error(f"--lag-range needs P_MIN < P_MAX, got {args.lag_range[0]} {args.lag_range[1]}")
     if args.time_cost is not None:
@@ -192,7 +195,7 @@ def _plan(args, ctx):
     models = _available(s["models"])
     configs = []
     for task in args.task_list:
-        n_layers, N = (2, s["d_state"][0]) if task.kind == "copy" else (3, s["d_state"][1])
+        n_layers, N = (2, s["d_state"][0]) if task.kind in ("copy", "select") else (3, s["d_state"][1])
         budget = n_params(build(ModelSpec("s4d"), task.vocab, s["width"], n_layers, task.length, N))
         for spec in parse_models(models):
             w = s["width"] if spec == ModelSpec("s4d") else match_width(spec, budget, task.vocab, n_layers,

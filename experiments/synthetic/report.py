@@ -278,7 +278,7 @@ def _header(runs, meta):
         seen.setdefault(_canon(r["config"]["task"]), r["config"]["task"])
     for key, t in seen.items():
         lines.append(f"- {labels[key]}: T={t['T']}, P in [{t['P_min']}, {t['P_max']}], V={t['vocab']}, "
-                     f"data 1..{t['data_max']}" + (f", window {t['window']}" if t["kind"] != "copy" else "")
+                     f"data 1..{t['data_max']}" + (f", window {t['window']}" if t["kind"] not in ("copy", "select") else "")
                      + (f", sigma {t['sigma']}" if t["kind"] == "wsum" else "")
                      + (f", {t['gap']} filler tokens (id {t['vocab'] - 2}) before the padding" if t.get("gap") else "")
                      + f", context {t['length']}")

@@ -14,6 +14,10 @@ The filler (``G = gap`` tokens of id ``V-2``, default none) is content that carr
 Targets (``d`` = data, ``i`` = 0..T-1, windows truncated at the start of the data):
 
 * copy: ``target_i = d_i``;
+* select (selective copying, Mamba's paper, section 4.1.1): ``target_i = d_i`` as copy, but the ``T`` data
+  tokens stand at random positions (in order) among the first ``T + P`` tokens, padding elsewhere: each
+  token's look-back differs, and a model must find the data by content (a clock that pauses at the
+  padding sees plain copy);
 * sum: ``target_i = sum_{j=0}^{w-1} d_{i-j}`` (sliding window of width ``w``);
 * weighted sum: ``target_i = round(sum_{j=0}^{w-1} g_j d_{i-j})``, ``g_j = exp(-j^2 / (2 sigma^2))``
   (Gaussian in the lag, weight 1 on the newest token, so every target is >= 1), rounded half up.
@@ -31,15 +35,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 IGNORE = -100          # label of unsupervised positions (torch cross_entropy's ignore_index)
-KINDS = ("copy", "sum", "wsum")
+KINDS = ("copy", "sum", "wsum", "select")
+PAPER_KINDS = KINDS[:3]  # the paper's tasks (a scale's default); select is Mamba's selective copying
 
 
 @dataclass(frozen=True)
 class Task:
-    """One synthetic task. ``kind`` in ``copy | sum | wsum``; ``T`` data length; lag ``P`` in
+    """One synthetic task. ``kind`` in ``copy | sum | wsum | select``; ``T`` data length; lag ``P`` in
     ``[P_min, P_max]`` (equal: fixed protocol); ``vocab`` ``V``; ``window`` ``w`` and ``sigma`` for
     sum / weighted sum; ``gap`` ``G`` filler tokens (id ``V-2``, then one data value fewer) before the
-    padding."""
+    padding (not with select, whose data are spread over the padding)."""
     kind: str
     T: int
     P_min: int
@@ -54,10 +59,10 @@ class Task:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.T < 1 or self.P_min < 0 or self.P_max < self.P_min:
             raise ValueError(f"need T >= 1 and 0 <= P_min <= P_max, got T={self.T}, P=[{self.P_min}, {self.P_max}]")
-        if self.kind != "copy" and not 1 <= self.window <= self.T:
+        if self.kind not in ("copy", "select") and not 1 <= self.window <= self.T:
             raise ValueError(f"window must lie in [1, T={self.T}], got {self.window}")
-        if self.gap < 0:
-            raise ValueError(f"gap must be >= 0, got {self.gap}")
+        if self.gap < 0 or (self.gap and self.kind == "select"):
+            raise ValueError(f"gap must be >= 0 (0 for select: its data are spread over the padding), got {self.gap}")
         if self.kind == "wsum" and not self.sigma > 0:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
         self.data_max                                     # raises on a vocabulary too small
@@ -92,14 +97,14 @@ class Task:
 
     def weights(self):
         """Window weights over the lags ``0..w-1`` (newest first): ones for sum, Gaussian for wsum."""
-        j = np.arange(self.window if self.kind != "copy" else 1, dtype=np.float64)
+        j = np.arange(self.window if self.kind not in ("copy", "select") else 1, dtype=np.float64)
         return np.exp(-j ** 2 / (2 * self.sigma ** 2)) if self.kind == "wsum" else np.ones_like(j)
 
     @property
     def data_max(self):
         """``m``: the largest data token with every target inside ``1..V-2``."""
         top = self.vocab - 2 - (1 if self.gap else 0)           # the filler takes one id
-        if self.kind == "copy":
+        if self.kind in ("copy", "select"):
             m = top
         else:
             total = float(self.weights().sum())
@@ -113,7 +118,7 @@ class Task:
 
     def targets(self, data):
         """``data`` int ``(B, T)`` -> targets int ``(B, T)`` (vectorized; windows truncated at the start)."""
-        if self.kind == "copy":
+        if self.kind in ("copy", "select"):
             return data.copy()
         g = self.weights()
         acc = np.zeros(data.shape, dtype=np.float64)
@@ -130,9 +135,14 @@ class Task:
         P = rng.integers(self.P_min, self.P_max + 1, size=batch)            # (B,)
         tokens = np.zeros((batch, L), dtype=np.int64)
         labels = np.full((batch, L), IGNORE, dtype=np.int64)
-        tokens[:, :T] = data
-        tokens[:, T:T + self.gap] = self.filler
         rows = np.arange(batch)[:, None]
+        if self.kind == "select":                                          # T of the first T + P positions
+            keys = rng.random((batch, T + self.P_max))
+            keys[np.arange(T + self.P_max)[None, :] >= (T + P)[:, None]] = np.inf
+            tokens[rows, np.sort(np.argsort(keys, axis=1)[:, :T], axis=1)] = data
+        else:
+            tokens[:, :T] = data
+        tokens[:, T:T + self.gap] = self.filler
         go_at = T + self.gap + P                                            # (B,)
         tokens[np.arange(batch), go_at] = self.go
         cols = go_at[:, None] + 1 + np.arange(T - 1)                        # (B, T-1)
@@ -155,7 +165,9 @@ def preset(kind, protocol, scale="cpu"):
     N = 128: four times cheaper); variable P in [64, 256]); ``"control"`` the short-lag control (T = 16,
     fixed P = 16: a look-back of 32 steps, context 48, that every baseline must learn before its long-lag
     results mean anything; variable P in [8, 24]); ``"smoke"`` a tiny one (T = 4, lags up to 12) for tests
-    and the smoke scale's pipeline check."""
+    and the smoke scale's pipeline check. Selective copying (``"select"``) takes copy's vocabulary and
+    the lags of the sums (fixed P = 256 at CPU scale: Mamba's setting, 16 tokens spread over 272
+    positions, scaled from its 4096)."""
     if protocol not in ("fixed", "variable"):
         raise ValueError(f"protocol must be 'fixed' or 'variable', got {protocol!r}")
     T, P_fixed, P_var = {"paper": (32, 1024, (128, 512)), "cpu": (16, 256, (64, 256)),
@@ -163,6 +175,6 @@ def preset(kind, protocol, scale="cpu"):
     if scale == "cpu" and kind == "copy":
         P_fixed = 1024
     P_min, P_max = (P_fixed, P_fixed) if protocol == "fixed" else P_var
-    extra = {"copy": {"vocab": 16}, "sum": {"vocab": 32, "window": 4},
+    extra = {"copy": {"vocab": 16}, "select": {"vocab": 16}, "sum": {"vocab": 32, "window": 4},
              "wsum": {"vocab": 32, "window": 4, "sigma": 1.5}}[kind]
     return Task(kind, T, P_min, P_max, **extra)

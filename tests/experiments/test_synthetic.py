@@ -64,6 +64,29 @@ def test_sequences_match_the_layout_built_by_hand(kind, protocol):
         assert P.min() >= task.P_min and P.max() <= task.P_max and len(set(P.tolist())) > 1
 
 
+@pytest.mark.parametrize("protocol", ["fixed", "variable"])
+def test_selective_copy_spreads_the_data_in_order_over_the_first_t_plus_p_tokens(protocol):
+    task = preset("select", protocol, "smoke")
+    tokens, labels, P = task.sample(200, np.random.default_rng(4))
+    T, L = task.T, task.length
+    starts = set()
+    for b in range(200):
+        span = T + int(P[b])
+        where = [i for i in range(span) if tokens[b, i] != 0]          # the data, found by a loop
+        assert len(where) == T and all(1 <= tokens[b, i] <= task.data_max for i in where)
+        data = [int(tokens[b, i]) for i in where]
+        seq = list(tokens[b, :span]) + [task.go] + data[:-1]
+        seq += [0] * (L - len(seq))
+        lab = [IGNORE] * L
+        for i in range(T):
+            lab[span + i] = data[i]
+        assert tokens[b].tolist() == seq and labels[b].tolist() == lab
+        starts.add(where[0])
+    assert len(starts) > 1                                             # not always at the start
+    with pytest.raises(ValueError, match="select"):
+        Task("select", T=4, P_min=4, P_max=4, vocab=16, gap=2)
+
+
 def test_weighted_sum_worked_example():
     """By hand: weights 1, e^{-1/4.5}, e^{-4/4.5}, e^{-9/4.5} = 1, 0.8007, 0.4111, 0.1353 on data
     11, 8, 7, 4 give 11, 8 + 8.81 = 16.81 -> 17, 7 + 6.41 + 4.52 = 17.93 -> 18,
