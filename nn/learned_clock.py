@@ -48,11 +48,15 @@ class HardGateClock(nn.Module):
         Scale of the surrogate's slope (the forward value does not depend on it).
     seed : int or None
         Seeds ``w`` (the global RNG is untouched when given).
+    input_grad : bool, default True
+        Pass the surrogate's gradient on to the gate's input (the embedding and the layers below). False:
+        only ``w`` and ``b`` learn from it (the input is read detached), so a time cost cannot move the
+        input towards pausing. An attribute: settable on a built model.
 
     Shapes: ``x (B, L, H) -> c (B, L)``; ``x_t (B, H) -> (B,)``; values exactly 0.0 or 1.0.
     """
 
-    def __init__(self, d_model, init=0.9, temperature=1.0, seed=None):
+    def __init__(self, d_model, init=0.9, temperature=1.0, seed=None, input_grad=True):
         super().__init__()
         if not temperature > 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
@@ -60,6 +64,7 @@ class HardGateClock(nn.Module):
         self.w = nn.Parameter(soft.w.detach().clone())           # (H,)
         self.b = nn.Parameter(soft.b.detach().clone() * temperature)
         self.temperature = float(temperature)
+        self.input_grad = bool(input_grad)
 
     @classmethod
     def from_soft(cls, gate, temperature=1.0):
@@ -79,7 +84,7 @@ class HardGateClock(nn.Module):
         return self.logits(x) > 0
 
     def forward(self, x):
-        z = self.logits(x)
+        z = self.logits(x if self.input_grad else x.detach())
         hard = (z > 0).to(z.dtype)
         if not torch.is_grad_enabled():
             return hard
@@ -87,7 +92,8 @@ class HardGateClock(nn.Module):
         return hard + (soft - soft.detach())                     # value exactly hard; slope sigma'
 
     def extra_repr(self):
-        return f"d_model={self.w.shape[0]}, temperature={self.temperature:g}"
+        return f"d_model={self.w.shape[0]}, temperature={self.temperature:g}" + \
+            ("" if self.input_grad else ", input_grad=False")
 
 
 class HardClocked(Clocked):

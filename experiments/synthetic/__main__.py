@@ -104,6 +104,9 @@ def _parse(argv):
                     "steps, then AFTER (default 0.3 100 0.03)")
     ap.add_argument("--gate-lr", type=nonneg_float, help="the learning rate of a learned binary clock's gates "
                     "after the time cost's first phase (-tick models; 0: frozen there; default: the base rate)")
+    ap.add_argument("--gate-detach", action="store_true", help="a learned binary clock's gates read their input "
+                    "detached: the time cost and the clock's gradient move the gates alone, not the embedding (-tick "
+                    "models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -124,10 +127,10 @@ def _parse(argv):
         from .._models import ModelSpec
         if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
             ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
-    if args.gate_lr is not None:
+    for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach)):
         from .._models import ModelSpec
-        if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
-            ap.error("--gate-lr is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
+        if given and not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
+            ap.error(f"{flag} is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     try:
         args.task_list = _tasks(args)
     except ValueError as exc:
@@ -207,7 +210,9 @@ def _plan(args, ctx):
                                              val_size=s["val_size"], amp=args.amp,
                                              init=args.lstm_init if spec.layer == "lstm" else None,
                                              time_cost=args.time_cost if spec.clock == "binary" else None,
-                                             gate_lr=args.gate_lr if spec.clock == "binary" else None))
+                                             gate_lr=args.gate_lr if spec.clock == "binary" else None,
+                                             gate_detach=True if args.gate_detach and spec.clock == "binary"
+                                             else None))
     jobs = [Job(c.key(), f"{c.task.name} {c.model.label} lr={c.lr:g} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]

@@ -57,7 +57,8 @@ class RunConfig:
     :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models. ``gate_lr``: the
     learning rate of a binary clock's gates once the time cost's first phase is over (after
     ``time_cost["steps"]`` steps; ``0``: frozen there; ``None``: the base ``lr`` throughout; binary clocks
-    only)."""
+    only). ``gate_detach``: ``True`` makes the binary clocks' gates read their input detached
+    (:class:`nn.learned_clock.HardGateClock` ``input_grad=False``); ``None``: not (binary clocks only)."""
     task: Task
     model: ModelSpec
     width: int
@@ -74,6 +75,7 @@ class RunConfig:
     init: str | None = None
     time_cost: dict | None = None
     gate_lr: float | None = None
+    gate_detach: bool | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -86,6 +88,9 @@ class RunConfig:
                              f"{self.time_cost!r} on {self.model.label})")
         if self.gate_lr is not None and (not binary or not self.gate_lr >= 0):
             raise ValueError(f"gate_lr is a binary clock's gates' learning rate, >= 0 (got {self.gate_lr!r} on "
+                             f"{self.model.label})")
+        if self.gate_detach not in (None, True) or (self.gate_detach and not binary):
+            raise ValueError(f"gate_detach is a binary clock's, True or None (got {self.gate_detach!r} on "
                              f"{self.model.label})")
 
     def key(self):
@@ -104,6 +109,8 @@ class RunConfig:
             del d["time_cost"]
         if d["gate_lr"] is None:                     # as in files written before the gates had their own rate
             del d["gate_lr"]
+        if d["gate_detach"] is None:                 # as in files written before the choice
+            del d["gate_detach"]
         return d
 
 
@@ -247,6 +254,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch").to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
+    for gate in (m for m in model.modules() if isinstance(m, HardGateClock)):
+        gate.input_grad = not cfg.gate_detach
     gates = [m for m in model.modules() if isinstance(m, HardGateClock)] if cfg.gate_lr is not None else []
     for gate in gates:                                            # the gates' own group (nn.param_groups)
         for name in ("w", "b"):

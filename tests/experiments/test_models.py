@@ -240,3 +240,40 @@ def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
         with pytest.raises(SystemExit):
             cli._parse(bad)
         assert "--gate-lr" in capsys.readouterr().err
+
+
+def test_gate_detach_reaches_the_gates_and_is_part_of_the_run(monkeypatch, capsys):
+    """``gate_detach`` makes every binary gate read its input detached in the run's model; it is part of the
+    run's identity when set, absent from the config when not, refused for models without a binary clock
+    (on the command line too)."""
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    from ddesys.nn.learned_clock import HardGateClock
+    task = preset("copy", "variable", "smoke")
+    spec = ModelSpec.from_label("s4d-tick")
+    kw = dict(n_layers=2, d_state=4, steps=1, batch=2, eval_every=1, val_size=4)
+    base, det = RunConfig(task, spec, 8, **kw), RunConfig(task, spec, 8, gate_detach=True, **kw)
+    assert "gate_detach" not in base.to_dict() and det.to_dict()["gate_detach"] is True and det.key() != base.key()
+    for bad in (dict(model=ModelSpec("s4d"), gate_detach=True), dict(model=spec, gate_detach=False)):
+        with pytest.raises(ValueError, match="gate_detach"):
+            RunConfig(task, bad.pop("model"), 8, **bad)
+    gates = []
+    real = HardGateClock.forward
+
+    def spy(self, x):
+        gates.append(self.input_grad)
+        return real(self, x)
+    monkeypatch.setattr(HardGateClock, "forward", spy)
+    train_run(det)
+    assert gates and not any(gates)
+    gates.clear()
+    train_run(base)
+    assert gates and all(gates)
+    args = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "--gate-detach",
+                       "--seeds", "0"])
+    plain = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "--seeds", "0"])
+    assert cli._plan(args, None)[0][0].key != cli._plan(plain, None)[0][0].key     # the flag reached the run
+    with pytest.raises(SystemExit):
+        cli._parse(["--models", "s4d", "--gate-detach"])
+    assert "-tick model" in capsys.readouterr().err

@@ -311,3 +311,22 @@ def test_learned_clock_without_l_max_takes_the_first_sequence(clock):
     assert _err(ys[0], ys[1]) < 1e-9                                          # float32 delays placed, then cast
     ys[0].sum().backward()
     assert models[0].blocks[0].layer.inner.l_max == 12
+
+
+def test_a_gate_reading_its_input_detached_passes_no_gradient_to_it():
+    """``input_grad=False``: the surrogate's gradient reaches ``w`` and ``b`` as before and nothing reaches the
+    input; the clock's values are the same."""
+    from ddesys.nn.learned_clock import HardGateClock
+    x = torch.randn(2, 7, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    grads = {}
+    for flag in (True, False):
+        gate = HardGateClock(5, seed=1, input_grad=flag).double()
+        xi = x.clone().requires_grad_(True)
+        c = gate(xi)
+        (c * torch.arange(7.0, dtype=torch.float64)).sum().backward()
+        grads[flag] = (c.detach(), gate.w.grad.clone(), gate.b.grad.clone(), xi.grad)
+    assert torch.equal(grads[True][0], grads[False][0])
+    assert torch.allclose(grads[True][1], grads[False][1]) and torch.allclose(grads[True][2], grads[False][2])
+    assert grads[True][3] is not None and float(grads[True][3].abs().max()) > 0
+    assert grads[False][3] is None or float(grads[False][3].abs().max()) == 0
+    assert "input_grad=False" in repr(HardGateClock(5, seed=1, input_grad=False))
