@@ -102,6 +102,7 @@ def _layer_calls(layer, x):
         calls["branch_constants"] = lambda: layer.branch_constants(torch.float32)
         calls["adopt_range"] = lambda: layer.adopt_range(layer.s_max, layer.l_max)
         calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
+        calls["compiled_step"] = lambda: layer.compiled_step(layer.allocate_inference_cache(B))   # None off the CPU
         calls["tap_delay"] = (lambda: layer.tap_delay()) if layer.has_tap else \
             (lambda: pytest.raises(AttributeError, layer.tap_delay) and None)
     return calls
