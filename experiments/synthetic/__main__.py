@@ -52,7 +52,7 @@ from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process,
                      nonneg_int, positive_int)
 from . import FAMILIES, HF_FAMILIES
 from .models import LSTM_INIT, LSTM_INITS
-from .tasks import KINDS, PAPER_KINDS, preset
+from .tasks import COPY_KINDS, KINDS, PAPER_KINDS, preset
 
 CONTROL_MODELS = ("s4d", "ds4d", "lstm", "gpt2", "llama", "mamba")   # every family the long tasks compare
 SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs,
@@ -127,8 +127,8 @@ def _parse(argv):
         from .._models import ModelSpec
         if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
             ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
+    from .._models import ModelSpec
     for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach)):
-        from .._models import ModelSpec
         if given and not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
             ap.error(f"{flag} is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     try:
@@ -198,7 +198,7 @@ def _plan(args, ctx):
     models = _available(s["models"])
     configs = []
     for task in args.task_list:
-        n_layers, N = (2, s["d_state"][0]) if task.kind in ("copy", "select") else (3, s["d_state"][1])
+        n_layers, N = (2, s["d_state"][0]) if task.kind in COPY_KINDS else (3, s["d_state"][1])
         budget = n_params(build(ModelSpec("s4d"), task.vocab, s["width"], n_layers, task.length, N))
         for spec in parse_models(models):
             w = s["width"] if spec == ModelSpec("s4d") else match_width(spec, budget, task.vocab, n_layers,

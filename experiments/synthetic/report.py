@@ -16,6 +16,7 @@ from .._models import model_of
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
 from .._tables import mean_std as _ms
+from .tasks import COPY_KINDS
 
 BUDGETS = (0.25, 0.5, 1.0)          # step budgets, as fractions of a run's steps
 THRESHOLDS = (0.90, 0.95)           # accuracies whose first crossing measures sample efficiency
@@ -278,7 +279,7 @@ def _header(runs, meta):
         seen.setdefault(_canon(r["config"]["task"]), r["config"]["task"])
     for key, t in seen.items():
         lines.append(f"- {labels[key]}: T={t['T']}, P in [{t['P_min']}, {t['P_max']}], V={t['vocab']}, "
-                     f"data 1..{t['data_max']}" + (f", window {t['window']}" if t["kind"] not in ("copy", "select") else "")
+                     f"data 1..{t['data_max']}" + (f", window {t['window']}" if t["kind"] not in COPY_KINDS else "")
                      + (f", sigma {t['sigma']}" if t["kind"] == "wsum" else "")
                      + (f", {t['gap']} filler tokens (id {t['vocab'] - 2}) before the padding" if t.get("gap") else "")
                      + f", context {t['length']}")

@@ -37,6 +37,7 @@ import numpy as np
 IGNORE = -100          # label of unsupervised positions (torch cross_entropy's ignore_index)
 KINDS = ("copy", "sum", "wsum", "select")
 PAPER_KINDS = KINDS[:3]  # the paper's tasks (a scale's default); select is Mamba's selective copying
+COPY_KINDS = ("copy", "select")  # targets are the data themselves (no window)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Task:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.T < 1 or self.P_min < 0 or self.P_max < self.P_min:
             raise ValueError(f"need T >= 1 and 0 <= P_min <= P_max, got T={self.T}, P=[{self.P_min}, {self.P_max}]")
-        if self.kind not in ("copy", "select") and not 1 <= self.window <= self.T:
+        if self.kind not in COPY_KINDS and not 1 <= self.window <= self.T:
             raise ValueError(f"window must lie in [1, T={self.T}], got {self.window}")
         if self.gap < 0 or (self.gap and self.kind == "select"):
             raise ValueError(f"gap must be >= 0 (0 for select: its data are spread over the padding), got {self.gap}")
@@ -97,14 +98,14 @@ class Task:
 
     def weights(self):
         """Window weights over the lags ``0..w-1`` (newest first): ones for sum, Gaussian for wsum."""
-        j = np.arange(self.window if self.kind not in ("copy", "select") else 1, dtype=np.float64)
+        j = np.arange(self.window if self.kind not in COPY_KINDS else 1, dtype=np.float64)
         return np.exp(-j ** 2 / (2 * self.sigma ** 2)) if self.kind == "wsum" else np.ones_like(j)
 
     @property
     def data_max(self):
         """``m``: the largest data token with every target inside ``1..V-2``."""
         top = self.vocab - 2 - (1 if self.gap else 0)           # the filler takes one id
-        if self.kind in ("copy", "select"):
+        if self.kind in COPY_KINDS:
             m = top
         else:
             total = float(self.weights().sum())
@@ -118,7 +119,7 @@ class Task:
 
     def targets(self, data):
         """``data`` int ``(B, T)`` -> targets int ``(B, T)`` (vectorized; windows truncated at the start)."""
-        if self.kind in ("copy", "select"):
+        if self.kind in COPY_KINDS:
             return data.copy()
         g = self.weights()
         acc = np.zeros(data.shape, dtype=np.float64)
