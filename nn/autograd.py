@@ -22,12 +22,13 @@ import numpy as np
 import scipy.fft as sfft
 import torch
 
-from ddesys.cpu import fused
+from ddesys.cpu import chunk_scan, fused
+from ddesys.cpu.ring import new_ring
 from ddesys.backend import NUMBA, TRITON, choose
 from ddesys.cpu.threads import thread_budget
 from ddesys.transfer import CHUNK_ELEMENTS, contour_points, sample_transfer, vandermonde_kernel
 
-__all__ = ["kernel_sampler", "vandermonde"]
+__all__ = ["kernel_sampler", "vandermonde", "ChunkScan", "chunk_scan_available", "scan_chunk"]
 
 
 # The NumPy/Numba work of the CPU path runs inside torch custom ops: opaque to torch.compile (Dynamo
@@ -198,3 +199,55 @@ def vandermonde(lam, cb, L):
     if choose(lam) == NUMBA:
         return Vandermonde.apply(lam, cb, L)
     return vandermonde_kernel(lam, cb, L)
+
+
+class ChunkScan(torch.autograd.Function):
+    """:func:`ddesys.cpu.chunk_scan.scan_forward` with its adjoint as the backward (CPU tensors): a chunk's
+    outputs ``(B, H, L)`` after the history in a decode ring ``(B, R, H, N2)`` at position ``t0`` and, with
+    ``carry``, the ring after it (a new channel-major ring, :func:`ddesys.cpu.step.new_ring`),
+    differentiable in ``x``, the ring and the coefficients ``(H, N2)``."""
+
+    @staticmethod
+    def forward(ctx, x, ring, t0, lam, m1, m2, bbar, c, k, carry, delayed):
+        arrs = _host_arrays(x, ring, lam, m1, m2, bbar, c, k)
+        new = new_ring(tuple(ring.shape), arrs[1].dtype, zero=False) if carry else None   # every slot written
+        y = chunk_scan.scan_forward(arrs[0], arrs[1], t0, *arrs[2:], new=new, delayed=delayed)
+        ctx.save_for_backward(x, ring, lam, m1, m2, bbar, c, k)
+        ctx.t0, ctx.delayed = t0, delayed
+        return torch.from_numpy(y), (torch.from_numpy(new) if carry else ring.new_zeros(0))
+
+    @staticmethod
+    def backward(ctx, gy, gnew):
+        x, ring, lam, m1, m2, bbar, c, k = ctx.saved_tensors
+        arrs = _host_arrays(x, ring, lam, m1, m2, bbar, c, k)
+        gy = torch.zeros_like(x) if gy is None else gy
+        gn = None if gnew is None or gnew.numel() == 0 else gnew.detach().to(ring.dtype).contiguous().numpy()
+        grads = chunk_scan.scan_backward(arrs[0], arrs[1], ctx.t0, *arrs[2:],
+                                         gy.detach().to(x.dtype).contiguous().numpy(), gn, ctx.delayed,
+                                         ring_grad=ctx.needs_input_grad[1])
+        gx, gring, glam, gm1, gm2, gbbar, gc = (None if g is None else torch.from_numpy(g) for g in grads)
+        return gx, gring, None, glam, gm1, gm2, gbbar, gc, None, None, None
+
+
+def _host_arrays(x, ring, lam, m1, m2, bbar, c, k):
+    """NumPy views for the scan: the ring in its own strides, the rest contiguous, ``k`` int64."""
+    rest = [t.detach().contiguous().numpy() for t in (x, lam, m1, m2, bbar, c)]
+    return [rest[0], ring.detach().numpy(), *rest[1:], k.detach().to(torch.int64).contiguous().numpy()]
+
+
+def chunk_scan_available(x):
+    """Whether :func:`scan_chunk` runs for tensors like ``x`` (CPU tensors, Numba present)."""
+    return x.device.type == "cpu" and chunk_scan.available()
+
+
+def scan_chunk(x, ring, t0, lam, m1, m2, bbar, c, k, carry, delayed=True):
+    """A chunk continued from the history in a decode ring, by the compiled scan (:class:`ChunkScan`):
+    ``(y, new)``, ``y`` ``(B, H, L)`` real (``x``'s dtype, no feedthrough), ``new`` the ring
+    ``(B, R, H, N2)`` after the chunk (with ``carry``; else an empty tensor). ``x`` real ``(B, H, L)``;
+    ``ring`` complex ``(B, R, H, N2)`` at position ``t0`` (slots of times before 0 are read as zero);
+    ``lam, m1, m2, bbar, c`` complex ``(H, N2)`` of the ring's dtype; ``k`` ``(H,)`` integer delays
+    (``m1``, ``m2``, ``k``: None and ``delayed=False`` for S4D, whose ring has one slot)."""
+    if not delayed:
+        m1 = m2 = torch.zeros_like(lam)
+        k = torch.ones(lam.shape[0], dtype=torch.int64)
+    return ChunkScan.apply(x, ring, int(t0), lam, m1, m2, bbar, c, k, bool(carry), bool(delayed))

@@ -173,6 +173,11 @@ class DiagonalSSM(nn.Module):
         n = check_lengths(lengths, x.shape[0], x.shape[dim], device=x.device)
         return right_align(self.prefill(left_align(x, n, dim=dim), cache), n, dim=dim)
 
+    def chunk_forward(self, xb):
+        """The FFT outputs ``(B, H, L)`` of a chunk ``xb`` ``(B, H, L)`` from a zero history, optional branches
+        included (the state path adds the history's terms to it, :mod:`nn.decode.carry`)."""
+        return self._fft(xb)
+
     def ssm_forward(self, xb):
         """The FFT outputs ``(B, H, L)`` of a chunk ``xb`` ``(B, H, L)`` from a zero history, of the SSM alone
         (without optional branches such as the tap; the engines' spectral prefill)."""
@@ -201,12 +206,9 @@ class DiagonalSSM(nn.Module):
                              "continue from (state=, return_state=)")
         if state is not None:
             check_cache(self, state, xin.shape[0], what="forward")
-        y = self._fft(xin)                                          # (B, H, L), zero history
-        y_hist, new = self._state_path(xin, state, return_state)    # nn.decode.carry
-        if y_hist is not None:
-            cdt = compute_dtype(xin)
-            y = (y.to(cdt) + y_hist.to(cdt)).to(xin.dtype)
-        return y, new
+        with no_autocast(xin):
+            y, new = self._state_path(xin, state, return_state)     # nn.decode.carry: (B, H, L) compute dtype
+        return y.to(xin.dtype), new
 
     # ------------------------------------------------------------------ decoding
     @contextmanager

@@ -260,6 +260,19 @@ class DS4D(DelayRange, DiagonalSSM):
             K = K + branch.kernel(L, self.kernel_dtype)             # (C, L) the branch's kernel (the tap's: exact)
         return split_channels(K, self.H, self.bidirectional)
 
+    def branch_kernel(self, L, dtype=None):
+        """The sum of the live branches' kernels ``(H, L)`` in ``dtype`` (default ``kernel_dtype``), or None
+        for a layer without one (an ablated branch is not live). Causal layers only."""
+        live = self._live_branches()
+        if not live:
+            return None
+        K = None
+        for branch in live:
+            branch.check_finite()
+            Kb = branch.kernel(L, dtype or self.kernel_dtype)               # (H, L)
+            K = Kb if K is None else K + Kb
+        return K
+
     def _kernel_for(self, x, branches=True):
         return self.kernel(x.shape[-1], out_dtype=x.dtype, branches=branches).to(x.dtype)
 

@@ -35,6 +35,8 @@ row                      fastmath  parallel  cache  error_model  nogil  inline  
 ``prefill.ring``         CRN       prange    yes    -            -      -       yes
 ``tap.fir``              CN        -         yes    numpy        -      -       no (:mod:`.tap_loops`)
 ``selective.scan``       -         prange    yes    -            -      -       no (:mod:`.selective_loops`)
+``chunk.inline``         CRN       -         -      -            -      always  yes (:mod:`.chunk_scan`)
+``chunk.scan``           CRN       prange    yes    numpy        -      -       yes
 ``block.fused``          CRN       -         yes    numpy        yes    -       yes (:mod:`.block_loops`)
 =======================  ========  ========  =====  ===========  =====  ======  ==============================
 
@@ -125,6 +127,8 @@ LOOPS = {
     "prefill.ring": LoopOptions(CRN, reassoc=True, parallel=True, cache=True),
     "tap.fir": LoopOptions(CN, reassoc=False, cache=True, error_model="numpy"),
     "selective.scan": LoopOptions(False, reassoc=False, parallel=True, cache=True),
+    "chunk.inline": LoopOptions(CRN, reassoc=True, inline=True),
+    "chunk.scan": LoopOptions(CRN, reassoc=True, parallel=True, cache=True, error_model="numpy"),
     "block.fused": LoopOptions(CRN, reassoc=True, cache=True, error_model="numpy", nogil=True),
 }
 

@@ -13,19 +13,21 @@ _MEMORY_ORDER = {4: (2, 1, 0, 3), 5: (2, 1, 0, 3, 4)}      # (B, R, H, N2[, 2]) 
 _ROW_ORDER = {4: (0, 2, 1, 3), 5: (0, 2, 1, 3, 4)}         # (B, R, H, N2[, 2]) <-> (B, H, R, N2[, 2])
 
 
-def new_ring(shape, dtype, per_row=False):
+def new_ring(shape, dtype, per_row=False, zero=True):
     """A zero ring buffer of ``shape`` ``(B, R, H, N2)`` (or ``(B, R, H, N2, 2)`` for a 16-bit history's
     uint16 pairs), indexed ``buf[b, s, h, n]``, channel-major in memory: ``(H, R, B, N2)``, the layout the
     compiled step and prefill read fast (:mod:`ddesys.cpu.step`, Memory). ``per_row=True``: each batch row
     channel-major on its own (memory ``(B, H, R, N2)``), so that every ``buf[b:b + 1]`` is a ring of its own
     (the clocked layers step their rows one at a time). Every page is touched here, so no step stalls on
-    a first-touch fault; NumPy asks for huge pages. Wrap it with ``torch.from_numpy`` for a torch cache."""
+    a first-touch fault; NumPy asks for huge pages. Wrap it with ``torch.from_numpy`` for a torch cache.
+    ``zero=False``: left uninitialized, for a caller that writes every slot at once."""
     shape = tuple(int(n) for n in shape)
     if len(shape) not in _MEMORY_ORDER:
         raise ValueError(f"new_ring: shape must be (B, R, H, N2) or (B, R, H, N2, 2), got {shape}")
     order = (_ROW_ORDER if per_row else _MEMORY_ORDER)[len(shape)]
     mem = np.empty(tuple(shape[i] for i in order), dtype)
-    mem.fill(0)                                                    # touch every page now
+    if zero:
+        mem.fill(0)                                                # touch every page now
     return mem.transpose(order)                                    # order is its own inverse
 
 

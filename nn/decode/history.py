@@ -18,7 +18,7 @@ import torch
 from ddesys.history import forced_response, history_injection
 from ddesys.transfer import synthesize_kernel, vandermonde_kernel
 
-__all__ = ["ring_past", "ds4d_chunk", "s4d_chunk"]
+__all__ = ["ring_past", "check_ring", "ds4d_chunk", "s4d_chunk"]
 
 BLOCK = 2**24           # complex elements of one (batch, H, modes, FFT) block (as nn.ds4d.PREFILL_BLOCK)
 
@@ -40,7 +40,8 @@ def ring_past(cache, cdt, k=None):
     return h.permute(0, 2, 3, 1)                                                    # (B, H, N2, R)
 
 
-def _check_ring(cache, k_max):
+def check_ring(cache, k_max):
+    """``RuntimeError`` when the layer's delays (up to ``k_max``) no longer fit the ring of ``cache``."""
     if cache is not None and k_max >= cache.n_slots:
         raise RuntimeError(f"the layer's delays now reach {k_max} steps, past the cache's {cache.n_slots - 1}: "
                            "allocate a new cache (delays changed since allocation)")
@@ -55,7 +56,7 @@ def ds4d_chunk(layer, xb, cache, keep, dtype):
     d = layer.discrete(dtype)
     cdt = d.lam.dtype
     B, H, L = xb.shape
-    _check_ring(cache, int(d.k.max()))
+    check_ring(cache, int(d.k.max()))
     live = cache is not None and cache.t > 0
     al = d.alpha[:, None]
     u = history_injection(ring_past(cache, cdt), d.lam, d.mu * (1 - al), d.mu * al, d.k, length=L) if live else None
