@@ -101,9 +101,9 @@ class DiagonalSSM(nn.Module):
         n = None if lengths is None else check_lengths(lengths, xin.shape[0], xin.shape[-1], device=xin.device)
         if n is not None:
             xin = zero_padding(xin, n, dim=-1)                      # the padding is never read, whatever it holds
-        if state is None:
+        if state is None and not return_state:
             self._prepare(xin.shape[-1])
-        else:                                # a chunk that continues a state: short by design, no length warning
+        else:                                # a chunk of a longer sequence: short by design, no length warning
             with self.as_prompt():
                 self._prepare(xin.shape[-1])
         check_finite_params(self)
@@ -264,9 +264,7 @@ class DiagonalSSM(nn.Module):
         """The memoized decode constants, bound to ``cache``: when they are new to the cache (first use,
         after a reset, after a parameter changed) its engine's ``bind`` runs and ``cache.handle`` is set."""
         consts = self._step_memo.get(self, cache.real_dtype, self.step_constants)
-        hd = cache.handle
-        if hd is None or hd.consts is not consts:
-            cache.handle = cache.engine.bind(cache, consts)
+        cache.bound(consts)
         return consts
 
     def prepare_decode(self, batch_size, max_seqlen, dtype):

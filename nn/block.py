@@ -111,26 +111,36 @@ class SequenceBlock(nn.Module):
         self.glu = nn.GLU(dim=-1) if glu else nn.Identity()
         self.prenorm = bool(prenorm)
 
-    def fused_form(self):
-        """This block's :class:`BlockForm`, or None when its step is not one (another activation or norm,
-        an overridden ``step``, active dropout (training mode), hooks on its modules). What the layer and
-        its cache can run compiled is the decode step's to judge (:mod:`nn.decode.model_step`)."""
+    def unfused_reason(self):
+        """Why this block's step is not a :class:`BlockForm` (a short phrase), or None when it is one."""
         act, glu, out, norm, H = self.act, self.glu, self.out, self.norm, self.out.in_features
-        if type(self).step is not SequenceBlock.step or (self.training and self.drop.p > 0) or runs_hooks(self):
-            return None
+        if type(self).step is not SequenceBlock.step:
+            return "its class overrides step"
+        if self.training and self.drop.p > 0:
+            return "active dropout (training mode)"
+        if runs_hooks(self):
+            return "a forward hook on one of its modules"
         if type(act) is not nn.GELU or act.approximate not in ("none", "tanh"):
-            return None
+            return f"its activation is {type(act).__name__}, not GELU"
         is_glu = type(glu) is nn.GLU and glu.dim in (-1, 1)
         if not is_glu and type(glu) is not nn.Identity:
-            return None
+            return f"its gate is {type(glu).__name__}, not GLU over the channels"
         if type(out) is not nn.Linear or out.bias is None or out.out_features != (2 * H if is_glu else H):
+            return "its output is not a biased Linear of the block's width"
+        if type(norm) is not nn.Identity and (type(norm) is not nn.LayerNorm or tuple(norm.normalized_shape) != (H,)):
+            return f"its norm is {type(norm).__name__}, not a LayerNorm over the channels"
+        return None
+
+    def fused_form(self):
+        """This block's :class:`BlockForm`, or None when its step is not one (:meth:`unfused_reason` says
+        why: another activation or norm, an overridden ``step``, active dropout (training mode), hooks on
+        its modules). What the layer and its cache can run compiled is the decode step's to judge
+        (:mod:`nn.decode.model_step`)."""
+        if self.unfused_reason() is not None:
             return None
-        if type(norm) is nn.Identity:
-            norm = None
-        elif type(norm) is not nn.LayerNorm or tuple(norm.normalized_shape) != (H,):
-            return None
-        return BlockForm(self.layer, norm, self.prenorm, "gelu" if act.approximate == "none" else "gelu_tanh",
-                         out, is_glu)
+        norm = None if type(self.norm) is nn.Identity else self.norm
+        return BlockForm(self.layer, norm, self.prenorm, "gelu" if self.act.approximate == "none" else "gelu_tanh",
+                         self.out, type(self.glu) is nn.GLU)
 
     def _post(self, z):
         return self.drop(self.glu(self.out(self.drop(self.act(z)))))

@@ -102,6 +102,9 @@ class Clocked(nn.Module):
     """
 
     cache_type = ClockedCache
+    #: forward / prefill take ``ticks`` (B, L) and step a ``tick`` (B,): forced pauses (a model marks a
+    #: right-padded batch's padding so)
+    takes_ticks = True
 
     def __init__(self, inner):
         super().__init__()
@@ -152,8 +155,7 @@ class Clocked(nn.Module):
         if consts.slots > cache.n_slots:
             raise RuntimeError(f"the layer's delays now reach {consts.slots - 1} ticks, past the cache's "
                                f"{cache.n_slots - 1}: allocate a new cache")
-        if cache.handle is None or cache.handle.consts is not consts:
-            cache.handle = cache.engine.bind(cache, consts)
+        cache.bound(consts)
         y = cache.engine.step(cache, x_t, tick, consts)                 # (B, H), the cache's real dtype
         cache.w += tick
         cache.n += tick

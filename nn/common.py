@@ -228,12 +228,10 @@ def check_clocked_cache(layer, cache, B):
 
 
 def __getattr__(name):
-    """``StepConstants``: the decode memo's name before it moved (:class:`nn.decode.constants.StepMemo`),
-    with a ``DeprecationWarning``; checkpoints and scripts of earlier versions name it."""
+    """``StepConstants``: the decode memo's name in checkpoints of earlier versions
+    (:class:`nn.decode.constants.StepMemo`). It resolves without a warning: a script that allowlists it
+    for ``torch.load(weights_only=True)`` (``torch.serialization.add_safe_globals``) runs under ``-W error``."""
     if name == "StepConstants":
-        import warnings
         from .decode.constants import StepMemo
-        warnings.warn("ddesys.nn.common.StepConstants is deprecated: the decode memo is "
-                      "ddesys.nn.decode.constants.StepMemo", DeprecationWarning, stacklevel=2)
         return StepMemo
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -162,7 +162,8 @@ class TimeCost:
     ----------
     model : torch.nn.Module
         Its modules with a ``gate`` module (:class:`HardClocked`, :class:`nn.selective.SoftClocked`) are
-        watched by forward hooks (:meth:`remove` takes them away).
+        watched by forward hooks (:meth:`remove` takes them away); a model without one is refused
+        (``ValueError``: its cost would be zero at every step).
     weight : float, default 0.3
         Cost per unit of mean clock, in units of the per-token loss.
     steps : int, default 100
@@ -181,6 +182,10 @@ class TimeCost:
         self.weight, self.steps, self.after = float(weight), int(steps), float(after)
         self._seen = {}
         gates = [m.gate for m in model.modules() if isinstance(getattr(m, "gate", None), nn.Module)]
+        if not gates:
+            raise ValueError(f"TimeCost: {type(model).__name__} has no learned clock (no module with a gate), so "
+                             "the cost would be 0.0 at every step; build the model with clock='binary' (or "
+                             "'learned'), or drop the time cost (a given clock such as TokenClock has no cost)")
         self._hooks = [g.register_forward_hook(self._record(i)) for i, g in enumerate(gates)]
 
     def _record(self, i):

@@ -1,6 +1,8 @@
 """Blocks and sequence models around DS4D / S4D layers."""
 from __future__ import annotations
 
+from operator import is_
+
 import torch
 from torch import nn
 
@@ -134,8 +136,11 @@ class SequenceModel(nn.Module):
         return h if n is None else zero_padding(h, n)
 
     def _ticks(self, x, n=None):
-        """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses."""
+        """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses (also for
+        layers with their own learned clock: the padding is then a forced pause)."""
         if self.clock is None:
+            if n is not None and all(getattr(blk.layer, "takes_ticks", False) for blk in self.blocks):
+                return valid_mask(n, x.shape[1])
             return None
         ticks = self.clock(x)
         if n is not None:
@@ -188,6 +193,10 @@ class SequenceModel(nn.Module):
         carry = state is not None or return_state
         if carry:
             check_carry(self)                                        # layers that carry state (no clock)
+            if self.pool == "mean":
+                raise ValueError("state= / return_state= with pool='mean': a chunk's mean is not the whole "
+                                 "sequence's, so chunks would not give the whole sequence's output; use "
+                                 "pool=None and average the outputs over the chunks yourself, or pool='last'")
             if state is not None:
                 self._check_caches(state, "forward")
         h = self._embed(x, n)                                        # (B, L, H)
@@ -280,8 +289,14 @@ class SequenceModel(nn.Module):
         """One position: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids ``(B,)`` or ``(B, 1)``) ->
         ``(B, d_output)``, or ``(B, 1, d_output)`` for an input with the length axis (no pooling).
 
-        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place, through the modules (each
-        block's :meth:`SequenceBlock.step`); :meth:`compile_step` makes a compiled plan of the same step.
+        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place. The step runs the compiled
+        plan of the model over these caches (:meth:`compile_step`: on the CPU one compiled pass per block
+        and each layer's fused step) whenever it applies, and through the modules otherwise
+        (:meth:`module_step`; ``model.compile_step(caches).reason`` says why). The plan is made at the first
+        step over a list of caches, kept with them (``caches[0].plan``) and made again when the model
+        changes (its mode, a module, a hook, a parameter object; values written in place, such as an
+        optimizer step, are read directly) or a cache's state is replaced; both paths give the same
+        numbers to the model dtype's rounding.
 
         Decoding is inference: ``step`` runs without autograd in every mode, as the layers' own steps
         do, and as Mamba's ``step`` and Hugging Face's ``generate`` are used (a graph through the
@@ -298,6 +313,14 @@ class SequenceModel(nn.Module):
         TypeError
             Float token ids, or integer inputs to a model without ``embedding``.
         """
+        plan = self._plan(caches, "step")
+        with torch.no_grad():
+            return plan.step(x_t) if plan is not None else self.module_step(x_t, caches)
+
+    def module_step(self, x_t, caches):
+        """:meth:`step` through the modules (each block's :meth:`SequenceBlock.step`), never compiled: the
+        reference the compiled plan is tested against, and the path for what the plan does not cover.
+        Takes and returns what :meth:`step` does (and warns as it does about active dropout)."""
         warn_dropout(self, "step")
         with torch.no_grad():
             x, tick, seq_axis = self.step_input(x_t, caches)
@@ -307,16 +330,31 @@ class SequenceModel(nn.Module):
             y = self._head(h)                                        # (B, d_output)
         return y[:, None] if seq_axis else y
 
+    def _plan(self, caches, what):
+        """The :class:`StepPlan` kept with ``caches`` (made now if there is none for this model and list),
+        or None when the caches cannot keep one (objects without a ``plan`` field)."""
+        self._check_caches(caches, what)
+        head = caches[0]
+        plan = getattr(head, "plan", None)
+        if plan is not None and plan.model is self and len(plan.caches) == len(caches) \
+                and all(map(is_, plan.caches, caches)):
+            return plan
+        if not hasattr(type(head), "plan"):
+            return None
+        plan = StepPlan(self, caches)
+        head.plan = plan
+        return plan
+
     def compile_step(self, caches):
-        """A compiled plan of :meth:`step` over ``caches`` (opt-in): ``plan.step(x_t)`` equals
-        ``model.step(x_t, caches)`` to the model dtype's rounding.
+        """The compiled plan of :meth:`step` over ``caches``, the one :meth:`step` runs (made now if it does
+        not exist yet): ``plan.step(x_t)`` equals ``model.step(x_t, caches)``; ``plan.reason`` says why
+        it steps through the modules (None while compiled); ``plan.fused_tokens`` counts compiled tokens.
 
         On the CPU, with blocks that publish a fused form (:meth:`SequenceBlock.fused_form`: LayerNorm
         or none, GELU), the plan runs one compiled pass per block for the norm, GELU, GLU linear and
         residual (:mod:`nn.decode.model_step`), and each layer's compiled step (a DS4D layer without a
         tap on a ``"fused"`` cache) or its own ``step`` (any other layer: S4D, a tap, a given or learned
-        clock); otherwise, and per token under autograd, it steps through the modules (``plan.reason``
-        says why).
+        clock); otherwise, and per token under autograd, it steps through the modules.
 
         Returns
         -------
@@ -338,8 +376,8 @@ class SequenceModel(nn.Module):
         >>> logits.shape
         torch.Size([1, 50])
         """
-        self._check_caches(caches, "compile_step")
-        return StepPlan(self, caches)
+        plan = self._plan(caches, "compile_step")
+        return plan if plan is not None else StepPlan(self, caches)
 
     def prefill(self, x, caches, lengths=None):
         """Consume a prompt ``(B, L, d_input)`` (or ``(B, L)`` ids) in parallel.

@@ -83,8 +83,13 @@ class S4D(DiagonalSSM):
         """A fresh :class:`S4DCache` bound to this layer (complex128 for ``dtype=torch.float64``, else
         complex64). Mamba's signature: ``max_seqlen`` (None or a positive int) is validated and recorded,
         used for nothing else (the state is ``(B, H, N/2)`` whatever the length); ``dtype`` must be None
-        or a torch float dtype. ``allocate_inference_cache(8)`` works as before."""
+        or a torch float dtype. ``allocate_inference_cache(8)`` works as before. ``history_dtype`` (DS4D's
+        16-bit delay history: None, ``torch.float16`` or ``torch.bfloat16``) is accepted so that a script
+        switches layers without edits, and changes nothing: S4D keeps no history, only its current state."""
         max_seqlen, rdt = self.prepare_decode(batch_size, max_seqlen, dtype)
+        hd = kwargs.pop("history_dtype", None)
+        if hd not in (None, torch.float16, torch.bfloat16):
+            raise ValueError(f"history_dtype must be None, torch.float16 or torch.bfloat16, got {hd!r}")
         if kwargs:
             raise TypeError(f"S4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         check_finite_params(self)

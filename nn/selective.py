@@ -132,6 +132,7 @@ class SoftClocked(nn.Module):
     """
 
     cache_type = SoftClockCache
+    takes_ticks = True                  #: forward / prefill take forced pauses ``ticks`` (see nn.clock.Clocked)
 
     def __init__(self, inner, gate):
         super().__init__()
@@ -168,8 +169,7 @@ class SoftClocked(nn.Module):
 
     def _bound(self, cache):
         consts = self._memo.get(self.inner, cache.real_dtype, lambda r: soft_constants(self.inner, r))
-        if cache.handle is None or cache.handle.consts is not consts:
-            cache.handle = cache.engine.bind(cache, consts)
+        cache.bound(consts)
         return consts
 
     @torch.no_grad()

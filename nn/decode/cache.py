@@ -57,12 +57,26 @@ class Cache:
     Public fields (besides the subclass's state tensors and ``t``): ``engine`` (the decode engine
     object, chosen at allocation; ``engine.name`` for display), ``handle`` (``engine.bind``'s result for
     the constants the cache was last bound to, or None), ``owner_name`` (the allocating layer, described),
-    ``max_seqlen`` and ``warned`` (a float16 history's overflow warning was given)."""
+    ``max_seqlen``, ``warned`` (a float16 history's overflow warning was given) and ``plan`` (the compiled
+    model step :meth:`nn.SequenceModel.step` made over the list of caches this one heads, or None; never
+    copied or pickled)."""
 
     engine = None
     handle = None
+    plan = None
     owner_name = None
     warned = False
+
+    def bound(self, consts):
+        """``self.handle`` bound to the decode constants ``consts``: the engine's ``bind`` runs when the handle
+        is missing (first use, a reset, a copy), was bound to other constants (a parameter changed) or to a
+        state tensor since replaced (``cache.buf = ...``). The one place a handle is made."""
+        hd = self.handle
+        if hd is None or hd.consts is not consts or self.__dict__.get("_bound_to") is not self.state:
+            self.handle = None
+            self.handle = self.engine.bind(self, consts)
+            self._bound_to = self.state
+        return self.handle
 
     def bind(self, layer, engine, max_seqlen=None):
         """Bind this cache to ``layer`` (held weakly) and ``engine``; returns the cache."""
@@ -107,21 +121,21 @@ class Cache:
         return self
 
     def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("handle", "_owner_ref")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("handle", "plan", "_bound_to", "_owner_ref")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
 
     def __copy__(self):
         new = object.__new__(type(self))
-        new.__dict__.update({k: v for k, v in self.__dict__.items() if k != "handle"})
+        new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("handle", "plan", "_bound_to")})
         return new
 
     def __deepcopy__(self, memo):
         new = object.__new__(type(self))
         memo[id(self)] = new
         for k, v in self.__dict__.items():
-            if k == "handle":
+            if k in ("handle", "plan", "_bound_to"):
                 continue
             new.__dict__[k] = v if k in ("_owner_ref", "engine") else copy.deepcopy(v, memo)
         return new

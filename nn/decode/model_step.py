@@ -70,6 +70,17 @@ class _Block(NamedTuple):
     post: bool                  #: post-norm block
 
 
+def _hook_count(modules):
+    """How many forward (pre-)hooks the modules hold (see :func:`nn.block.runs_hooks`)."""
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in modules)
+
+
+def _state_ptr(cache):
+    """Where a cache's state lives (a prefill or a user may replace the tensor)."""
+    state = getattr(cache, "state", None)
+    return state.data_ptr() if isinstance(state, torch.Tensor) else id(state)
+
+
 class _Unfusable(Exception):
     """Why a plan steps through the modules (its message)."""
 
@@ -144,8 +155,12 @@ class _Program:
         if model.training and any(m.p > 0 for m in model.modules() if isinstance(m, nn.Dropout)):
             raise _Unfusable("active dropout (training mode)")
         forms = [blk.fused_form() for blk in model.blocks]
-        if not forms or any(f is None for f in forms):
-            raise _Unfusable("a block without a fused form (see SequenceBlock.fused_form)")
+        if not forms:
+            raise _Unfusable("a model without blocks")
+        for i, (blk, f) in enumerate(zip(model.blocks, forms)):
+            if f is None:
+                raise _Unfusable(f"block {i} has no fused form: {blk.unfused_reason()} "
+                                 "(see SequenceBlock.fused_form)")
         w = model.encoder.weight
         if w.dtype not in (torch.float32, torch.float64) or w.device.type != "cpu":
             raise _Unfusable("parameters that are not float32 / float64 on the CPU")
@@ -176,6 +191,9 @@ class _Program:
         self.dec = _linear(dec, dt, watch) if self.matvec else None
         self.x_dtype = None if isinstance(model.encoder, nn.Embedding) else w.dtype   # a float input: its dtype
         self.training = model.training
+        self.modules = tuple(model.modules())                           # what the plan was derived from
+        self.hooks = _hook_count(self.modules)
+        self.cache_ptrs = tuple(_state_ptr(c) for c in caches)
         seen = {}
         for mod in watch + [dec, model.encoder]:                    # each parameter once, with its storage
             for name, p in mod.named_parameters(recurse=False):
@@ -190,10 +208,14 @@ class _Program:
         self.bias_t = [torch.from_numpy(sp.bias) for sp in self.specs]
         self.h_in = np.zeros((B, H), dt)                                                   # the encoder's output
 
-    def current(self, model):
-        """The program still describes ``model`` (its mode, its parameter objects and their storage)."""
+    def current(self, model, caches):
+        """The program still describes ``model`` and ``caches``: the model's mode, its modules (none replaced,
+        added or removed) and their forward hooks, its parameter objects and their storage, the caches'
+        state storage."""
         return model.training == self.training and all(map(is_, map(getattr, self.mods, self.names), self.params)) \
-            and tuple(map(_DATA_PTR, self.params)) == self.ptrs
+            and tuple(map(_DATA_PTR, self.params)) == self.ptrs \
+            and tuple(_state_ptr(c) for c in caches) == self.cache_ptrs \
+            and tuple(model.modules()) == self.modules and _hook_count(self.modules) == self.hooks
 
     def fits(self, x):
         return x.shape[0] == self.z.shape[0] and x.device.type == "cpu" and \
@@ -237,9 +259,10 @@ class StepPlan:
     caches : list
         The caches it advances (from ``model.allocate_inference_cache``).
     reason : str or None
-        Why the plan steps through the modules; None while it runs compiled. The blocks' forms, hooks,
-        layers and engines are judged when the plan is made (make a new plan after changing them); the
-        model's mode and its parameter objects are followed per token.
+        Why the plan steps through the modules; None while it runs compiled. Per token the plan checks
+        that it still describes the model and the caches (the mode, the modules and their hooks, the
+        parameter objects and their storage, the caches' state storage) and derives itself again when
+        not; values written in place (an optimizer step) are read through its views.
     fused_tokens : int
         Tokens stepped compiled so far (the others went through the modules).
     """
@@ -252,24 +275,38 @@ class StepPlan:
 
     def _derive(self):
         self._training = self.model.training
+        self._modules = tuple(self.model.modules())
+        self._hooks = _hook_count(self._modules)
+        self._ptrs = self._storage()
         try:
             self.program, self.reason = _Program(self.model, self.caches), None
         except _Unfusable as why:
             self.program, self.reason = None, str(why)
+
+    def _storage(self):
+        return tuple(p.data_ptr() for p in self.model.parameters()) + tuple(_state_ptr(c) for c in self.caches)
+
+    def _stale(self):
+        """The model or the caches changed since the plan was derived (see :attr:`reason`)."""
+        model, prog = self.model, self.program
+        if prog is not None:
+            return not prog.current(model, self.caches)
+        return model.training != self._training or tuple(model.modules()) != self._modules \
+            or _hook_count(self._modules) != self._hooks or self._storage() != self._ptrs
 
     def step(self, x_t):
         """One position, as ``model.step(x_t, caches)``: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids
         ``(B,)`` or ``(B, 1)``) -> ``(B, d_output)`` (``(B, 1, d_output)`` with the length axis); advances
         the caches by one token. Raises as ``model.step``."""
         model, prog = self.model, self.program
-        if (prog is None and model.training != self._training) or (prog is not None and not prog.current(model)):
-            self._derive()                                       # the model changed: derive again
+        if self._stale():
+            self._derive()                                       # the model or a cache changed: derive again
             prog = self.program
         if prog is None or torch.is_grad_enabled():
-            return model.step(x_t, self.caches)
+            return model.module_step(x_t, self.caches)
         x, tick, seq_axis = model.step_input(x_t, self.caches)
         if not prog.fits(x):
-            return model.step(x_t, self.caches)                  # the module path (or its error)
+            return model.module_step(x_t, self.caches)           # the module path (or its error)
         y = prog.run(x, tick)                                    # (B, d_output)
         self.fused_tokens += 1
         return y[:, None] if seq_axis else y

@@ -70,3 +70,55 @@ def test_compiling_code_outside_ddesys_prints_nothing(tmp_path):
                           timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ran", proc.stderr[-3000:]
     assert _notices(proc.stderr) == []
+
+
+# a user's whole path, as an outside client runs it: train a step, pass state between chunks, prefill,
+# decode by its own model.step loop and by generate, at batch 1 and 8, DS4D (with a tap) and S4D
+CLIENT = textwrap.dedent("""
+    import torch
+    from numba.core import event
+    compiled = []
+
+    class Count(event.Listener):
+        def on_start(self, ev):
+            fn = getattr((ev.data or {}).get("dispatcher"), "py_func", None)
+            if fn is not None and (fn.__module__ or "").startswith("ddesys"):
+                compiled.append(fn.__module__ + "." + fn.__qualname__)
+
+        def on_end(self, ev):
+            pass
+    event.register("numba:compile", Count())
+    from ddesys.nn import SequenceModel
+    torch.manual_seed(0)
+    for layer, kw in (("ds4d", dict(d_state=8, l_max=24, tap=True)), ("ds4d", dict(d_state=8, l_max=24)),
+                      ("s4d", dict(d_state=8))):
+        lm = SequenceModel(11, 11, d_model=8, n_layers=2, layer=layer, embedding=True, layer_kw=kw)
+        ids = torch.randint(0, 11, (2, 24))
+        y, st = lm(ids[:, :12], return_state=True)
+        y2 = lm(ids[:, 12:], state=st)
+        (y.square().mean() + y2.square().mean()).backward()
+        lm.eval()
+        for B in (1, 8):
+            caches = lm.allocate_inference_cache(B)
+            lm.prefill(torch.randint(0, 11, (B, 6)), caches)
+            for _ in range(3):
+                lm.step(torch.randint(0, 11, (B,)), caches)
+            lm.generate(torch.randint(0, 11, (B, 4)), max_new_tokens=3, temperature=0)
+    print("compiled:", " ".join(sorted(set(compiled))) or "nothing")
+""")
+
+
+def test_a_second_process_of_a_client_compiles_nothing(tmp_path):
+    """One compile per installation: the first run of a user's whole path fills Numba's disk cache, a
+    second process (same cache) loads every loop and compiles none, and prints no notice."""
+    env = {k: v for k, v in os.environ.items() if k != "DDESYS_QUIET"}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-W", "error", "-c", CLIENT], cwd=str(tmp_path), env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(proc)
+    assert "compiled: nothing" not in runs[0].stdout and _notices(runs[0].stderr)      # a fresh cache compiles
+    assert runs[1].stdout.strip().endswith("compiled: nothing"), runs[1].stdout[-3000:]
+    assert _notices(runs[1].stderr) == [], runs[1].stderr[-3000:]

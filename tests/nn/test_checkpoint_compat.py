@@ -21,10 +21,11 @@ SHORT_CHUNKS = pytest.mark.filterwarnings("ignore:DS4D. delays are spread")   # 
 
 
 # ---------------------------------------------------------------------------------------------- old names
-def test_step_constants_resolves_with_a_deprecation_warning():
+def test_step_constants_resolves_without_a_warning():
     from ddesys.nn import common
     from ddesys.nn.decode.constants import StepMemo
-    with pytest.warns(DeprecationWarning, match="StepConstants"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         cls = common.StepConstants
     assert cls is StepMemo
     with pytest.raises(AttributeError, match="NoSuchName"):
@@ -32,11 +33,11 @@ def test_step_constants_resolves_with_a_deprecation_warning():
 
 
 def test_a_script_that_allowlists_step_constants_starts():
-    script = ("import warnings, torch, ddesys.nn.common\n"
-              "warnings.simplefilter('ignore', DeprecationWarning)\n"
+    script = ("import torch, ddesys.nn.common\n"
               "torch.serialization.add_safe_globals([ddesys.nn.common.StepConstants])\n"
               "print('started')\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-W", "error", "-c", script], capture_output=True, text=True,
+                         timeout=300)
     assert out.returncode == 0 and "started" in out.stdout, out.stderr[-2000:]
 
 

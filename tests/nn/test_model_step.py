@@ -68,11 +68,11 @@ def build(dtype=torch.float64, prenorm=True, glu=True, norm="layer", approximate
 
 def steps(model, x, caches=None, compiled=True):
     """Step ``model`` through ``x`` ``(B, L, ...)``: outputs ``(B, L, ...)`` and the plan from
-    ``model.compile_step`` (``compiled=False``: ``model.step``, the modules; then the caches instead)."""
+    ``model.compile_step`` (``compiled=False``: ``model.module_step``, the modules; then the caches instead)."""
     caches = model.allocate_inference_cache(x.shape[0], dtype=x.dtype) if caches is None else caches
     plan = model.compile_step(caches) if compiled else None
     with torch.no_grad():
-        ys = [plan.step(x[:, t]) if compiled else model.step(x[:, t], caches) for t in range(x.shape[1])]
+        ys = [plan.step(x[:, t]) if compiled else model.module_step(x[:, t], caches) for t in range(x.shape[1])]
     return torch.stack(ys, 1), plan if compiled else caches
 
 
@@ -114,14 +114,21 @@ def test_fused_step_float32_matches_module_path_and_oracle(B):
     assert np.abs(y.double().numpy() - ref).max() <= 2e-6 * np.abs(ref).max()
 
 
-def test_model_step_is_the_module_path_and_the_plan_is_opt_in():
+def test_model_step_runs_the_plan_and_module_step_the_modules():
     model = build(H=12)
     x = torch.randn(1, 6, 5, dtype=torch.float64)
     y_mod, caches = steps(model, x, compiled=False)
+    assert caches[0].plan is None                                                 # module_step makes no plan
     assert not hasattr(SequenceModel, "fuse_step")                                # no class flag
     y, plan = steps(model, x)
     assert used_plan(plan, 6) and plan.caches is not caches                       # a plan holds its own list
     assert float((y - y_mod).abs().max()) <= 1e-12 * float(y.abs().max())
+    fresh = model.allocate_inference_cache(1, dtype=torch.float64)
+    with torch.no_grad():
+        y_auto = torch.stack([model.step(x[:, t], fresh) for t in range(6)], 1)   # the user's own loop
+    auto = model.compile_step(fresh)
+    assert fresh[0].plan is auto and used_plan(auto, 6)                           # the plan step made and ran
+    assert float((y_auto - y_mod).abs().max()) <= 1e-12 * float(y.abs().max())
     with pytest.raises(ValueError, match="one cache per layer"):
         model.compile_step(caches[:2])
 
@@ -314,8 +321,8 @@ def test_compiled_encoder_and_decoder_follow_in_place_updates_and_hooks():
     seen = []
     model.encoder.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
     model.reset_cache(plan.caches)
-    y2, plan2 = steps(model, x, plan.caches)                                     # hooks: judged by a new plan
-    assert len(seen) == x.shape[1] and used_plan(plan2, 12)                      # a hooked encoder runs as torch's
+    y2, plan2 = steps(model, x, plan.caches)                                     # hooks: the plan derived again
+    assert plan2 is plan and len(seen) == x.shape[1] and used_plan(plan2, 4 + 12 + 12)   # a hooked encoder runs as torch's
     assert plan2.program.enc is None
     assert float((y2 - y).abs().max()) <= 1e-12 * float(y.abs().max())
 
