@@ -193,6 +193,12 @@ class _Program:
         self.training = model.training
         self.modules = tuple(model.modules())                           # what the plan was derived from
         self.hooks = _hook_count(self.modules)
+        places = [(model, n) for n in ("encoder", "decoder", "norm", "blocks")]
+        places += [(model.blocks, str(i)) for i in range(len(model.blocks))]
+        places += [(blk, n) for blk in model.blocks for n in ("layer", "norm", "act", "drop", "out", "glu")]
+        self.owners, self.attrs = zip(*places)                          # where each module the plan read sits
+        self.held = tuple(map(getattr, self.owners, self.attrs))
+        self.n_blocks = len(model.blocks)
         self.cache_ptrs = tuple(_state_ptr(c) for c in caches)
         seen = {}
         for mod in watch + [dec, model.encoder]:                    # each parameter once, with its storage
@@ -209,13 +215,14 @@ class _Program:
         self.h_in = np.zeros((B, H), dt)                                                   # the encoder's output
 
     def current(self, model, caches):
-        """The program still describes ``model`` and ``caches``: the model's mode, its modules (none replaced,
-        added or removed) and their forward hooks, its parameter objects and their storage, the caches'
+        """The program still describes ``model`` and ``caches``: the model's mode, the modules it read (none
+        replaced; the number of blocks) and the forward hooks of every module, its parameter objects and their storage, the caches'
         state storage."""
         return model.training == self.training and all(map(is_, map(getattr, self.mods, self.names), self.params)) \
             and tuple(map(_DATA_PTR, self.params)) == self.ptrs \
             and tuple(_state_ptr(c) for c in caches) == self.cache_ptrs \
-            and tuple(model.modules()) == self.modules and _hook_count(self.modules) == self.hooks
+            and all(map(is_, map(getattr, self.owners, self.attrs), self.held)) \
+            and len(model.blocks) == self.n_blocks and _hook_count(self.modules) == self.hooks
 
     def fits(self, x):
         return x.shape[0] == self.z.shape[0] and x.device.type == "cpu" and \

@@ -71,3 +71,16 @@ def test_ring_layout_probe_same_update_in_both_layouts():
     assert np.allclose(a, ref, rtol=1e-4, atol=1e-5)
     assert np.allclose(c.transpose(2, 1, 0, 3), ref, rtol=1e-4, atol=1e-5)
     assert set(probe.time_layouts(2, 8, H=4, N2=2, n_tok=2, reps=1)) == {"slot-major", "channel-major"}
+
+
+def test_bench_userpath_sections_print_the_ratios(capsys):
+    from ddesys.experiments.bench import userpath
+    models = {"ds4d": userpath.build("ds4d", 8, 4, 16), "s4d": userpath.build("s4d", 8, 4, 16)}
+    userpath.step_section(models, 3, 1, prompt=8)
+    userpath.state_section(models, 16, 1, batch=2)
+    out = capsys.readouterr().out
+    assert "own/plan" in out and "DS4D/S4D through the own loop" in out
+    assert "forward from a state" in out and "training on 2 carried chunks" in out and "ring of" in out
+    import pytest
+    with pytest.raises(SystemExit):
+        userpath.main(["--chunk", "0"])
