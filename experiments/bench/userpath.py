@@ -115,7 +115,8 @@ def state_section(models, chunk, reps, batch=8):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m ddesys.experiments.bench.userpath",
+                                 description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a small model, few tokens (a smoke run)")
     ap.add_argument("--l-max", type=int, default=None, help="DS4D's delay horizon (default: the chunk length)")

@@ -121,8 +121,9 @@ def test_cache_arguments_are_validated(kw, match):
 
 def test_a_keyword_a_layer_does_not_take_is_named():
     m = token_model("s4d")
-    with pytest.raises(TypeError, match="S4D.allocate_inference_cache.*'history_dtype'"):
-        m.allocate_inference_cache(2, history_dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="S4D.allocate_inference_cache.*'no_such_option'"):
+        m.allocate_inference_cache(2, no_such_option=1)
+    m.allocate_inference_cache(2, history_dtype=torch.bfloat16)           # DS4D's option: taken, no history
 
 
 @pytest.mark.parametrize("case", ["ds4d", "s4d", "tap", "bf16"])
