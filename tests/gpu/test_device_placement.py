@@ -97,9 +97,11 @@ def _layer_calls(layer, x):
         "check_decodable": lambda: layer.check_decodable(), "clear_decode_memo": lambda: layer.clear_decode_memo(),
         "as_prompt": as_prompt, "prepare_decode": lambda: layer.prepare_decode(B, None, None),
         "prepare": lambda: layer.prepare(L), "time_kernel": lambda: layer.time_kernel(L),
-        "ssm_forward": lambda: layer.ssm_forward(x.transpose(-1, -2))})
+        "ssm_forward": lambda: layer.ssm_forward(x.transpose(-1, -2)),
+        "chunk_forward": lambda: layer.chunk_forward(x.transpose(-1, -2))})
     if isinstance(layer, dnn.DS4D):
         calls["branch_constants"] = lambda: layer.branch_constants(torch.float32)
+        calls["branch_kernel"] = lambda: layer.branch_kernel(L)     # None without a branch
         calls["adopt_range"] = lambda: layer.adopt_range(layer.s_max, layer.l_max)
         calls["contour"] = lambda: layer.contour(L)           # NumPy only: returns (M, rho)
         calls["compiled_step"] = lambda: layer.compiled_step(layer.allocate_inference_cache(B))   # None off the CPU
