@@ -86,8 +86,8 @@ class RangeBranch(Branch):
     def require_range(self, what):
         if self.s_max is None:
             raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
-                               f"pass, build the layer with l_max, or pass max_seqlen= to allocate_inference_cache (the range then comes "
-                               f"from it) before {what}")
+                               f"pass, build the layer with l_max, or pass max_seqlen= to allocate_inference_cache "
+                               f"(the range then comes from it) before {what}")
 
 
 class DelayRange:
@@ -174,8 +174,8 @@ class DelayRange:
     def _require_range(self, what):
         if self.s_max is None:
             raise RuntimeError(f"DS4D(l_max=None) fixes its delay range at the first forward; run one forward "
-                               f"pass, build the layer with l_max, or pass max_seqlen= to allocate_inference_cache (the range then comes "
-                               f"from it) before {what}")
+                               f"pass, build the layer with l_max, or pass max_seqlen= to allocate_inference_cache "
+                               f"(the range then comes from it) before {what}")
 
 
 def check_loaded_range(layer, state_dict, prefix, error_msgs):

@@ -255,14 +255,12 @@ class DS4D(DelayRange, DiagonalSSM):
         rho_t = torch.full(d.k.shape, rho, dtype=self.kernel_dtype, device=d.lam.device)
         K = synthesize_kernel(d.lam, d.mu, d.c * d.bbar, d.k, d.alpha, L, M, rho_t,
                               sample=kernel_sampler(d.lam))         # (C, L)
-        for branch in self._live_branches() if branches else ():
-            branch.check_finite()
-            K = K + branch.kernel(L, self.kernel_dtype)             # (C, L) the branch's kernel (the tap's: exact)
-        return split_channels(K, self.H, self.bidirectional)
+        Kb = self.branch_kernel(L) if branches else None             # (C, L) the branches' (the tap's: exact)
+        return split_channels(K if Kb is None else K + Kb, self.H, self.bidirectional)
 
     def branch_kernel(self, L, dtype=None):
-        """The sum of the live branches' kernels ``(H, L)`` in ``dtype`` (default ``kernel_dtype``), or None
-        for a layer without one (an ablated branch is not live). Causal layers only."""
+        """The sum of the live branches' kernels ``(C, L)`` in ``dtype`` (default ``kernel_dtype``; ``C = H``,
+        ``2H`` for a bidirectional layer), or None for a layer without one (an ablated branch is not live)."""
         live = self._live_branches()
         if not live:
             return None

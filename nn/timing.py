@@ -50,7 +50,8 @@ def decoder(layer, H, prompt_len, n_tokens, device="cpu", batch=1, compiled=True
     with ``allocate_inference_cache`` / ``prefill`` / ``step`` (a layer or an ``nn.SequenceModel``), for
     ``batch`` sequences; ``cache_kw`` go to ``allocate_inference_cache`` (e.g. ``parallel=False``). A
     model is stepped through its compiled plan (``compile_step``), as ``generate`` steps it
-    (``compiled=False``: through its modules, ``model.module_step``). On CUDA the callable synchronizes before returning, so wall-clock timing is honest."""
+    (``compiled=False``: through its modules, ``model.module_step``). On CUDA the callable synchronizes
+    before returning, so wall-clock timing is honest."""
     cache = layer.allocate_inference_cache(batch, **cache_kw)
     with torch.no_grad():
         layer.prefill(torch.randn(batch, prompt_len, H, device=device), cache)

@@ -15,7 +15,8 @@ for complex gradients, ``g = dl/dRe + i dl/dIm``)::
 
     g_t = 2 gy_t conj(c) + gs_t + conj(lam) g_{t+1} + conj(m1) g_{t+k} + conj(m2) g_{t+k+1}
 
-with ``g_{t >= L} = 0`` and ``gs_t`` the new ring's gradient at ``h_t``; then ``d lam = sum_t g_t conj(h_{t-1})``, ``d m1 = sum_t g_t conj(h_{t-k})``,
+with ``g_{t >= L} = 0`` and ``gs_t`` the new ring's gradient at ``h_t``; then
+``d lam = sum_t g_t conj(h_{t-1})``, ``d m1 = sum_t g_t conj(h_{t-k})``,
 ``d m2 = sum_t g_t conj(h_{t-k-1})``, ``d bbar = sum_t g_t x_t``, ``d c = sum_t 2 gy_t conj(h_t)``,
 ``d x_t = Re sum_n conj(bbar_n) g_{n,t}`` and a history state's gradient collects the chunk's reads of it.
 

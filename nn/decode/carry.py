@@ -134,8 +134,8 @@ def s4d_forward_state(layer, xin, state, return_state):
         d = layer.discrete(wide)
         live = state is not None and state.t > 0
         ring = state.ring().to(d.lam.dtype) if live else torch.zeros(B, 1, H, layer.N2, dtype=d.lam.dtype)
-        y, h = scan_chunk(x.to(wide), ring, 1 if live else 0, d.lam, None, None, d.bbar, d.c, None, return_state,
-                          delayed=False)
+        t0 = state.t if live else 0
+        y, h = scan_chunk(x.to(wide), ring, t0, d.lam, None, None, d.bbar, d.c, None, return_state, delayed=False)
         y = y.to(x.dtype) + layer.D.to(x.dtype)[:, None] * x
         h = h[:, 0].contiguous() if return_state else None                          # (B, H, N2)
     else:

@@ -216,8 +216,8 @@ class _Program:
 
     def current(self, model, caches):
         """The program still describes ``model`` and ``caches``: the model's mode, the modules it read (none
-        replaced; the number of blocks) and the forward hooks of every module, its parameter objects and their storage, the caches'
-        state storage."""
+        replaced; the number of blocks), the forward hooks of every module, its parameter objects and their
+        storage, the caches' state storage."""
         return model.training == self.training and all(map(is_, map(getattr, self.mods, self.names), self.params)) \
             and tuple(map(_DATA_PTR, self.params)) == self.ptrs \
             and tuple(_state_ptr(c) for c in caches) == self.cache_ptrs \

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CLIS = ["ddesys.verification", "ddesys.verification.gpu", "ddesys.verification.kernel_accuracy", "ddesys.gpu.aot",
         "ddesys.experiments.synthetic", "ddesys.experiments.efficiency", "ddesys.experiments.delay",
         "ddesys.experiments.general", "ddesys.experiments.s4_recipe", "ddesys.experiments.synthetic.clock_study"] + [
-    f"ddesys.experiments.bench.{n}" for n in ("chart_executor", "clock", "control", "decode", "dss", "layers", "ring_layout", "simulate", "step", "userpath")]
+    f"ddesys.experiments.bench.{n}" for n in ("chart_executor", "clock", "control", "decode", "dss", "layers",
+                                              "ring_layout", "simulate", "step", "userpath")]
 
 
 def _usage_ok(text, module):
