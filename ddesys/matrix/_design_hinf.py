@@ -6,9 +6,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ._design_abscissa import DesignResult, params_vector, stabilize
-from ._design_grad import call_system, sigma_gradient, system_derivatives
+from ._design_grad import sigma_gradient, system_derivatives
 from ._design_opt import minimize_nonsmooth
 from ._roots_igd import single_blas_thread
+from .statespace import DelayStateSpace
 
 
 class HinfGradient(NamedTuple):
@@ -62,12 +63,49 @@ def hinf_gradient(system_fn, p, *, derivative=None, method="central", rtol=1e-9)
     (1.5, 0.5, 0.0)
     """
     p = params_vector(p)
-    sys = call_system(system_fn, p)
+    sys = performance_system(system_fn, p)
     if not sys.is_stable():
         return HinfGradient(np.inf, np.full(p.size, np.nan), np.nan)
     val, w = sys.hinf_norm(rtol=rtol)
+    if not isinstance(sys, DelayStateSpace):
+        return HinfGradient(float(val), _io_sigma_gradient(system_fn, p, w, derivative, method), float(w))
     dsys = system_derivatives(system_fn, p, sys, derivative=derivative, method=method)
     return HinfGradient(float(val), sigma_gradient(sys, dsys, w), float(w))
+
+
+def performance_system(system_fn, p):
+    """``system_fn(p)``: a :class:`~ddesys.DelayStateSpace` or a :class:`~ddesys.DelayIOSystem` (a loop
+    built with ``ddesys.feedback``), kept whole: its delayed inputs, outputs and feedthrough are part
+    of the transfer function whose norm is taken (its internal dynamics alone would drop them)."""
+    from .iosystem import DelayIOSystem
+
+    sys = system_fn(p)
+    if not isinstance(sys, (DelayStateSpace, DelayIOSystem)):
+        raise TypeError(f"system_fn(p) must return a DelayStateSpace or a DelayIOSystem, got {type(sys).__name__}")
+    return sys
+
+
+def _top_sigma(sys, w):
+    """``sigma_max(G(i w))``; at ``w = inf`` the high-frequency value ``sigma_max(D0)`` (the peak search
+    returns ``inf`` only without delayed feedthrough)."""
+    G = sys.transfer([1j * w])[..., 0] if np.isfinite(w) else sys.explicit_form().D0
+    return float(np.linalg.svd(np.atleast_2d(G), compute_uv=False)[0])
+
+
+def _io_sigma_gradient(system_fn, p, w, derivative, method):
+    """``d sigma_max(G(i w)) / dp`` at the fixed peak ``w`` by central differences of the exact transfer
+    matrix (``w`` moving with ``p`` does not contribute: ``sigma_max`` is stationary in ``w`` there)."""
+    if derivative is not None or method != "central":
+        raise ValueError("derivative= and method= apply to DelayStateSpace systems; the gradient of a "
+                         "DelayIOSystem's norm is taken by central differences of G(i w) at the peak")
+    g = np.empty(p.size)
+    for j in range(p.size):
+        h = np.finfo(float).eps ** (1 / 3) * max(1.0, abs(p[j]))
+        e = np.zeros(p.size)
+        e[j] = h
+        g[j] = (_top_sigma(performance_system(system_fn, p + e), w)
+                - _top_sigma(performance_system(system_fn, p - e), w)) / (2 * h)
+    return g
 
 
 def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_first=False, max_iter=100,
@@ -77,7 +115,9 @@ def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_f
     Parameters
     ----------
     system_fn : callable
-        ``p (P,) -> DelayStateSpace``: the closed loop from the exogenous inputs to the performance outputs.
+        ``p (P,) -> DelayStateSpace`` or ``DelayIOSystem`` (e.g. built with :func:`ddesys.feedback`):
+        the closed loop from the exogenous inputs to the performance outputs, delayed inputs and outputs
+        included.
     p0 : array_like, real ``(P,)``
         Starting parameters; the closed loop there must be stable.
     derivative, method
@@ -117,7 +157,7 @@ def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_f
     (True, True)
     """
     p0 = params_vector(p0)
-    sys0 = call_system(system_fn, p0)
+    sys0 = performance_system(system_fn, p0)
     if not sys0.is_stable():
         if not stabilize_first:
             raise ValueError(f"hinf_design needs a stabilizing start: the closed loop at p0 has spectral abscissa "
@@ -136,10 +176,10 @@ def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_f
     with single_blas_thread():                  # many small dense problems: BLAS threads only compete
         v0 = f(p0)[0]
         opt = minimize_nonsmooth(f, p0, max_iter=max_iter, max_eval=max_eval, sampling=sampling, seed=seed)
-    sys = call_system(system_fn, opt.x)
+    sys = performance_system(system_fn, opt.x)
     ok = bool(np.isfinite(opt.f) and opt.f <= v0)
     return DesignResult(opt.x, float(opt.f), float(v0), sys, np.array(opt.history), opt.n_iter, opt.n_eval + 1,
                         ok, opt.message, "hinf norm")
 
 
-__all__ = ["HinfGradient", "hinf_design", "hinf_gradient"]
+__all__ = ["HinfGradient", "hinf_design", "hinf_gradient", "performance_system"]

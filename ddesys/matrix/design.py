@@ -15,7 +15,8 @@ peaks) tie and at multiple roots, so the minimizer is HANSO's: BFGS with a weak 
 gradient sampling (:mod:`ddesys.matrix._design_opt`). The result is a local minimum. The abscissa part
 lives in :mod:`ddesys.matrix._design_abscissa`, the Hinf part in :mod:`ddesys.matrix._design_hinf`, the
 closed-loop builders in :mod:`ddesys.matrix._design_loops`. ``system_fn`` may also return a
-:class:`~ddesys.DelayIOSystem` (a loop built with :func:`ddesys.feedback`) for the abscissa.
+:class:`~ddesys.DelayIOSystem` (a loop built with :func:`ddesys.feedback`): its roots are those of its
+internal dynamics, and its norm is that of its whole transfer function, delayed inputs and outputs included.
 
 Closed loops: :func:`static_output_feedback` (``u = K y``), :func:`pi_closed_loop` (PI(D) of a SISO
 plant), :func:`fopdt_pi_loop` (PI of ``gain e^{-L s} / (T s + 1)``).
@@ -35,8 +36,9 @@ def static_output_feedback(plant, K0, *, objective="abscissa", **options):
 
     Parameters
     ----------
-    plant : DelayStateSpace
-        ``m`` inputs, ``q`` outputs.
+    plant : DelayStateSpace or DelayIOSystem
+        ``m`` inputs, ``q`` outputs; a :class:`~ddesys.DelayIOSystem` may carry dead time on its inputs
+        and outputs (``ddesys.ss(..., input_delay=h)``, ``ddesys.tf(..., delay=h)``).
     K0 : array_like ``(m, q)``
         Starting gain.
     objective : {"abscissa", "hinf"}
@@ -49,7 +51,8 @@ def static_output_feedback(plant, K0, *, objective="abscissa", **options):
     -------
     DesignResult
         ``gain`` holds ``K``; ``params`` is ``K`` flattened row by row; ``system`` the closed loop
-        (:func:`~ddesys.matrix._design_loops.sof_closed_loop`).
+        (:func:`~ddesys.matrix._design_loops.sof_closed_loop`; for a ``DelayIOSystem`` plant
+        ``plant.feedback(K, sign=1)``, with the abscissa of its internal dynamics).
 
     Notes
     -----
@@ -59,19 +62,23 @@ def static_output_feedback(plant, K0, *, objective="abscissa", **options):
     ``K`` where ``I - K D`` is invertible (differentiated by central differences); a gain that makes it
     singular raises ``ValueError``.
     """
+    from .iosystem import DelayIOSystem
     from .statespace import DelayStateSpace
 
-    if not isinstance(plant, DelayStateSpace):
-        raise TypeError(f"plant must be a DelayStateSpace, got {type(plant).__name__}")
+    if not isinstance(plant, (DelayStateSpace, DelayIOSystem)):
+        raise TypeError(f"plant must be a DelayStateSpace or a DelayIOSystem (e.g. with input dead time), got "
+                        f"{type(plant).__name__}")
     m, q = plant.n_inputs, plant.n_outputs
     K0 = np.asarray(K0, dtype=float)
     if K0.shape != (m, q):
         raise ValueError(f"K0 must have shape (n_inputs, n_outputs) = {(m, q)}, got {K0.shape}")
 
     def system_fn(p):
+        if isinstance(plant, DelayIOSystem):                 # u = K y + w around the plant, w to y
+            return plant.feedback(p.reshape(m, q), sign=1)
         return sof_closed_loop(plant, p.reshape(m, q))
 
-    if "derivative" not in options and not np.any(plant.D != 0):
+    if isinstance(plant, DelayStateSpace) and "derivative" not in options and not np.any(plant.D != 0):
         dA = np.einsum("ai,jb->ijab", plant.B, plant.C).reshape(m * q, *plant.A.shape)
         options["derivative"] = lambda p: {"A": dA}
     if objective == "abscissa":

@@ -210,6 +210,46 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
             except np.linalg.LinAlgError:
                 return np.full((self.n_outputs, self.n_inputs), np.inf)
 
+    def hinf_norm(self, rtol=1e-9):
+        """Hinf norm ``sup_w sigma_max(G(i w))`` and a peak frequency, exact with every delay (see
+        :func:`ddesys.matrix._io_norms.io_hinf_norm`).
+
+        Returns
+        -------
+        HinfNorm
+            ``(value, omega_peak)``.
+
+        Raises
+        ------
+        ValueError
+            An unstable system.
+
+        Examples
+        --------
+        The sensitivity ``1 / (1 + L)`` of ``L = 0.5 e^{-s} / (s + 1)``, largest near the phase crossover:
+
+        >>> import ddesys
+        >>> S = ddesys.feedback(1.0, 0.5 * ddesys.tf([1.0], [1.0, 1.0], delay=1.0))
+        >>> round(S.hinf_norm().value, 6)
+        1.299931
+        """
+        from ._io_norms import io_hinf_norm
+
+        return io_hinf_norm(self, rtol=rtol)
+
+    def h2_norm(self, rtol=1e-8):
+        """H2 norm ``sqrt((1/2 pi) int ||G(i w)||_F^2 dw)``, exact with every delay (``inf`` with a
+        feedthrough; see :func:`ddesys.matrix._io_norms.io_h2_norm`).
+
+        Raises
+        ------
+        ValueError
+            An unstable system.
+        """
+        from ._io_norms import io_h2_norm
+
+        return io_h2_norm(self, rtol=rtol)
+
     # ---------------------------------------------------------------- explicit form and dynamics
     def explicit_form(self):
         """The explicit form: a retarded state part with delayed inputs and outputs.

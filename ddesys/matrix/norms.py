@@ -293,38 +293,6 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
     W = 1.05 * max(2 * e, est.R, float(np.max(np.abs(beta_r) + 8 * alpha_r, initial=0.0)), 1e-300)
     d0 = 1 / (4 * tmax) if tmax > 0 else W / 400
     d0 = min(d0, W / 400)
-    lo = 0.0 if real else -W
-
-    def sig(w):
-        return _sigma_max(A, Ad, tau, B, C, D, w)
-
-    def search(lo, hi, local, floor=0.0):
-        grid = [np.linspace(lo, hi, int(np.ceil((hi - lo) / d0)) + 1)]
-        for bt, al in local:
-            if al < 4 * d0:
-                grid.append(bt + al * np.linspace(-6, 6, 25))
-        g = np.unique(np.concatenate(grid))
-        g = g[(g >= lo) & (g <= hi)]
-        val = sig(g)
-        gl = np.concatenate([[-np.inf], val, [-np.inf]])
-        imax = np.flatnonzero((gl[1:-1] >= gl[:-2]) & (gl[1:-1] >= gl[2:]))
-        imax = imax[val[imax] >= 0.8 * max(val.max(), floor)]
-        imax = imax[np.argsort(-val[imax])][:50]
-        best_v, best_w = float(val.max()), float(g[np.argmax(val)])
-        for i in imax:
-            a, b = g[max(i - 1, 0)], g[min(i + 1, g.size - 1)]
-            if b <= a:
-                continue
-            c = float(g[i])             # centred variable: Brent's sqrt(eps) |x| floor scales with the bracket
-            r = minimize_scalar(lambda x: -sig(np.array([c + x]))[0], bounds=(a - c, b - c), method="bounded",
-                                options={"xatol": 0.05 * np.sqrt(rtol) * (b - a)})
-            for w_, v_ in ((c + float(r.x), -float(r.fun)), (c, float(val[i]))):
-                if v_ > best_v:
-                    best_v, best_w = v_, w_
-        return best_v, best_w, g.size
-
-    best, w_best, used = search(lo, W, list(zip(beta_r, alpha_r)))
-    target = max(best, nD) * (1 + rtol)
     CB = C @ B
     beta2 = cb * e
 
@@ -332,13 +300,74 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
         first = max(nD, float(np.linalg.norm(D - 1j * CB / w, 2)), float(np.linalg.norm(D + 1j * CB / w, 2)))
         return first + beta2 / (w * (w - e))
 
-    if cb > 0 and tail(W) > target:
+    return peak_search(lambda w: _sigma_max(A, Ad, tau, B, C, D, w), list(zip(beta_r, alpha_r)), real=real, W=W,
+                       d0=d0, nD=nD, tail=tail if cb > 0 else None, rtol=rtol, max_grid=max_grid, what="hinf_norm")
+
+
+def _grid_peaks(sig, lo, hi, d0, local, rtol, floor=0.0):
+    """The largest ``sig`` on ``[lo, hi]``: a grid of spacing ``d0`` plus 25 points around each lightly
+    damped root ``(beta, alpha)`` of ``local``; every local maximum within 20% of the best (or of
+    ``floor``) refined by a bounded Brent search. Returns ``(value, omega, grid_size)``."""
+    grid = [np.linspace(lo, hi, int(np.ceil((hi - lo) / d0)) + 1)]
+    for bt, al in local:
+        if al < 4 * d0:
+            grid.append(bt + al * np.linspace(-6, 6, 25))
+    g = np.unique(np.concatenate(grid))
+    g = g[(g >= lo) & (g <= hi)]
+    val = sig(g)
+    gl = np.concatenate([[-np.inf], val, [-np.inf]])
+    imax = np.flatnonzero((gl[1:-1] >= gl[:-2]) & (gl[1:-1] >= gl[2:]))
+    imax = imax[val[imax] >= 0.8 * max(val.max(), floor)]
+    imax = imax[np.argsort(-val[imax])][:50]
+    best_v, best_w = float(val.max()), float(g[np.argmax(val)])
+    for i in imax:
+        a, b = g[max(i - 1, 0)], g[min(i + 1, g.size - 1)]
+        if b <= a:
+            continue
+        c = float(g[i])             # centred variable: Brent's sqrt(eps) |x| floor scales with the bracket
+        r = minimize_scalar(lambda x: -sig(np.array([c + x]))[0], bounds=(a - c, b - c), method="bounded",
+                            options={"xatol": 0.05 * np.sqrt(rtol) * (b - a)})
+        for w_, v_ in ((c + float(r.x), -float(r.fun)), (c, float(val[i]))):
+            if v_ > best_v:
+                best_v, best_w = v_, w_
+    return best_v, best_w, g.size
+
+
+def peak_search(sig, local, *, real, W, d0, nD, tail, rtol, max_grid, what):
+    """``sup_w sig(w)`` of a frequency response whose size beyond ``W`` is bounded by ``tail(w)``.
+
+    Parameters
+    ----------
+    sig : callable
+        ``omega (F,) -> sigma_max (F,)``.
+    local : list of ``(beta, alpha)``
+        Lightly damped roots ``s = -alpha + i beta``: their peaks get a local grid.
+    real : bool
+        A real system: ``w >= 0`` only.
+    W, d0 : float
+        The first grid ``[0, W]`` (``[-W, W]``) and its spacing.
+    nD : float
+        The high-frequency value attained in the limit (``||D||_2``).
+    tail : callable or None
+        ``w -> `` an upper bound of ``sig`` on ``|omega| >= w``, non-increasing; ``None``: ``sig`` is
+        within ``nD`` beyond ``W``.
+    rtol, max_grid, what
+        Accuracy, grid cap and the caller's name (for the warning).
+
+    Returns
+    -------
+    HinfNorm
+    """
+    lo = 0.0 if real else -W
+    best, w_best, used = _grid_peaks(sig, lo, W, d0, local, rtol)
+    target = max(best, nD) * (1 + rtol)
+    if tail is not None and tail(W) > target:
         sides = 1 if real else 2
         W_cap = W + d0 * max(max_grid - used, 1000) / sides
         if tail(W_cap) > target:
             W2 = W_cap
-            warnings.warn(f"hinf_norm: grid cap reached; beyond |w| = {W2:.4g} sigma_max is only bounded by "
-                          f"{tail(W2):.10g} (value found {max(best, nD):.10g})", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"{what}: grid cap reached; beyond |w| = {W2:.4g} sigma_max is only bounded by "
+                          f"{tail(W2):.10g} (value found {max(best, nD):.10g})", RuntimeWarning, stacklevel=3)
         else:
             lo_w, hi_w = W, W_cap                                   # tail() is non-increasing: bisect
             for _ in range(200):
@@ -348,7 +377,7 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
                     break
             W2 = hi_w
         for a, b in ((W, W2),) if real else ((W, W2), (-W2, -W)):
-            v, w_, _ = search(a, b, [], floor=best)
+            v, w_, _ = _grid_peaks(sig, a, b, d0, [], rtol, floor=best)
             if v > best:
                 best, w_best = v, w_
     if nD >= best:
@@ -356,4 +385,4 @@ def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_
     return HinfNorm(float(best), abs(w_best) if real else w_best)
 
 
-__all__ = ["HinfNorm", "freqresp", "h2_norm", "hinf_norm"]
+__all__ = ["HinfNorm", "freqresp", "h2_norm", "hinf_norm", "peak_search"]

@@ -11,7 +11,21 @@ from .iosystem import DelayIOSystem
 from .statespace import DelayStateSpace
 
 
+def _depth(x):
+    """Nesting depth of lists / tuples / arrays (``0`` for a number)."""
+    if isinstance(x, np.ndarray):
+        return x.ndim
+    if isinstance(x, (list, tuple)):
+        return 1 + (_depth(x[0]) if len(x) else 0)
+    return 0
+
+
 def _coefficients(name, value):
+    if _depth(value) > 1:
+        raise ValueError(f"{name} must be one list of polynomial coefficients (highest power first); a 2-D "
+                         f"{name} is not a polynomial. A transfer matrix takes python-control's syntax: "
+                         f"{name}[i][j] the coefficients of the entry from input j to output i (three levels "
+                         "of lists)")
     v = real_vector(value, name, "real polynomial coefficients (highest power first)")
     nz = np.flatnonzero(v)
     if nz.size == 0:
@@ -49,24 +63,30 @@ def delay_block(delays):
 
 
 def tf(num, den, delay=0.0):
-    """A SISO transfer function with dead time, ``e^{-delay s} num(s) / den(s)``.
+    """A transfer function with dead time, ``e^{-delay s} num(s) / den(s)``, or a transfer matrix with a
+    dead time per entry.
 
     Parameters
     ----------
     num, den : array_like
-        Polynomial coefficients, highest power first (python-control's and scipy's convention).
-    delay : float, default 0
-        Dead time ``>= 0``, in time units.
+        Polynomial coefficients, highest power first (python-control's and scipy's convention). A transfer
+        matrix takes python-control's MIMO syntax: ``num[i][j]``, ``den[i][j]`` the coefficients of the entry
+        from input ``j`` to output ``i`` (lists of ``p`` rows of ``m`` coefficient lists).
+    delay : float or array_like ``(p, m)``, default 0
+        Dead time ``>= 0``, in time units; for a transfer matrix one per entry or one for all.
 
     Returns
     -------
     DelayIOSystem
-        A controllable-canonical realization of ``num / den`` with the delay on its input.
+        A controllable-canonical realization of ``num / den`` with the delay on its input (a transfer
+        matrix: one such realization per entry, inputs fanned out and outputs summed).
 
     Raises
     ------
     ValueError
-        An improper ``num / den`` (degree of ``num`` above ``den``'s), a zero ``den``, a negative delay.
+        An improper ``num / den`` (degree of ``num`` above ``den``'s), a zero ``den``, a negative delay; a
+        2-D ``num`` or ``den`` (not a polynomial, and not python-control's MIMO syntax); rows of unequal
+        length or ``num``, ``den`` and ``delay`` of different shapes.
 
     Examples
     --------
@@ -78,6 +98,38 @@ def tf(num, den, delay=0.0):
     >>> complex(np.round(G.freqresp([1.0])[0, 0, 0], 6))        # e^{-i} / (1 + i)
     (-0.150584-0.690887j)
     """
+    if _depth(num) >= 3 or _depth(den) >= 3:
+        return DelayIOSystem.from_data(_transfer_matrix(num, den, delay))
+    return DelayIOSystem.from_data(_siso(num, den, delay))
+
+
+def _transfer_matrix(num, den, delay):
+    """python-control's MIMO lists: one SISO realization per entry, side by side, inputs fanned out to
+    each row's entries and each row's outputs summed."""
+    def rows(name, x):
+        if _depth(x) < 3 or not len(x) or any(len(r) != len(x[0]) for r in x) or not len(x[0]):
+            raise ValueError(f"{name} must be a list of p rows of m coefficient lists, rows of equal length "
+                             "(python-control's MIMO syntax)")
+        return [list(r) for r in x]
+
+    N, Dn = rows("num", num), rows("den", den)
+    p, m = len(N), len(N[0])
+    if (len(Dn), len(Dn[0])) != (p, m):
+        raise ValueError(f"num is {p}x{m} entries but den is {len(Dn)}x{len(Dn[0])}")
+    d = np.asarray(delay, dtype=float)
+    if d.ndim == 0:
+        d = np.full((p, m), float(d))
+    if d.shape != (p, m):
+        raise ValueError(f"delay must be a number or have one entry per transfer-matrix entry {(p, m)}, got "
+                         f"shape {d.shape}")
+    entries = [_siso(N[i][j], Dn[i][j], d[i, j]) for i in range(p) for j in range(m)]
+    fan = np.zeros((p * m, m))
+    fan[np.arange(p * m), np.tile(np.arange(m), p)] = 1.0
+    total = np.kron(np.eye(p), np.ones((1, m)))
+    return _lft.series(_lft.gain(fan), _lft.append(*entries), _lft.gain(total))
+
+
+def _siso(num, den, delay):
     from scipy.signal import tf2ss
 
     num, den = _coefficients("num", num), _coefficients("den", den)
@@ -89,8 +141,22 @@ def tf(num, den, delay=0.0):
         A, B, C, D = np.zeros((0, 0)), np.zeros((0, 1)), np.zeros((1, 0)), np.array([[num[-1] / den[0]]])
     else:
         A, B, C, D = tf2ss(num, den)
-    plant = DelayIOSystem(A, B, C, D)
-    return plant if d[0] == 0 else DelayIOSystem.from_data(_lft.series(_lft.delay_block(d), plant.io_data()))
+    plant = DelayIOSystem(A, B, C, D).io_data()
+    return plant if d[0] == 0 else _lft.series(_lft.delay_block(d), plant)
+
+
+def _io_matrix(name, value, n, column):
+    """``B (n, m)`` / ``C (p, n)`` as given: 2-D with ``n`` rows (columns), or 1-D of length ``n`` (one input's
+    column, one output's row); never reshaped from another shape."""
+    M = np.asarray(value, dtype=float)
+    if M.ndim <= 1:
+        if M.size != n:
+            raise ValueError(f"{name} has {M.size} entries; a 1-D {name} must have n = {n} (the states)")
+        return M.reshape(n, 1) if column else M.reshape(1, n)
+    if M.ndim != 2 or (M.shape[0] if column else M.shape[1]) != n:
+        want = "(n, m)" if column else "(p, n)"
+        raise ValueError(f"{name} must have shape {want} with n = {n} (the states of A), got {M.shape}")
+    return M
 
 
 def ss(A, B=None, C=None, D=None, *, Ad=None, tau=None, input_delay=0.0, output_delay=0.0):
@@ -127,8 +193,8 @@ def ss(A, B=None, C=None, D=None, *, Ad=None, tau=None, input_delay=0.0, output_
         if B is None or C is None:
             raise TypeError("ss needs A, B and C (or a system)")
         A2 = np.atleast_2d(np.asarray(A, dtype=float))
-        B2 = np.asarray(B, dtype=float).reshape(A2.shape[0], -1)
-        C2 = np.asarray(C, dtype=float).reshape(-1, A2.shape[0])
+        n = A2.shape[0]
+        B2, C2 = _io_matrix("B", B, n, column=True), _io_matrix("C", C, n, column=False)
         base = DelayIOSystem(A2, B2, C2, D).io_data()
     else:
         if tau is None:

@@ -1,0 +1,111 @@
+"""Closed loops built with ``feedback``: design and norms read the whole transfer function (delayed
+inputs and outputs included); ``tf`` takes python-control's MIMO lists or refuses them by name; ``ss``
+checks shapes. Every reference is independent: closed-form transfer functions evaluated in NumPy or
+mpmath, integrated by scipy's quad per period."""
+import mpmath as mp
+import numpy as np
+import pytest
+from scipy.integrate import quad
+
+import ddesys
+
+
+def _pi_loop(p):
+    """``P / (1 + P C)``: disturbance at the input of ``P = e^{-s} / (3 s + 1)`` under PI ``C``."""
+    return ddesys.feedback(ddesys.tf([1.0], [3.0, 1.0], delay=1.0), ddesys.tf([p[0], p[1]], [1.0, 0.0]))
+
+
+def _pi_loop_ref(p, w):
+    s = 1j * np.asarray(w, dtype=float)
+    P = np.exp(-s) / (3 * s + 1)
+    return P / (1 + P * (p[0] + p[1] / s))
+
+
+def _peak_ref(p):
+    """Independent Hinf norm: a dense sweep of the closed form, refined by mpmath at 30 digits."""
+    w = np.linspace(1e-4, 40, 400_001)
+    g = np.abs(_pi_loop_ref(p, w))
+    w0 = w[np.argmax(g)]
+    mp.mp.dps = 30
+
+    def mag(x):
+        s = 1j * x
+        P = mp.exp(-s) / (3 * s + 1)
+        return abs(P / (1 + P * (p[0] + p[1] / s)))
+
+    wp = mp.findroot(lambda x: mp.diff(mag, x), w0)
+    return float(mag(wp)), float(wp)
+
+
+def test_hinf_norm_of_a_feedback_loop_matches_the_closed_form():
+    val, w = _pi_loop([1.5, 0.5]).hinf_norm()
+    ref, wref = _peak_ref([1.5, 0.5])
+    assert val == pytest.approx(ref, rel=1e-9)          # 0.5614...
+    assert w == pytest.approx(wref, rel=1e-6)
+
+
+def test_hinf_design_optimizes_the_loop_built_with_feedback():
+    res = ddesys.hinf_design(_pi_loop, [1.5, 0.5])
+    assert res.initial_value == pytest.approx(_peak_ref([1.5, 0.5])[0], rel=1e-8)    # not 0.0
+    assert res.value == pytest.approx(_peak_ref(res.params)[0], rel=1e-7)
+    assert res.value < res.initial_value - 0.05
+    assert isinstance(res.system, ddesys.DelayIOSystem)
+
+
+def test_h2_norm_of_a_feedback_loop_matches_quadrature_of_the_closed_form():
+    T = 2 * np.pi
+    f = lambda w: float(np.abs(_pi_loop_ref([1.5, 0.5], w)) ** 2) if w > 0 else 0.0      # noqa: E731
+    K = 4000
+    I = sum(quad(f, k * T, (k + 1) * T, epsabs=1e-15, epsrel=1e-13, limit=200)[0] for k in range(K))
+    ref = np.sqrt((I + 1 / (9 * K * T)) / np.pi)                       # tail: |G|^2 ~ 1 / (9 w^2)
+    assert _pi_loop([1.5, 0.5]).h2_norm(rtol=1e-10) == pytest.approx(ref, rel=1e-8)
+
+
+def test_norms_refuse_an_unstable_loop_and_h2_of_a_biproper_one_is_infinite():
+    with pytest.raises(ValueError, match="unstable"):
+        _pi_loop([30.0, 0.5]).hinf_norm()
+    S = ddesys.feedback(1.0, 0.5 * ddesys.tf([1.0], [1.0, 1.0], delay=1.0))
+    assert S.h2_norm() == np.inf
+
+
+def test_static_output_feedback_accepts_a_plant_with_input_dead_time():
+    P = ddesys.ss([[0.0, 1.0], [-1.0, -0.2]], [[0.0], [1.0]], [[1.0, 0.0]], input_delay=0.3)
+    res = ddesys.static_output_feedback(P, [[-0.1]])
+    k = float(res.gain[0, 0])
+    # independent check of the abscissa: the rightmost root of s^2 + 0.2 s + 1 - k e^{-0.3 s} by mpmath
+    mp.mp.dps = 30
+    roots = [mp.findroot(lambda s: s**2 + 0.2 * s + 1 - k * mp.exp(-0.3 * s), complex(z))
+             for z in ddesys.feedback(P, k, sign=1).poles(re_min=-3.0)]
+    assert res.success and res.value < 0
+    assert res.value == pytest.approx(max(float(mp.re(r)) for r in roots), abs=1e-8)
+
+
+def test_tf_takes_python_control_mimo_lists_with_a_delay_per_entry():
+    num = [[[12.8], [-18.9]], [[6.6], [-19.4]]]              # Wood and Berry (1973)
+    den = [[[16.7, 1.0], [21.0, 1.0]], [[10.9, 1.0], [14.4, 1.0]]]
+    delay = [[1.0, 3.0], [7.0, 3.0]]
+    G = ddesys.tf(num, den, delay=delay)
+    assert (G.n_outputs, G.n_inputs) == (2, 2)
+    w = np.array([0.01, 0.3, 2.0])
+    for i in range(2):
+        for j in range(2):
+            ref = num[i][j][0] * np.exp(-1j * w * delay[i][j]) / (den[i][j][0] * 1j * w + 1)
+            np.testing.assert_allclose(G.freqresp(w)[i, j], ref, rtol=1e-13)
+
+
+def test_tf_refuses_a_two_dimensional_polynomial_by_name():
+    with pytest.raises(ValueError, match="2-D num"):
+        ddesys.tf([[1.0], [2.0]], [[1.0, 1.0], [1.0, 2.0]])
+    with pytest.raises(ValueError, match="2-D den"):
+        ddesys.tf([1.0], [[1.0, 1.0]])
+    with pytest.raises(ValueError, match="den is 1x1"):
+        ddesys.tf([[[1.0], [1.0]]], [[[1.0, 1.0]]])
+    with pytest.raises(ValueError, match="delay"):
+        ddesys.tf([[[1.0], [1.0]]], [[[1.0, 1.0], [1.0, 2.0]]], delay=[1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("B, C, bad", [(np.ones((3, 2)), np.ones((1, 2)), "B"), (np.ones((2, 1)), np.ones((2, 3)), "C"),
+                                       (np.ones(3), np.ones((1, 2)), "B")])
+def test_ss_refuses_matrices_of_the_wrong_shape(B, C, bad):
+    with pytest.raises(ValueError, match=f"^{bad} "):
+        ddesys.ss([[-1.0, 0.0], [0.0, -2.0]], B, C)
