@@ -6,6 +6,23 @@ bracketed on a frequency grid that resolves both the system's time constants (lo
 phase turn of its delays (at most ``pi / 16`` of ``w * delay`` between points), then refined with
 Brent's method to the working precision. As in python-control, a crossing that touches without a
 sign change is not reported.
+
+python-control's conventions at the ends of the frequency axis are kept:
+
+* ``omega = 0`` is a phase crossover when ``L(0)`` is finite and ``<= 0`` (its ``-180`` deg is the
+  static gain's sign; ``L(0) = 0`` gives ``gm = inf`` there). A pole at ``s = 0`` (an integrator:
+  ``L(0)`` infinite) is not a crossing, whatever the limit of the phase. ``omega = 0`` is never a gain
+  crossover nor a stability-margin frequency.
+* ``omega = inf`` is never a crossing (python-control's crossings are the finite roots of polynomials).
+* A rounding floor: eigenvalues of the loop's matrix at ``s = 0`` that are zero to rounding (a cluster
+  whose elementary symmetric functions are at the rounding level of the matrix, as a multiple
+  integrator's are in a realization that is not exactly triangular) split into eigenvalues of size
+  ``eps^(1/m)``; below ten times their modulus the computed ``L(i w)`` is rounding, and no crossing is
+  searched there (python-control's ``epsw``: lower frequencies count as the static gain).
+* Values within rounding of the crossing level (``| |L| - 1 | <= 1e-10``, ``|Im L| <= 1e-13 |L|``) have no
+  sign: a loop with ``|L(i w)| = 1`` at every frequency (a pure delay, an all-pass) has no gain
+  crossover (``pm = inf``), as python-control reports for a rational all-pass such as
+  ``(1 - s) / (1 + s)``; its stability margin ``sm`` then tells how close the curve comes to ``-1``.
 """
 from __future__ import annotations
 
@@ -16,6 +33,11 @@ import numpy as np
 from . import _lft
 
 MAX_POINTS = 400_000         # grid points of one margin computation, at most
+ZERO_TOL = 1e3 * np.finfo(float).eps     # relative size of a zero eigenvalue's rounding (per symmetric function)
+FLOOR_FACTOR = 10.0          # the rounding floor: this times the modulus of the zero cluster's eigenvalues
+MAG_TOL = 1e-10              # | |L| - 1 | at or below this: no sign (rounding of an all-pass)
+IM_TOL = 1e-13               # |Im L| / |L| at or below this: no sign
+SM_POLISH = 1e-6             # |1 + L| below this at a refined minimum: polished to rounding (a touch of -1)
 
 
 class SensitivityPeaks(NamedTuple):
@@ -43,29 +65,70 @@ def _siso(L):
     return g
 
 
-def _scales(g):
+def _static_matrix(g):
+    """``A + B2 (I - D22)^-1 C2``: the state matrix at ``s = 0`` (every delay factor is 1 there); ``None``
+    when ``I - D22`` is singular."""
+    q = g.tau.size
+    if q == 0:
+        return g.A
+    M = np.eye(q) - g.D22
+    try:
+        return g.A + g.B2 @ np.linalg.solve(M, g.C2)
+    except np.linalg.LinAlgError:
+        return None
+
+
+def zero_cluster(g):
+    """The poles of ``g`` at ``s = 0`` to rounding: ``(m, floor)``.
+
+    ``m`` is the largest ``k`` such that the ``k`` eigenvalues of the matrix at ``s = 0`` of smallest
+    modulus have every elementary symmetric function ``e_j`` within ``ZERO_TOL * S^j`` (``S`` its norm):
+    the perturbation of an ``m``-fold zero by rounding. ``floor`` is ``FLOOR_FACTOR`` times their largest
+    modulus (0 when they are exactly zero, or when ``m = 0``): the lowest frequency where ``L(i w)`` is
+    more than rounding.
+    """
+    A0 = _static_matrix(g)
+    if A0 is None or A0.size == 0:
+        return 0, 0.0
+    lam = np.linalg.eigvals(A0)
+    lam = lam[np.argsort(np.abs(lam), kind="stable")]
+    S = float(np.linalg.norm(A0, 2)) or 1.0
+    m = 0
+    for k in range(1, lam.size + 1):
+        c = np.poly(lam[:k] / S)                       # (-1)^j e_j / S^j
+        if np.all(np.abs(c[1:]) <= ZERO_TOL):
+            m = k
+    floor = FLOOR_FACTOR * float(np.abs(lam[m - 1])) if m else 0.0
+    return m, floor
+
+
+def _scales(g, floor=0.0):
     ev = np.abs(np.linalg.eigvals(g.A)) if g.A.size else np.zeros(0)
-    ev = ev[ev > 0]
+    ev = ev[ev > max(floor, 0.0)]
     inv = 1.0 / g.tau
     s = np.concatenate([ev, inv, [1.0]]) if ev.size + inv.size == 0 else np.concatenate([ev, inv])
     return float(s.min()), float(s.max())
 
 
-def default_omega(sys, points=400):
-    """Log-spaced frequencies covering the system's time constants and delays (three decades below the
-    slowest, two above the fastest), for plots."""
-    lo, hi = _scales(_lft.coerce(sys))
-    return np.logspace(np.log10(lo) - 3, np.log10(hi) + 2, points)
+def default_omega(sys, points=None):
+    """Log-spaced frequencies for plots, chosen from the system's features as python-control does: a decade
+    around the eigenvalue moduli, inverse delays and crossovers; with delays, ending a few times after
+    the last crossover so the phase stays readable (:func:`ddesys.matrix.freqplot.default_frequency_range`)."""
+    from .freqplot import default_frequency_range
+
+    return default_frequency_range(sys, points=points)
 
 
 def margin_grid(sys, floor=1e-3):
-    sys = _lft.coerce(sys)
     """The grid crossings are bracketed on: log-spaced from ``1e-4`` of the slowest scale to ``1e4`` of
     the fastest, densified so that ``w * delay`` turns by at most ``pi / 16`` between points up to twice
     the last frequency where ``|L| >= floor`` (beyond, a phase crossover has a gain margin above
-    ``1 / floor`` and the log grid suffices)."""
-    lo, hi = _scales(sys)
-    w_lo, w_hi = lo * 1e-4, hi * 1e4
+    ``1 / floor`` and the log grid suffices). Frequencies at or below the rounding floor of
+    :func:`zero_cluster` are left out."""
+    sys = _lft.coerce(sys)
+    w_floor = zero_cluster(sys)[1]
+    lo, hi = _scales(sys, w_floor)
+    w_lo, w_hi = max(lo * 1e-4, 2 * w_floor), hi * 1e4
     grid = np.logspace(np.log10(w_lo), np.log10(w_hi), 4000)
     tmax = float(sys.tau.sum())
     if tmax > 0:
@@ -85,21 +148,60 @@ def _response(g):
     return L
 
 
-def _brackets(f, grid, values, keep=None):
-    """Refined zeros of the real function ``f`` at sign changes of ``values`` on ``grid``; ``keep``
-    (a function of the bracket indices returning a mask) selects the brackets worth refining."""
+def _sign_pairs(values, tol=0.0):
+    """Index pairs ``(i, j)``, ``i < j``, of consecutive grid values with a definite sign (``|v| > tol``)
+    and opposite signs; the values between them (if any) are within ``tol`` of zero."""
+    v = np.asarray(values, float)
+    nz = np.flatnonzero(np.abs(v) > tol)
+    if nz.size < 2:
+        return np.zeros(0, int), np.zeros(0, int)
+    i, j = nz[:-1], nz[1:]
+    ch = np.sign(v[i]) * np.sign(v[j]) < 0
+    return i[ch], j[ch]
+
+
+def _brackets(f, grid, values, keep=None, tol=0.0):
+    """Refined zeros of the real function ``f`` at sign changes of ``values`` on ``grid`` (values within
+    ``tol`` of zero have no sign); ``keep`` (a function of the bracket index arrays ``i, j`` returning a
+    mask) selects the brackets worth refining."""
     from scipy.optimize import brentq
 
-    idx = np.flatnonzero(np.sign(values[:-1]) * np.sign(values[1:]) < 0)
-    if keep is not None and idx.size:
-        idx = idx[keep(idx)]
-    return np.array([brentq(lambda w: float(f(w)), grid[i], grid[i + 1], xtol=1e-15 * grid[i + 1],
-                            rtol=4 * np.finfo(float).eps) for i in idx])
+    i, j = _sign_pairs(values, tol)
+    if keep is not None and i.size:
+        k = keep(i, j)
+        i, j = i[k], j[k]
+    return np.array([brentq(lambda w: float(f(w)), grid[a], grid[b], xtol=1e-15 * grid[b],
+                            rtol=4 * np.finfo(float).eps) for a, b in zip(i, j)])
+
+
+def _polish_min(f, x, a, b):
+    """Golden-section search on ``[a, b]`` around ``x`` to the rounding of ``x`` (scipy's bounded search
+    stops at ``sqrt(eps) |x|``, which leaves ``|f| ~ 1e-8 |x|`` at a V-shaped zero such as ``|1 + L|``
+    where the Nyquist curve passes through ``-1``)."""
+    g = (np.sqrt(5.0) - 1) / 2
+    h = 64 * abs(x) * np.sqrt(np.finfo(float).eps) + 1e-300
+    a, b = max(a, x - h), min(b, x + h)
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(200):
+        if b - a <= 4 * np.finfo(float).eps * abs(x):
+            break
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    best = min((fc, c), (fd, d), (f(x), x))
+    return best[1]
 
 
 def _minima(f, grid, values, slack=None):
-    """Local minima of ``f`` (interior ones refined by a bounded scalar search), endpoints included;
-    with ``slack``, only those whose grid value is within ``slack`` (relative) of the smallest."""
+    """Local minima of ``f`` (interior ones refined by a bounded scalar search, and polished where ``f``
+    comes near 0), endpoints included; with ``slack``, only those whose grid value is within ``slack``
+    (relative) of the smallest."""
     from scipy.optimize import minimize_scalar
 
     out = [grid[0], grid[-1]]
@@ -108,19 +210,23 @@ def _minima(f, grid, values, slack=None):
     if slack is not None and idx.size:                 # the few that can hold the smallest value
         idx = idx[values[idx] <= values.min() * (1 + slack) + 1e-300]
         idx = idx[np.argsort(values[idx], kind="stable")[:8]]
+    fl = lambda w: float(f(w))                         # noqa: E731
     for i in idx:
-        r = minimize_scalar(lambda w: float(f(w)), bounds=(grid[i - 1], grid[i + 1]), method="bounded",
+        r = minimize_scalar(fl, bounds=(grid[i - 1], grid[i + 1]), method="bounded",
                             options={"xatol": 1e-14 * grid[i + 1]})
-        out.append(r.x)
+        x = r.x
+        if r.fun < SM_POLISH:
+            x = _polish_min(fl, x, grid[i - 1], grid[i + 1])
+        out.append(x)
     return np.array(out)
 
 
 def _near_best(score, slack=0.05):
     """A mask keeping the entries within ``slack`` of the smallest ``score``."""
-    return lambda idx: score(idx) <= score(idx).min() + slack
+    return lambda i, j: score(i, j) <= score(i, j).min() + slack
 
 
-def stability_margins(L, returnall=False):
+def stability_margins(L, returnall=False, epsw=0.0):
     """Gain, phase and stability margins of a SISO loop transfer function with delays, exact.
 
     Parameters
@@ -129,6 +235,10 @@ def stability_margins(L, returnall=False):
         The loop transfer function (the loop is closed by negative unit feedback).
     returnall : bool, default False
         Every crossing instead of the deciding one.
+    epsw : float, default 0
+        As in python-control: frequencies below ``epsw`` count as the static gain and give no margin
+        (``epsw > 0`` also drops the phase crossover at ``omega = 0``). The rounding floor of the module
+        docstring applies in any case.
 
     Returns
     -------
@@ -144,8 +254,11 @@ def stability_margins(L, returnall=False):
 
     Notes
     -----
-    python-control's ``stability_margins`` with the same conventions; its delays would be Pade models,
-    here they are exact. The extra dead time the loop tolerates is ``pm / wgc`` (``pm`` in radians).
+    python-control's ``stability_margins`` with the same conventions (module docstring): ``omega = 0`` is a
+    phase crossover when ``L(0) <= 0`` is finite (``L(s) = 1.5 e^{-0.5 s} / (s - 1)`` has ``gm = 2 / 3`` at
+    ``omega = 0``), an integrator's ``-180`` deg limit is not, ``omega = inf`` never is, and ``|L| = 1`` at every
+    frequency (a pure delay) gives no gain crossover. Its delays would be Pade models, here they are exact.
+    The extra dead time the loop tolerates is ``pm / wgc`` (``pm`` in radians).
 
     Examples
     --------
@@ -157,21 +270,35 @@ def stability_margins(L, returnall=False):
     (2.261826, 2.028758)
     """
     sys = _siso(L)
+    epsw = float(epsw)
     f = _response(sys)
     grid = margin_grid(sys)
+    grid = grid[grid >= epsw] if epsw > 0 else grid
     G = f(grid)
-    neg = lambda idx: (G.real[idx] < 0) | (G.real[idx + 1] < 0)                       # noqa: E731
+    absG = np.abs(G)
+    neg = lambda i, j: (G.real[i] < 0) | (G.real[j] < 0)                       # noqa: E731
     if returnall:
         keep_pc, keep_gc, slack = neg, None, None
     else:                                       # refine only the candidates that can decide the margins
         with np.errstate(divide="ignore"):
-            logmag = np.abs(np.log(np.abs(G)))
-        keep_pc = lambda idx: neg(idx) & _near_best(lambda k: np.where(neg(k), logmag[k], np.inf))(idx)  # noqa: E731
+            logmag = np.abs(np.log(absG))
+        keep_pc = lambda i, j: neg(i, j) & _near_best(                                      # noqa: E731
+            lambda a, b: np.where(neg(a, b), np.minimum(logmag[a], logmag[b]), np.inf))(i, j)
         ph = np.abs(np.remainder(np.angle(G, deg=True), 360.0) - 180.0)
-        keep_gc, slack = _near_best(lambda k: np.minimum(ph[k], ph[k + 1]), 5.0), 0.01
-    w180 = _brackets(lambda w: f(w)[0].imag, grid, G.imag, keep_pc)
+        keep_gc, slack = _near_best(lambda a, b: np.minimum(ph[a], ph[b]), 5.0), 0.01
+    with np.errstate(invalid="ignore", divide="ignore"):
+        im_rel = np.where(absG > 0, G.imag / absG, 0.0)
+    w180 = _brackets(lambda w: f(w)[0].imag, grid, im_rel, keep_pc, IM_TOL)
     w180 = w180[f(w180).real < 0] if w180.size else w180
-    wc = _brackets(lambda w: abs(f(w)[0]) - 1.0, grid, np.abs(G) - 1.0, keep_gc)
+    if epsw == 0 and zero_cluster(sys)[0] == 0:       # omega = 0: the static gain, when finite and <= 0
+        try:
+            with np.errstate(all="ignore"):
+                L0 = complex(_lft.transfer(sys, np.zeros(1))[0, 0, 0])
+        except np.linalg.LinAlgError:               # a pole at s = 0 exactly
+            L0 = complex("nan")
+        if np.isfinite(L0) and L0.real <= 0 and abs(L0.imag) <= IM_TOL * abs(L0):
+            w180 = np.concatenate([[0.0], w180])
+    wc = _brackets(lambda w: abs(f(w)[0]) - 1.0, grid, absG - 1.0, keep_gc, MAG_TOL)
     ws = _minima(lambda w: abs(1.0 + f(w)[0]), grid, np.abs(1.0 + G), slack)
     with np.errstate(divide="ignore"):
         GM = 1.0 / np.abs(f(w180)) if w180.size else np.zeros(0)
@@ -179,7 +306,7 @@ def stability_margins(L, returnall=False):
     SM = np.abs(1.0 + f(ws))
     if returnall:
         return GM, PM, SM, w180, wc, ws
-    if GM.size:
+    if GM.size and not np.all(np.isinf(GM)):
         with np.errstate(divide="ignore"):
             i = int(np.argmin(np.abs(np.log(GM))))
         gm, wpc = float(GM[i]), float(w180[i])
@@ -235,56 +362,54 @@ def sensitivity_peaks(L):
     return SensitivityPeaks(float(1.0 / S[k]), float(ws[k]), float(T[j]), float(wt[j]))
 
 
-def nyquist_plot(L, omega=None, ax=None):
-    """Nyquist plot of a SISO system with delays, exact: ``L(i w)`` for ``w > 0`` (solid) and its mirror
-    (dashed), the critical point ``-1`` and the unit circle; returns the figure.
+def nyquist_plot(L, omega=None, ax=None, max_curve_magnitude=None):
+    """Nyquist plot of a SISO loop with delays, exact, readable at default settings; returns the figure.
+
+    ``L(i w)`` for ``w > 0`` (solid, with arrows in the direction of increasing ``w``) and its mirror
+    (dashed); the critical point ``-1`` (always in view) and the unit circle. As in python-control, the
+    part of the curve beyond ``max_curve_magnitude`` (near a pole on the imaginary axis, such as an
+    integrator) is drawn on that circle, dash-dotted, with its phase kept. The title gives the number of
+    encirclements of ``-1``, counted over the whole Nyquist contour
+    (:func:`ddesys.matrix.freqplot.nyquist_response`), not on the plotted grid.
 
     Parameters
     ----------
     L : DelayIOSystem, DelayStateSpace, python-control LTI
     omega : array_like, optional
-        Positive frequencies; default: the margin grid up to where ``|L|`` has fallen below 1e-3 of
-        its peak (the delay's spiral is drawn to there).
+        Positive frequencies; default: from a decade below the system's features to where ``|L|`` has
+        fallen below 0.05 for good (the delay's spiral, :func:`ddesys.matrix.freqplot.nyquist_frequencies`).
     ax : matplotlib Axes, optional
+    max_curve_magnitude : float, optional
+        Radius beyond which the curve is drawn on the circle (default: chosen from the curve, 2 to 20).
 
     Returns
     -------
     matplotlib.figure.Figure
-    """
-    import matplotlib.pyplot as plt
+        Also carries ``encirclements`` (``N``, clockwise, ``None`` if not resolved) and
+        ``nyquist_response`` (:class:`ddesys.matrix.freqplot.NyquistResponse`: ``N``, ``P``, ``Z = N + P``).
 
-    sys = _siso(L)
-    if omega is None:
-        omega = margin_grid(sys)
-        mag = np.abs(_lft.transfer(sys, 1j * omega)[0, 0])
-        keep = np.flatnonzero(mag >= 1e-3 * mag.max())
-        omega = omega[: keep[-1] + 1] if keep.size else omega
-    omega = np.asarray(omega, float)
-    G = _lft.transfer(sys, 1j * omega)[0, 0]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(5, 5), layout="constrained")
-    else:
-        fig = ax.figure
-    ax.plot(G.real, G.imag, "C0-", lw=1.2, label=r"$L(i\omega)$, $\omega > 0$")
-    ax.plot(G.real, -G.imag, "C0--", lw=0.8, alpha=0.6)
-    th = np.linspace(0, 2 * np.pi, 200)
-    ax.plot(np.cos(th), np.sin(th), color="0.7", lw=0.6)
-    ax.plot([-1], [0], "r+", ms=12, mew=2, label="-1")
-    ax.set_xlabel("Re")
-    ax.set_ylabel("Im")
-    ax.set_aspect("equal", adjustable="box")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="best")
-    return fig
+    Examples
+    --------
+    >>> import ddesys
+    >>> L = ddesys.tf([0.8, 0.3], [1.0, 0.0]) * ddesys.tf([1.0], [3.0, 1.0], delay=1.0)
+    >>> fig = ddesys.nyquist_plot(L)
+    >>> fig.encirclements
+    0
+    >>> from ddesys.plot import pyplot
+    >>> pyplot().close(fig)
+    """
+    from .freqplot import nyquist_figure
+
+    return nyquist_figure(L, omega=omega, ax=ax, max_curve_magnitude=max_curve_magnitude)
 
 
 class LoopAnalysis:
     """Margins and the Nyquist plot as methods of a continuous SISO system (the loop transfer function)."""
 
-    def stability_margins(self, returnall=False):
+    def stability_margins(self, returnall=False, epsw=0.0):
         """python-control's ``(gm, pm, sm, wpc, wgc, wms)``, exact with the delays (see
         :func:`ddesys.stability_margins`)."""
-        return stability_margins(self, returnall=returnall)
+        return stability_margins(self, returnall=returnall, epsw=epsw)
 
     def sensitivity_peaks(self):
         """Peaks of ``|1 / (1 + L)|`` and ``|L / (1 + L)|`` (see :func:`ddesys.sensitivity_peaks`)."""
@@ -295,5 +420,5 @@ class LoopAnalysis:
         return nyquist_plot(self, omega=omega, ax=ax)
 
 
-__all__ = ["LoopAnalysis", "SensitivityPeaks", "default_omega", "margin", "margin_grid", "nyquist_plot", "sensitivity_peaks",
-           "stability_margins"]
+__all__ = ["LoopAnalysis", "SensitivityPeaks", "default_omega", "margin", "margin_grid", "nyquist_plot",
+           "sensitivity_peaks", "stability_margins", "zero_cluster"]
