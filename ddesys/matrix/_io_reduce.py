@@ -12,7 +12,8 @@ over the distinct path delays ``d`` (sums of channel delays). A path ``j0 -> j1 
 weight ``c = D22[j0, j1] ... `` adds ``c B2[:, j0] C2[k]`` to ``Ad(d)`` (and likewise for the
 others), ``d = tau_j0 + ... + tau_k``. Its state part is a retarded :class:`~ddesys.DelayStateSpace`,
 whose characteristic roots are the system's (``det(I - Delta(s) D22) = 1`` for such a ``D22``).
-A cycle is a delay-algebraic loop (a neutral or difference-equation part): refused by name.
+A cycle is a delay-algebraic loop (a neutral or difference-equation part): the explicit form refuses it
+by name, and :mod:`ddesys.matrix._io_neutral` gives its roots and stability.
 """
 from __future__ import annotations
 
@@ -141,9 +142,11 @@ def explicit_form(A, B1, C1, D11, B2, C2, D12, D21, D22, tau):
         names = " -> ".join(f"channel {j} (delay {float(tau[j]):g})" for j in cycle)
         raise AlgebraicLoopError(
             "the delay channels close a loop without dynamics (" + names + "): the system has a "
-            "delay-difference part (a neutral or delay-algebraic system); its frequency response is exact, "
-            "but roots, stability and time responses are refused. Break the loop with dynamics (a strictly "
-            "proper block) or model it as a neutral system (ddesys.NeutralStateSpace)")
+            "delay-difference part (a neutral or delay-algebraic system). Its frequency response, roots, "
+            "stability and strong stability are exact (DelayIOSystem.difference_loop(): roots(re_min > c_D), "
+            "spectral_abscissa(), is_stable(), strong_stability()); this analysis (time responses, norms, "
+            "delay margins, design) needs a retarded system: break the loop with dynamics (a strictly proper "
+            "block)")
     n, m, p = A.shape[0], B1.shape[1], C1.shape[0]
     sd, sm, idl, im, od, om, fd, fm = [], [], [], [], [], [], [], []
     for start, end, c, d in _paths(D22, tau):

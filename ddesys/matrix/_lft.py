@@ -15,6 +15,8 @@ import numpy as np
 
 from ._io_reduce import AlgebraicLoopError
 
+MAX_PADE_ORDER = 20         # the Pade denominator's coefficients span ~1e29 already at 20
+
 
 class IOData(NamedTuple):
     """Matrices of a delay input-output system (shapes in the module docstring)."""
@@ -73,6 +75,21 @@ def from_statespace(A, Ad, tau, B, C, D):
     return make(A, B, C, D, B2=B2, C2=np.tile(np.eye(n), (K, 1)), tau=np.repeat(tau, n))
 
 
+def from_neutral(A, Ad, H, tau, B, C, D):
+    """``x' - sum_k H[k] x'(t - tau[k]) = A x + sum_k Ad[k] x(t - tau[k]) + B u``, exact: channels
+    ``x(t - tau_k)`` enter through ``Ad[k]`` and channels ``x'(t - tau_k)`` through ``H[k]``, the latter
+    fed by ``z = x' = A x + B u + sum_k (Ad[k] x(t - tau_k) + H[k] x'(t - tau_k))`` (a delay-difference
+    loop whenever some ``H[k] != 0``: :class:`~ddesys.matrix._io_neutral.DifferenceLoop` analyses it)."""
+    if any(np.iscomplexobj(v) for v in (A, Ad, H, B, C, D)):
+        raise TypeError("interconnections take real systems; this one is complex")
+    n, K = A.shape[0], len(tau)
+    B2 = np.concatenate(list(Ad) + list(H), axis=1) if K else np.zeros((n, 0))
+    C2 = np.vstack([np.tile(np.eye(n), (K, 1)), np.tile(A, (K, 1))])
+    D21 = np.vstack([np.zeros((K * n, B.shape[1])), np.tile(B, (K, 1))])
+    D22 = np.vstack([np.zeros((K * n, 2 * K * n)), np.tile(B2, (K, 1))])
+    return make(A, B, C, D, B2=B2, C2=C2, D21=D21, D22=D22, tau=np.concatenate([np.repeat(tau, n)] * 2))
+
+
 def from_control(sys):
     """A continuous python-control ``StateSpace`` / ``TransferFunction`` (no delay)."""
     import control
@@ -84,8 +101,8 @@ def from_control(sys):
 
 
 def coerce(sys, size=None):
-    """Any continuous system as :class:`IOData`: an object with ``io_data()``, a matrix delay system
-    (``A, Ad, tau, B, C, D``), one with ``to_statespace()``, a python-control LTI system, a number (``k I``
+    """Any continuous system as :class:`IOData`: an object with ``io_data()``, a neutral system (``A, Ad,
+    H, tau, B, C, D``), a matrix delay system (``A, Ad, tau, B, C, D``), one with ``to_statespace()``, a python-control LTI system, a number (``k I``
     of ``size``) or a gain matrix; ``TypeError`` otherwise."""
     if isinstance(sys, IOData):
         return sys
@@ -93,6 +110,8 @@ def coerce(sys, size=None):
         return sys.io_data()
     if getattr(sys, "dt", 0) not in (0, None) or (hasattr(sys, "isctime") and not sys.isctime()):
         raise TypeError(f"{type(sys).__name__} is a discrete-time system; interconnections here are continuous")
+    if all(hasattr(sys, a) for a in ("A", "Ad", "H", "tau", "B", "C", "D")):
+        return from_neutral(sys.A, sys.Ad, sys.H, sys.tau, sys.B, sys.C, sys.D)
     if all(hasattr(sys, a) for a in ("A", "Ad", "tau", "B", "C", "D")):
         return from_statespace(sys.A, sys.Ad, sys.tau, sys.B, sys.C, sys.D)
     if hasattr(sys, "to_statespace"):
@@ -256,10 +275,16 @@ def to_control(g, pade_order=None):
         raise ImportError("this conversion needs python-control: pip install control (or "
                           "pip install 'ddesys[control]')") from exc
     q = g.tau.size
-    if q and (pade_order is None or int(pade_order) < 1):
+    if q and pade_order is None:
         raise ValueError(f"this system has {q} delay channel(s): give pade_order >= 1 to approximate them")
+    if pade_order is not None:
+        if isinstance(pade_order, bool) or not isinstance(pade_order, (numbers.Integral, np.integer)):
+            raise TypeError(f"pade_order must be an integer, got {pade_order!r}")
+        if not 1 <= int(pade_order) <= MAX_PADE_ORDER:
+            raise ValueError(f"pade_order must be in [1, {MAX_PADE_ORDER}], got {pade_order}: higher orders give "
+                             "realizations whose coefficients span more than float64 resolves")
     return control.ss(*pade(g, pade_order))
 
 
-__all__ = ["IOData", "append", "coerce", "connect", "delay_block", "feedback", "from_control", "from_statespace",
-           "gain", "make", "pade", "parallel", "series", "to_control", "transfer"]
+__all__ = ["MAX_PADE_ORDER", "IOData", "append", "coerce", "connect", "delay_block", "feedback", "from_control",
+           "from_neutral", "from_statespace", "gain", "make", "pade", "parallel", "series", "to_control", "transfer"]

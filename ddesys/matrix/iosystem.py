@@ -18,7 +18,8 @@ import numpy as np
 
 from ..lti import DelayLTI
 from . import _lft
-from ._io_reduce import explicit_form
+from ._io_neutral import DifferenceLoop
+from ._io_reduce import delay_cycle, explicit_form
 from .charmatrix import real_vector
 from .margins import LoopAnalysis
 from .statespace import DelayStateSpace
@@ -268,10 +269,25 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
             self._cache["explicit"] = explicit_form(*self.io_data())
         return self._cache["explicit"]
 
+    def difference_loop(self):
+        """The delay-difference part's analysis (:class:`~ddesys.matrix._io_neutral.DifferenceLoop`: roots,
+        stability, strong stability and essential spectrum through an equivalent neutral system), or
+        ``None`` when the delay channels close no loop among themselves (a retarded system)."""
+        if "difference" not in self._cache:
+            g = self.io_data()
+            self._cache["difference"] = None if delay_cycle(g.D22) is None else DifferenceLoop(g)
+        return self._cache["difference"]
+
     def internal_dynamics(self):
         """The state part as a :class:`~ddesys.DelayStateSpace` (``x' = A x + sum_d Ad(d) x(t - d)``,
         with ``B0``, ``C0``, ``D0``), or ``None`` when no state is read late (then the roots are the
-        eigenvalues of ``A``). Its characteristic roots are this system's."""
+        eigenvalues of ``A``). Its characteristic roots are this system's.
+
+        Raises
+        ------
+        AlgebraicLoopError
+            A delay-difference part (see :meth:`difference_loop`, which analyses it).
+        """
         f = self.explicit_form()
         if f.state_delays.size == 0:
             return None
@@ -279,7 +295,14 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
 
     def roots(self, re_min=None, **kwargs):
         """Characteristic roots (see :meth:`ddesys.DelayStateSpace.roots`); eigenvalues of ``A`` when no
-        state is read late. Returns an array when the spectrum is finite, else a ``RootsResult``."""
+        state is read late. Returns an array when the spectrum is finite, else a ``RootsResult``. With a
+        delay-difference part (a neutral loop) ``re_min`` must exceed the essential bound ``c_D``
+        (see :meth:`ddesys.NeutralStateSpace.roots`)."""
+        loop = self.difference_loop()
+        if loop is not None:
+            if kwargs:
+                raise TypeError(f"roots of a loop with a delay-difference part take only re_min, got {sorted(kwargs)}")
+            return loop.roots(re_min)
         sys = self.internal_dynamics()
         if sys is None:
             ev = np.linalg.eigvals(self.A)
@@ -293,19 +316,44 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         return r if isinstance(r, np.ndarray) else r.roots
 
     def spectral_abscissa(self):
-        """Largest real part of the characteristic roots (``-inf`` for a system without states)."""
+        """Largest real part of the characteristic roots (``-inf`` for a system without states); with a
+        delay-difference part ``max(c_D, rightmost root)``, ``c_D`` the essential bound."""
+        loop = self.difference_loop()
+        if loop is not None:
+            return loop.spectral_abscissa()
         sys = self.internal_dynamics()
         if sys is None:
             return float(np.linalg.eigvals(self.A).real.max(initial=-np.inf))
         return sys.spectral_abscissa()
 
+    def strong_stability(self):
+        """Strong stability of a loop with a delay-difference part (stability that survives small changes
+        of the delays; see :meth:`ddesys.NeutralStateSpace.strong_stability`); a retarded system is
+        strongly stable exactly when it is stable.
+
+        Returns
+        -------
+        StrongStability or bool
+        """
+        loop = self.difference_loop()
+        return loop.strong_stability() if loop is not None else bool(self.is_stable())
+
     def _is_stable_exact(self, **kwargs):
+        loop = self.difference_loop()
+        if loop is not None:
+            if kwargs:
+                raise TypeError(f"is_stable of a loop with a delay-difference part takes no options, got "
+                                f"{sorted(kwargs)}")
+            return bool(loop.is_stable())
         sys = self.internal_dynamics()
         if sys is None:
             return bool(self.spectral_abscissa() < 0)
         return bool(sys.is_stable(**kwargs))
 
     def _is_stable_sufficient(self):
+        if self.difference_loop() is not None:
+            raise ValueError("is_stable(method='sufficient') is not available for loops with a delay-difference "
+                             "part; use 'exact' or strong_stability()")
         sys = self.internal_dynamics()
         if sys is None:
             return bool(self.spectral_abscissa() < 0)

@@ -109,3 +109,69 @@ def test_tf_refuses_a_two_dimensional_polynomial_by_name():
 def test_ss_refuses_matrices_of_the_wrong_shape(B, C, bad):
     with pytest.raises(ValueError, match=f"^{bad} "):
         ddesys.ss([[-1.0, 0.0], [0.0, -2.0]], B, C)
+
+
+# --------------------------------------------------------------------- neutral parts in interconnections
+N = ddesys.NeutralStateSpace([[-2.0]], [[0.5]], [[0.5]], [1.0], [[1.0]], [[1.0]])    # x' - x'(t-1)/2 = ...
+
+
+def _n_ref(w, k=0.0):
+    """``N / (1 + k N)`` with ``N(s) = 1 / (s (1 - e^{-s}/2) + 2 - e^{-s}/2)``, closed form."""
+    s = 1j * np.asarray(w, dtype=float)
+    return 1 / (s * (1 - 0.5 * np.exp(-s)) + 2 + k - 0.5 * np.exp(-s))
+
+
+@pytest.mark.parametrize("build, ref", [
+    (lambda: ddesys.feedback(N, 0.5), lambda w: _n_ref(w, 0.5)),
+    (lambda: ddesys.series(N, 1.0), _n_ref),
+    (lambda: ddesys.parallel(N, N), lambda w: 2 * _n_ref(w)),
+    (lambda: ddesys.ss(N, input_delay=0.2), lambda w: np.exp(-0.2j * np.asarray(w)) * _n_ref(w)),
+])
+def test_a_neutral_system_keeps_its_neutral_term_in_every_interconnection(build, ref):
+    w = np.array([0.0, 0.3, 1.7, 9.0])
+    np.testing.assert_allclose(build().freqresp(w)[0, 0], ref(w), rtol=1e-13)
+
+
+def test_neutral_feedback_loop_roots_and_essential_spectrum():
+    loop = ddesys.feedback(N, 3.0)                      # s (1 - e^{-s}/2) + 5 - e^{-s}/2: c_D = ln 1/2
+    assert loop.spectral_abscissa() == pytest.approx(np.log(0.5), abs=1e-9)      # not -3.08
+    assert loop.poles(re_min=-0.65).size == 0
+    mp.mp.dps = 30
+    f = lambda s: s * (1 - mp.exp(-s) / 2) + 0.8 - mp.exp(-s) / 2     # noqa: E731   (gain -1.2)
+    z = ddesys.feedback(N, -1.2).poles(re_min=-0.6)
+    assert z.size == 1
+    assert abs(complex(mp.findroot(f, complex(z[0]))) - z[0]) < 1e-10
+
+
+def test_a_biproper_loop_with_dead_time_has_roots_and_strong_stability():
+    T = ddesys.feedback(ddesys.tf([0.5, 1.0], [1.0, 1.0], delay=1.0))    # (s+1) + (s/2+1) e^{-s} = 0
+    mp.mp.dps = 30
+    f = lambda s: (s + 1) + (0.5 * s + 1) * mp.exp(-s)     # noqa: E731
+    r = T.roots(-0.6)
+    assert r.certified and r.roots.size == 2
+    for z in r.roots:
+        assert abs(complex(mp.findroot(f, complex(z))) - z) < 1e-10
+    assert T.spectral_abscissa() == pytest.approx(max(z.real for z in r.roots), abs=1e-12)
+    st = T.strong_stability()
+    assert st.strongly_stable and st.gamma0 == pytest.approx(0.5)      # |D22| = 1/2 on the loop channel
+    unstable = ddesys.feedback(ddesys.tf([2.0, 1.0], [1.0, 1.0], delay=1.0))  # |2 e^{-s}| loop: c_D = ln 2
+    assert unstable.spectral_abscissa() >= np.log(2.0) - 1e-9 and not unstable.is_stable()
+
+
+def test_margins_of_a_neutral_loop_read_its_neutral_term():
+    N2 = ddesys.NeutralStateSpace([[-1.0]], [[0.0]], [[0.5]], [1.0], [[4.0]], [[1.0]])
+    w = np.linspace(1e-3, 50, 500_001)
+    L = 4 / (1j * w * (1 - 0.5 * np.exp(-1j * w)) + 1)
+    cross = np.flatnonzero(np.diff(np.sign(np.abs(L) - 1)))
+    pm_ref = min(180 + np.degrees(np.angle(L[i])) for i in cross)
+    assert ddesys.stability_margins(N2)[1] == pytest.approx(pm_ref, abs=0.01)
+
+
+def test_to_control_keeps_the_neutral_term_and_takes_integer_orders_only():
+    w = np.array([0.1, 0.5, 1.0])
+    G = ddesys.to_control(N, pade_order=8)(1j * w).reshape(-1)
+    np.testing.assert_allclose(G, _n_ref(w), rtol=1e-6)
+    with pytest.raises(TypeError, match="integer"):
+        ddesys.to_control(N, pade_order=2.5)
+    with pytest.raises(ValueError, match=r"\[1, 20\]"):
+        ddesys.to_control(N, pade_order=200)

@@ -60,8 +60,13 @@ def test_mimo_state_space_with_input_output_and_state_delays():
     for s in S[:3]:
         Gs = sys.transfer([s])[:, :, 0]
         np.testing.assert_allclose(loop.transfer([s])[:, :, 0], np.linalg.solve(np.eye(2) + Gs @ K, Gs), rtol=1e-11)
-    with pytest.raises(ddesys.AlgebraicLoopError, match="channel"):     # D feeds u1(t-.3) to y2(t-.4) to u1
-        loop.poles()
+    assert loop.difference_loop() is not None          # D feeds u1(t-.3) to y2(t-.4) to u1: a neutral loop
+    for z in loop.poles(re_min=-1.0):                   # zeros of det M(s) det(I + G(s) K), entire in s
+        Mz = z * np.eye(2) - A - Ad * np.exp(-0.9 * z)
+        Gz = np.diag([1.0, np.exp(-0.4 * z)]) @ (C @ np.linalg.solve(Mz, B) + D) @ np.diag([np.exp(-0.3 * z), 1.0])
+        assert abs(np.linalg.det(Mz) * np.linalg.det(np.eye(2) + Gz @ K)) < 1e-9 * (1 + abs(z)) ** 2
+    with pytest.raises(ddesys.AlgebraicLoopError, match="channel"):
+        loop.step([1.0])
     # without the feedthrough the loop is retarded; its roots zero the closed loop's M(s), built by hand
     sys0 = ddesys.ss(A, B, C, Ad=Ad, tau=0.9, input_delay=[0.3, 0.0], output_delay=[0.0, 0.4])
     loop0 = ddesys.feedback(sys0, K)
@@ -143,12 +148,13 @@ def test_series_with_feedthrough_steps_like_the_shifted_rational_product():
     np.testing.assert_allclose(G.poles(re_min=-5.0), [-1.0, -3.0], atol=1e-12)
 
 
-def test_a_delay_only_loop_keeps_its_frequency_response_and_refuses_roots():
+def test_a_delay_only_loop_keeps_its_frequency_response_and_its_essential_spectrum():
     loop = ddesys.feedback(ddesys.tf([0.5], [1.0], delay=1.0))                 # w = r(t-1) - 0.5 w(t-1)
     np.testing.assert_allclose(G_of(loop), 0.5 * np.exp(-S) / (1 + 0.5 * np.exp(-S)), rtol=1e-13)
+    assert loop.poles().size == 0                      # every root on Re s = ln 0.5: 1 + 0.5 e^{-s} = 0
+    assert loop.spectral_abscissa() == pytest.approx(np.log(0.5), abs=1e-12)
+    assert loop.is_stable() and loop.strong_stability().strongly_stable
     with pytest.raises(ddesys.AlgebraicLoopError, match="channel 0"):
-        loop.poles()
-    with pytest.raises(ddesys.AlgebraicLoopError):
         loop.step([1.0])
     with pytest.raises(ddesys.AlgebraicLoopError, match="algebraic loop"):
         ddesys.feedback(1.0, 1.0, sign=1)                                        # 1 - 1 = 0, no delay
