@@ -177,6 +177,24 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         return (f"{type(self).__name__}(n_states={self.n_states}, n_inputs={self.n_inputs}, "
                 f"n_outputs={self.n_outputs}, delays={sorted({float(t) for t in self.tau})})")
 
+    def __str__(self):
+        """The transfer function of each input-output pair with its dead time, in python-control's layout
+        (``exp(-d s)`` after each fraction); a compact description for internal delays or large systems.
+
+        Examples
+        --------
+        >>> import ddesys
+        >>> print(ddesys.tf([1.0], [3.0, 1.0], delay=1.0))
+        DelayIOSystem: 1 input, 1 output, 1 state
+        <BLANKLINE>
+             1
+          ------- exp(-1 s)
+          3 s + 1
+        """
+        from ._io_str import io_str
+
+        return io_str(self)
+
     def issiso(self):
         """One input and one output."""
         return self.n_inputs == 1 and self.n_outputs == 1
