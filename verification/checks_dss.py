@@ -174,4 +174,5 @@ def check_dss(cfg, plot_dir, progress):
               "scalar H2 problems, a 2-state simulation with u = cos t, a 3-mode diagonal system, a 3-state "
               "ZOH discretization with a fractional delay; published problems: the first-order plant with dead "
               "time (margins, PI loop), TDS-CONTROL's neutral eq. (2.20), a stiff discrete system with a "
-              "singular longest-lag matrix")
+              "singular longest-lag matrix, the Wood-Berry column under BLT PI control (a dead time per "
+              "entry), a biproper loop with dead time (a delay-difference closed loop)")

@@ -159,8 +159,57 @@ def stability_at_the_edge():
     return rows
 
 
-PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay, mid_sixfold, hidden_nilpotent,
-         stability_at_the_edge)
+def wood_berry():
+    """The Wood-Berry distillation column (Wood & Berry, Chem. Eng. Sci. 28 (1973)) as a transfer matrix with
+    a dead time per entry, under Luyben's BLT diagonal PI tuning (Ind. Eng. Chem. Process Des. Dev. 25 (1986):
+    ``Kc = 0.375, -0.075``, ``tau_I = 8.29, 23.6``): the frequency response against the closed form, and the
+    closed loop's rightmost root against mpmath ``findroot`` on ``det(I + G(s) C(s))`` cleared of its
+    denominators."""
+    num = [[12.8, -18.9], [6.6, -19.4]]
+    T = [[16.7, 21.0], [10.9, 14.4]]
+    L = [[1.0, 3.0], [7.0, 3.0]]
+    G = ddesys.tf([[[num[i][j]] for j in range(2)] for i in range(2)],
+                  [[[T[i][j], 1.0] for j in range(2)] for i in range(2)], delay=L)
+    kc, ti = (0.375, -0.075), (8.29, 23.6)
+    C = ddesys.append(*(ddesys.tf([k * t, k], [t, 0.0]) for k, t in zip(kc, ti)))
+    loop = ddesys.feedback(G * C)
+    name = "Wood-Berry column, BLT diagonal PI (Luyben 1986)"
+    w = np.array([0.01, 0.1, 1.0])
+    ref = np.array([[[num[i][j] * np.exp(-1j * x * L[i][j]) / (T[i][j] * 1j * x + 1) for x in w] for j in range(2)]
+                    for i in range(2)])
+    rows = [_row(name, "G(i w) at w = 0.01, 0.1, 1 vs the closed form", G.freqresp(w), ref, 1e-13)]
+    mp.mp.dps = 30
 
-__all__ = ["PARTS", "dead_time_loop", "hidden_nilpotent", "mid_sixfold", "neutral_tds_control", "nlevp_time_delay",
-           "stability_at_the_edge", "stiff_discrete"]
+    def F(s):
+        g = [[num[i][j] * mp.exp(-s * L[i][j]) / (T[i][j] * s + 1) for j in range(2)] for i in range(2)]
+        c = [kc[j] * (1 + 1 / (ti[j] * s)) for j in range(2)]
+        det = (1 + g[0][0] * c[0]) * (1 + g[1][1] * c[1]) - g[0][1] * c[1] * g[1][0] * c[0]
+        dens = s ** 2 * mp.fprod(T[i][j] * s + 1 for i in range(2) for j in range(2))
+        return det * dens
+
+    z = complex(loop.poles()[0])
+    ref = complex(mp.findroot(F, mp.mpc(z.real + 1e-3, z.imag)))
+    rows.append(_row(name, "closed loop: rightmost root vs mpmath", z, ref, 1e-10))
+    return rows
+
+
+def biproper_dead_time_loop():
+    """A biproper loop with dead time, ``L = e^{-s} (s/2 + 1) / (s + 1)`` under unit feedback: a delay-difference
+    (neutral) closed loop, ``(s + 1) + (s/2 + 1) e^{-s} = 0``. Its essential bound is ``ln(1/2)`` (the loop's
+    high-frequency gain ``1/2``: Hale & Verduyn Lunel 2002); its roots right of it against mpmath."""
+    T = ddesys.feedback(ddesys.tf([0.5, 1.0], [1.0, 1.0], delay=1.0))
+    name = "biproper loop e^-s (s/2 + 1)/(s + 1), unit feedback"
+    rows = [_row(name, "essential bound c_D vs ln(1/2)", T.difference_loop().difference_spectrum().c_D,
+                 np.log(0.5), 1e-12)]
+    mp.mp.dps = 30
+    for z in T.poles(re_min=-0.6):
+        ref = complex(mp.findroot(lambda s: (s + 1) + (0.5 * s + 1) * mp.exp(-s), mp.mpc(z.real + 1e-3, z.imag)))
+        rows.append(_row(name, f"root {z:.6g} vs mpmath", z, ref, 1e-10))
+    return rows
+
+
+PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay, mid_sixfold, hidden_nilpotent,
+         stability_at_the_edge, wood_berry, biproper_dead_time_loop)
+
+__all__ = ["PARTS", "biproper_dead_time_loop", "dead_time_loop", "hidden_nilpotent", "mid_sixfold",
+           "neutral_tds_control", "nlevp_time_delay", "stability_at_the_edge", "stiff_discrete", "wood_berry"]
