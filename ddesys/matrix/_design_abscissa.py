@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._design_grad import call_system, rightmost, root_gradient, system_derivatives
+from ._design_neutral import neutral_part, strong_stabilize
 from ._design_opt import minimize_nonsmooth
 from ._roots_igd import single_blas_thread
 from .charmatrix import char_matrix_ds
@@ -164,7 +165,11 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
     Parameters
     ----------
     system_fn : callable
-        ``p (P,) -> DelayStateSpace`` (see :func:`abscissa_gradient`).
+        ``p (P,) -> DelayStateSpace`` or ``DelayIOSystem`` (see :func:`abscissa_gradient`). A neutral
+        closed loop (a :class:`~ddesys.NeutralStateSpace`, or a ``DelayIOSystem`` with a delay-difference
+        part such as a biproper controller around a plant with dead time) is strongly stabilized: the
+        objective is then its strong spectral abscissa ``max(C_D, alpha)``
+        (:func:`~ddesys.matrix._design_neutral.strong_stabilize`).
     p0 : array_like, real ``(P,)``
         Starting parameters.
     target : float, optional
@@ -214,6 +219,12 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
     p0 = params_vector(p0)
     if target is not None:
         target = float(target)
+    if neutral_part(system_fn(p0)) is not None:     # a neutral loop: its strong abscissa (TDS-CONTROL's)
+        if derivative is not None or n_grid is not None:
+            raise ValueError("derivative= and n_grid= apply to retarded loops; a neutral loop's strong abscissa "
+                             "is differentiated by central differences")
+        return strong_stabilize(system_fn, p0, target=target, max_iter=max_iter, max_eval=max_eval,
+                                sampling=sampling, seed=seed)
 
     def f(p):
         r = abscissa_gradient(system_fn, p, derivative=derivative, method=method, n_grid=n_grid)

@@ -74,7 +74,7 @@ class DifferenceLoop:
         floor = min(re_min, e.c_D if np.isfinite(e.c_D) else re_min)
         return float(max(1.0, 2.0 * (1.0 - floor)))
 
-    def essential_spectrum(self):
+    def difference_spectrum(self):
         """:class:`~ddesys.EssentialSpectrum` of ``det(I - E(s) D22)`` (``c_D``, ``C_D``, ``gamma0``)."""
         return self._neutral(1.0).difference_spectrum()
 
@@ -82,7 +82,7 @@ class DifferenceLoop:
         """Every characteristic root with ``Re s >= re_min`` (``re_min > c_D``; default as
         :meth:`ddesys.NeutralStateSpace.roots`), as a ``RootsResult``."""
         if re_min is None:
-            c_D, tmax = self.essential_spectrum().c_D, float(self.g.tau.max())
+            c_D, tmax = self.difference_spectrum().c_D, float(self.g.tau.max())
             re_min = c_D + 0.1 / tmax if np.isfinite(c_D) else -1.0 / tmax
         return self._neutral(self._shift(float(re_min))).roots(re_min)
 

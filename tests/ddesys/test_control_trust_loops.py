@@ -175,3 +175,26 @@ def test_to_control_keeps_the_neutral_term_and_takes_integer_orders_only():
         ddesys.to_control(N, pade_order=2.5)
     with pytest.raises(ValueError, match=r"\[1, 20\]"):
         ddesys.to_control(N, pade_order=200)
+
+
+def _rhp_zero_count(f, R=60.0, Y=400.0, n=400_000):
+    """Zeros of the entire ``f`` in ``0 <= Re s <= R``, ``|Im s| <= Y`` by the argument principle on the
+    rectangle's boundary (dense NumPy samples; independent of ddesys)."""
+    t = np.linspace(0, 1, n)
+    edges = [1j * Y * (1 - 2 * t), -1j * Y + R * t, R - 1j * Y + 2j * Y * t, R + 1j * Y - R * t]
+    path = np.concatenate(edges)          # counter-clockwise: down the axis, right, up, left
+    v = f(path)
+    return int(round(np.sum(np.angle(v[1:] / v[:-1])) / (2 * np.pi)))
+
+
+def test_stabilize_strongly_stabilizes_a_biproper_loop_with_dead_time():
+    P = ddesys.tf([1.0, 2.0], [1.0, -1.0], delay=1.0)        # (s + 2) e^{-s} / (s - 1): unstable, biproper
+    res = ddesys.stabilize(lambda p: ddesys.feedback(P, p[0]), [0.3], target=-0.1)
+    k = float(res.params[0])
+    assert res.success and res.objective == "strong spectral abscissa"
+    assert res.initial_value > 0 and res.value <= -0.1
+    # independent: the difference operator 1 + k e^{-s} is strongly stable (|k| < 1) and
+    # (s - 1) + k (s + 2) e^{-s} has no zero in the right half-plane
+    assert abs(k) < 1
+    assert _rhp_zero_count(lambda s: (s - 1) + k * (s + 2) * np.exp(-s)) == 0
+    assert _rhp_zero_count(lambda s: (s - 1) + 0.3 * (s + 2) * np.exp(-s)) > 0          # the start was not
