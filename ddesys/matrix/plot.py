@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..plot import new_figure
+from .freqplot import unwrap_phase
 
 
 def plot_bode(omega, response=None, axes=None, title=None):
@@ -78,13 +79,15 @@ def plot_bode(omega, response=None, axes=None, title=None):
         axes = axes.reshape(2, m)
         fig = axes[0, 0].figure
     mag = 20 * np.log10(np.maximum(np.abs(G), 1e-300))
-    phase = np.degrees(np.unwrap(np.angle(G), axis=-1))
+    phase = unwrap_phase(G)
     for j in range(m):
         for i in range(p):
-            axes[0, j].semilogx(w, mag[i, j], lw=1, label=f"u{j} -> y{i}")
-            axes[1, j].semilogx(w, phase[i, j], lw=1)
+            axes[0, j].semilogx(w, mag[i, j], lw=1.2, label=f"u{j} -> y{i}")
+            axes[1, j].semilogx(w, phase[i, j], lw=1.2)
         axes[0, j].set(ylabel="magnitude (dB)", title=f"input u{j}")
         axes[1, j].set(xlabel="omega (rad / time unit)", ylabel="phase (deg)")
+        axes[0, j].set_xlim(w[0], w[-1])
+        _reference_lines(axes[0, j], axes[1, j], mag[:, j], phase[:, j])
         axes[0, j].legend(fontsize=8)
         for a in axes[:, j]:
             a.grid(alpha=0.3, which="both")
@@ -92,4 +95,102 @@ def plot_bode(omega, response=None, axes=None, title=None):
     return fig
 
 
-__all__ = ["plot_bode"]
+def plot_time_response(t, y, axes=None, title=None, error_estimate=None):
+    """Outputs against time: one row of axes per output ``y_i``, one column per input ``u_j``.
+
+    Parameters
+    ----------
+    t : array_like ``(T,)``
+        Times.
+    y : array_like ``(p, T)`` (one input, or a simulation) or ``(p, m, T)`` (impulse or step response of
+        every input: column ``j`` answers input ``u_j``).
+    axes : array of matplotlib Axes ``(p, m)``, optional
+        Default: a new figure (a flat sequence of ``p m`` axes is read row by row).
+    title : str, optional
+        Figure title (default "Time response").
+    error_estimate : float, optional
+        Shown in the title (the estimated largest error of ``y``).
+
+    Returns
+    -------
+    matplotlib Figure
+        One line per axes.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, the wrong number of axes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ddesys.matrix.plot import plot_time_response
+    >>> t = np.linspace(0.0, 5.0, 51)
+    >>> fig = plot_time_response(t, np.stack([1 - np.exp(-t), np.exp(-t)])[:, None, :])
+    >>> len(fig.axes)
+    2
+    >>> from ddesys.plot import pyplot
+    >>> pyplot().close(fig)
+    """
+    t = np.asarray(t, dtype=float).reshape(-1)
+    Y = np.asarray(y)
+    if Y.ndim == 1:
+        Y = Y[None, None]
+    elif Y.ndim == 2:
+        Y = Y[:, None]
+    if Y.ndim != 3 or Y.shape[-1] != t.size:
+        raise ValueError(f"y must have shape (p, T) or (p, m, T) with T = len(t) = {t.size}, got {np.shape(y)}")
+    p, m = Y.shape[:2]
+    if axes is None:
+        fig, axes = new_figure(p, m, figsize=(4.2 * m + 1.5, 2.2 * p + 1.2), sharex=True, squeeze=False)
+    else:
+        axes = np.asarray(axes, dtype=object).reshape(-1)
+        if axes.size != p * m:
+            raise ValueError(f"axes must hold p m = {p * m} Axes (one per output and input), got {axes.size}")
+        axes = axes.reshape(p, m)
+        fig = axes[0, 0].figure
+    for i in range(p):
+        for j in range(m):
+            ax = axes[i, j]
+            ax.plot(t, np.real(Y[i, j]), lw=1.2, color=f"C{j % 10}")
+            ax.grid(alpha=0.3)
+            if i == 0:
+                ax.set_title(f"input u{j}" if m > 1 or Y.shape[1] > 1 else "response", fontsize=10)
+            if j == 0:
+                ax.set_ylabel(f"y{i}")
+            if i == p - 1:
+                ax.set_xlabel("t (time units)")
+        if t.size > 1:
+            axes[i, 0].set_xlim(t[0], t[-1])
+    head = title or "Time response"
+    if error_estimate is not None:
+        head += f" (estimated error {error_estimate:.1e})"
+    fig.suptitle(head)
+    return fig
+
+
+def _reference_lines(ax_mag, ax_phase, mag, phase):
+    """The 0 dB line where the magnitude passes it, the odd multiples of -180 deg the phase reaches, and
+    phase ticks at multiples of 45, 90 or 180 deg (by the phase's span)."""
+    from matplotlib.ticker import MaxNLocator, MultipleLocator
+
+    fin = np.isfinite(mag)
+    if fin.any() and mag[fin].min() <= 6 and mag[fin].max() >= -6:
+        ax_mag.axhline(0.0, color="0.35", lw=0.8, ls=":", zorder=1)
+    ok = np.isfinite(phase)
+    if not ok.any():
+        return
+    lo, hi = float(phase[ok].min()), float(phase[ok].max())
+    for k in range(int(np.floor((lo - 180) / 360)), int(np.ceil((hi - 180) / 360)) + 1):
+        level = 180.0 + 360.0 * k
+        if lo - 20 <= level <= hi + 20:
+            ax_phase.axhline(level, color="0.35", lw=0.8, ls=":", zorder=1)
+    span = hi - lo
+    step = 45.0 if span <= 270 else 90.0 if span <= 720 else None
+    if step is not None:
+        ax_phase.yaxis.set_major_locator(MultipleLocator(step))
+    else:
+        ax_phase.yaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1.8, 3.6, 7.2, 9]))
+
+
+__all__ = ["plot_bode", "plot_time_response"]

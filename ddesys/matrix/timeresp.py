@@ -91,6 +91,37 @@ class TimeResponse(_Fields):
     def __repr__(self):
         return f"{super().__repr__()[:-1]}, error_estimate={self.error_estimate!r})"
 
+    def plot(self, axes=None, title=None):
+        """Outputs against time: one row of axes per output, one column per input (step and impulse
+        responses), the error estimate in the title.
+
+        Parameters
+        ----------
+        axes : array of matplotlib Axes ``(p, m)``, optional
+            Default: a new figure.
+        title : str, optional
+            Figure title (default "Time response").
+
+        Returns
+        -------
+        matplotlib Figure
+            ``fig.axes``: ``p m`` axes, one line each.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import ddesys
+        >>> r = ddesys.tf([1.0], [1.0, 1.0], delay=1.0).step(np.linspace(0.0, 5.0, 51))
+        >>> fig = r.plot()
+        >>> len(fig.axes), len(fig.axes[0].lines)
+        (1, 1)
+        >>> from ddesys.plot import pyplot
+        >>> pyplot().close(fig)
+        """
+        from .plot import plot_time_response
+
+        return plot_time_response(self.t, self.y, axes=axes, title=title, error_estimate=self.error_estimate)
+
 
 def _check_t(t):
     arr = real_vector(t, "t", "real times")
