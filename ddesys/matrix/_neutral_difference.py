@@ -38,9 +38,10 @@ __all__ = [
 EPS = np.finfo(float).eps
 MAX_COMPANION = 800        # largest block companion matrix (n N) for the commensurate c_D
 MAX_DENOMINATOR = 1000     # delays tau_k / tau_min = p / q with q up to this are commensurate
+MAX_GRID = 4096            # points of the first grid of torus_max, over all dimensions
 
 
-def torus_max(fun, d, *, rtol=1e-9, atol=1e-12, decide=None, max_evals=200_000, m0=64, local=3):
+def torus_max(fun, d, *, rtol=1e-9, atol=1e-12, decide=None, max_evals=200_000, m0=64, local=3, value=None):
     """Bracket ``max f`` over the torus ``[0, 2 pi)^d`` by branch and bound.
 
     Parameters
@@ -58,9 +59,16 @@ def torus_max(fun, d, *, rtol=1e-9, atol=1e-12, decide=None, max_evals=200_000, 
     max_evals : int
         Budget; on exhaustion the bound reached so far is returned (valid, wider).
     m0 : int
-        Initial grid points per dimension (at most 4096 points in all).
+        Initial grid points per dimension, lowered so that the grid has at most :data:`MAX_GRID` (4096)
+        points in all: ``m = min(m0, floor(4096^(1/d)))``, 2 per dimension up to ``d = 12``, one cell (the
+        whole torus, its center) beyond. Every cell then splits into ``2^d`` children within
+        ``max_evals``; when even that does not fit, the bound of the cells so far is returned.
     local : int
-        Polish that many of the best grid points by a Nelder-Mead search (raises ``lower`` only).
+        Polish that many of the best grid points by a Nelder-Mead search (raises ``lower`` only; at most
+        ``400 d`` evaluations each).
+    value : callable, optional
+        ``value(phi)``, ``phi`` ``(d,)``, returns ``f(phi)`` as a float: a cheaper form of ``fun`` for the
+        local search, which needs no bound (default: the first output of ``fun``).
 
     Returns
     -------
@@ -71,7 +79,7 @@ def torus_max(fun, d, *, rtol=1e-9, atol=1e-12, decide=None, max_evals=200_000, 
     if d == 0:
         v, _, _ = fun(np.zeros((1, 0)))
         return float(v[0]), float(v[0]), np.zeros(0)
-    m = max(4, min(m0, int(4096 ** (1.0 / d))))
+    m = _grid_size(m0, d)
     axes = (np.arange(m) + 0.5) * (2 * np.pi / m)
     centers = np.stack(np.meshgrid(*([axes] * d), indexing="ij"), -1).reshape(-1, d)
     half = np.pi / m
@@ -80,9 +88,10 @@ def torus_max(fun, d, *, rtol=1e-9, atol=1e-12, decide=None, max_evals=200_000, 
     best = int(np.argmax(vals))
     lower, argmax = float(vals[best]), centers[best].copy()
     if local:
+        neg = (lambda p: -float(fun(p[None, :])[0][0])) if value is None else (lambda p: -float(value(p)))
         for i in np.argsort(vals)[::-1][:local]:
-            res = minimize(lambda p: -float(fun(p[None, :])[0][0]), centers[i], method="Nelder-Mead",
-                           options={"xatol": 1e-13, "fatol": 1e-16, "maxiter": 400 * d})
+            res = minimize(neg, centers[i], method="Nelder-Mead",
+                           options={"xatol": 1e-13, "fatol": 1e-16, "maxiter": 400 * d, "maxfev": 400 * d})
             evals += int(res.nfev)
             if -res.fun > lower:
                 lower, argmax = float(-res.fun), np.mod(res.x, 2 * np.pi)
@@ -110,6 +119,15 @@ def torus_max(fun, d, *, rtol=1e-9, atol=1e-12, decide=None, max_evals=200_000, 
         i = int(np.argmax(vals))
         if vals[i] > lower:
             lower, argmax = float(vals[i]), centers[i].copy()
+
+
+def _grid_size(m0, d):
+    """Points per dimension of the first grid: the largest ``m <= max(m0, 1)`` with ``m^d <=``
+    :data:`MAX_GRID` (integer arithmetic, no rounding of ``4096^(1/d)``), at least 1."""
+    m = 1
+    while m + 1 <= max(int(m0), 1) and (m + 1) ** d <= MAX_GRID:
+        m += 1
+    return m
 
 
 def _parameterization(K, fixed_first):
@@ -156,8 +174,12 @@ def rho_max(H, radii, **kw):
         excess = np.where(use_bf, kappa * 16 * n * EPS * (normM + 1e-300), normM - rho)
         return rho, slope, excess
 
-    lower, upper, _ = torus_max(fun, K - 1, **kw)
-    return lower, upper
+    def value(phi):
+        return float(np.abs(np.linalg.eigvals(_combination(H, radii, P, phi[None, :], False)[0])).max())
+
+    lower, upper, _ = torus_max(fun, K - 1, value=value, **kw)
+    norm_bound = float(np.sum(radii * np.array([np.linalg.norm(h, 2) for h in H]))) * (1 + 16 * n * EPS)
+    return lower, max(lower, min(upper, norm_bound))      # rho(M) <= ||M||_2 <= sum_k r_k ||H_k||_2
 
 
 def sigma_min_min(H, radii, P, **kw):

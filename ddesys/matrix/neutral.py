@@ -15,6 +15,8 @@ Control Inf. 19 (2002); Michiels et al., SIAM J. Control Optim. 48 (2009)).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..lti import DelayLTI
@@ -243,18 +245,34 @@ class NeutralStateSpace(DelayLTI):
         detail : bool
             Return a :class:`NeutralAbscissa` (which of ``c_D`` and the roots dominates) instead of a float.
         margin : float, optional
-            Roots are searched in ``Re s >= c_D + margin`` (default ``0.05 / max(tau)``): when none lies
-            there the value is ``c_D`` and the true abscissa is in ``[c_D, c_D + margin)``.
+            Roots are searched down to ``Re s >= c_D + margin`` (default ``0.05 / max(tau)``): when none
+            lies there the value is ``c_D`` and the true abscissa is in ``[c_D, c_D + margin)``.
 
         Returns
         -------
         float or NeutralAbscissa
+
+        Warns
+        -----
+        RuntimeWarning
+            No root was found right of a line ``c_D + d`` (``d > margin``) left of which the region holds
+            too many roots to search: the value is then ``c_D`` and the result's ``margin`` is ``d``.
+
+        Notes
+        -----
+        The region is chosen here, from the right: the half-planes ``Re s >= c_D + d`` for ``d = max(1,
+        1 - c_D), d/2, d/4, ...`` down to ``margin``, the first one holding a root giving the rightmost
+        root (every root right of the line is in it). Near ``c_D`` the roots accumulate along the chains
+        of the difference operator and a half-plane close to it can hold thousands of roots; a narrow
+        strip is searched only when every region right of it is empty.
         """
         e = self.difference_spectrum()
         tmax = float(self.tau.max())
         margin = 0.05 / tmax if margin is None else float(margin)
+        if not (np.isfinite(margin) and margin > 0):
+            raise ValueError(f"margin must be a positive number, got {margin!r}")
         if np.isfinite(e.c_D):
-            r = self.roots(e.c_D + margin)
+            r, margin = self._rightmost_region(e, margin)
         else:
             for k in range(8):
                 r = self.roots(-(2.0 ** k) / tmax)
@@ -267,6 +285,27 @@ class NeutralStateSpace(DelayLTI):
         else:
             out = NeutralAbscissa(e.c_D, "essential", None, e.c_D, margin, r.certified)
         return out if detail else out.value
+
+    def _rightmost_region(self, e, margin):
+        """``(roots result, d)`` of the first half-plane ``Re s >= c_D + d`` holding a root, ``d`` halved
+        from ``max(1, 1 - c_D)`` down to ``margin``; a region too large to search ends the walk (with a
+        ``RuntimeWarning``) at the last one searched."""
+        d = max(1.0, 1.0 - e.c_D, margin)
+        last = None
+        while True:
+            try:
+                r = self.roots(e.c_D + d)
+            except ValueError as exc:
+                if last is None or "too close" not in str(exc):
+                    raise
+                warnings.warn(f"spectral_abscissa: no root right of Re s = {last[0].re_min:.6g}, and the region "
+                              f"further left cannot be searched ({exc}); the abscissa is in [c_D, c_D + "
+                              f"{last[1]:.3g})", RuntimeWarning, stacklevel=3)
+                return last
+            last = (r, d)
+            if r.roots.size or d <= margin:
+                return last
+            d = max(margin, 0.5 * d)
 
     # ---------------------------------------------------------------- stability
     def is_stable(self, method="exact", **kwargs):

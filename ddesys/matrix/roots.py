@@ -13,7 +13,8 @@ For ``x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k])`` the roots are the zeros of ``
 Two hard cases get their own treatment. A multiple root that rounding splits into a cluster of radius
 about ``eps^(1/m) |s|`` (where ``det M`` is rounding noise and Newton's method cannot converge) is counted
 as one cluster of multiplicity ``m`` on a circle around it and reported at its centroid
-(:mod:`ddesys.matrix._roots_cluster`). Delayed terms that cancel in ``det M`` (a nilpotent delayed
+(:mod:`ddesys.matrix._roots_cluster`), but only when its zeros cannot be separated: distinct roots close
+together inside such a circle are told apart, refined one by one and each proven alone in its own disk. Delayed terms that cancel in ``det M`` (a nilpotent delayed
 coupling in any basis: the degree of ``det M`` in ``exp(-s tau_k)`` below ``rank(Ad_k)``) are detected
 from the exact coefficients of ``det M`` as a polynomial in ``(s, exp(-s tau))``, and that quasi-polynomial
 replaces ``det M`` (:mod:`ddesys.matrix._roots_qp`); when no delayed term is left the roots are the
@@ -183,7 +184,9 @@ def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, to
         if certify:
             stuck = s[~conv & np.isfinite(s) & (s.real >= x0 - mx) & (s.real <= x1 + mx)]
             stuck = stuck[~_inside(stuck, wide)]
-            wide += wide_clusters(A, Ad, tau, stuck, found, guard=re_used, fn=fn)
+            for w in wide_clusters(A, Ad, tau, stuck, found, guard=re_used, fn=fn):
+                if not any(abs(w[0] - c) <= max(r, w[1]) for c, r, _ in wide):     # one entry per zero
+                    wide.append(w)
             found = found[~_inside(found, wide)]
         re_new = _clear_edge(found, re_used)
         if re_new != re_used:
