@@ -312,5 +312,33 @@ def local_directions(A, A1, w, tau, scale, gap):
     return [int(np.sign(net))] * k + [0] * (m - k)
 
 
-__all__ = ["eig_with_slopes", "local_directions", "local_roots", "newton_pair", "newton_s", "persistent_frequencies",
-           "qep_candidates", "sigma_min", "sweep_candidates"]
+def sign_min(F):
+    """``prod_i sign(F_i) * min_i |F_i|`` over the last axis: continuous where the ``F_i`` are (a symmetric
+    function of them), zero exactly where one of them is, and of the opposite sign across a simple zero."""
+    F = np.asarray(F, float)
+    return np.prod(np.sign(F), axis=-1) * np.min(np.abs(F), axis=-1)
+
+
+def axis_roots_1d(G, grid, refine):
+    """The zeros of the continuous function ``G`` (values ``G(grid)`` given): sign changes on the grid
+    (a value that is exactly zero is a zero itself), each refined by Brent's method with ``refine`` (the
+    scalar function). Zeros that come in pairs within one grid step are missed (refine the grid)."""
+    from scipy.optimize import brentq
+
+    Gv = np.asarray(G, float)
+    out = [float(grid[i]) for i in np.flatnonzero(Gv == 0)]
+    idx = np.flatnonzero(np.sign(Gv[:-1]) * np.sign(Gv[1:]) < 0)
+    for i in idx:
+        out.append(brentq(refine, grid[i], grid[i + 1], xtol=1e-15 * max(abs(grid[i + 1]), 1e-300),
+                          rtol=4 * np.finfo(float).eps))
+    return sorted(out)
+
+
+def sweep_values(fun, grid, batch=2048):
+    """``fun`` (vectorised over a batch of grid points) on ``grid`` in batches."""
+    return np.concatenate([fun(grid[i:i + batch]) for i in range(0, grid.size, batch)]) if grid.size \
+        else np.zeros(0)
+
+
+__all__ = ["axis_roots_1d", "eig_with_slopes", "local_directions", "local_roots", "newton_pair", "newton_s",
+           "persistent_frequencies", "qep_candidates", "sigma_min", "sign_min", "sweep_candidates", "sweep_values"]

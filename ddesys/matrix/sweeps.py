@@ -58,29 +58,50 @@ class DelaySweeps:
         A, A1 = self._one_delay("crossings")
         return crossings(A, A1, tau_max)
 
-    def delay_margin(self):
-        """The smallest delay at which the system, stable for ``tau -> 0+``, loses stability.
+    def delay_margin(self, which=None, direction=None, t_max=None):
+        """Delay margins: the smallest delay at which the system, stable for smaller ones, loses stability.
+
+        One delay: the smallest ``tau`` with the matrices kept (the system must be stable as ``tau -> 0+``).
+        Several delays (:func:`ddesys.matrix.crossings.delay_margins`): with ``which=k`` the smallest value
+        of delay ``k`` at which stability is lost, the others fixed at the system's values (stable with
+        ``tau_k = 0``); with ``direction=d`` the smallest ``t`` such that the delays ``t d`` destabilize it
+        (``direction=sys.tau``: the factor by which all its delays can be stretched); with neither, the list
+        of the per-delay margins.
+
+        Parameters
+        ----------
+        which : int, optional
+            Index of the delay that varies.
+        direction : array_like ``(K,)``, optional
+            Non-negative delays, not all zero: ``tau = t * direction``.
+        t_max : float, optional
+            End of the search along a direction whose ratios are not commensurate (required there).
 
         Returns
         -------
-        float
-            ``inf`` when no crossing destabilizes it.
+        float or list of float
+            ``inf`` when no crossing destabilizes the system.
 
         Raises
         ------
         ValueError
-            More than one delay; a system not stable at ``tau -> 0+`` (``A + Ad`` not Hurwitz).
+            A system not stable at the start of the sweep (``A + sum Ad`` not Hurwitz for one delay or a
+            direction; not stable with ``tau_k = 0`` for ``which``).
 
         Examples
         --------
         >>> from ddesys import DelayStateSpace
         >>> round(DelayStateSpace(A=[[0.0]], Ad=[[-1.0]], tau=1.0).delay_margin(), 10)   # pi / 2
         1.5707963268
+        >>> two = DelayStateSpace(A=[[0.0]], Ad=[[[-1.0]], [[-1.0]]], tau=[1.0, 1.0])
+        >>> round(two.delay_margin(direction=[1.0, 1.0]), 10)            # x' = -2 x(t - t): pi / 4
+        0.7853981634
         """
-        from .crossings import delay_margin
+        from .crossings import delay_margin, delay_margins
 
-        A, A1 = self._one_delay("delay_margin")
-        return delay_margin(A, A1)
+        if self.n_delays == 1 and which is None and direction is None:
+            return delay_margin(self.A, self.Ad[0])
+        return delay_margins(self.A, self.Ad, self.tau, which=which, direction=direction, t_max=t_max)
 
     def stability_chart(self, tau1, tau2, *, n_grid="auto", workers=None, executor=None):
         """Stability chart over the two delays of a two-delay system (see :func:`ddesys.matrix.chart.delay_chart`).

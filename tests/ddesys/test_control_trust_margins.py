@@ -151,3 +151,107 @@ def test_critical_gain_touch_gives_a_stability_margin_at_rounding():
     gm, pm, sm, wpc, wgc, wms = ddesys.stability_margins(K * ddesys.tf([1.0], [1.0, 1.0], delay=1.0))
     assert sm < 1e-12 and abs(wms - float(w)) < 1e-9
     assert abs(gm - 1.0) < 1e-14 and abs(pm) < 1e-9
+
+
+# ---------------------------------------------------------------- 4. delay margins of systems with several delays
+
+def _cheb_abscissa(A, Ad, tau, N=40):
+    """Spectral abscissa of ``x' = A x + sum Ad_j x(t - tau_j)`` from a Chebyshev collocation of its
+    infinitesimal generator on ``[-max tau, 0]`` (Breda, Maset, Vermiglio): an eigenvalue test independent of
+    the crossing sweeps. Only the rightmost eigenvalues are accurate, which is what the sign needs."""
+    A, Ad, tau = np.asarray(A, float), np.asarray(Ad, float), np.asarray(tau, float)
+    n, T = A.shape[0], float(tau.max())
+    x = np.cos(np.pi * np.arange(N + 1) / N)                    # 1 .. -1
+    c = np.r_[2.0, np.ones(N - 1), 2.0] * (-1.0) ** np.arange(N + 1)
+    X = x[:, None] - x[None, :]
+    D = np.outer(c, 1 / c) / (X + np.eye(N + 1))
+    D -= np.diag(D.sum(axis=1))
+    theta = T * (x - 1) / 2                                     # 0 .. -T
+    D *= 2 / T
+    bw = (-1.0) ** np.arange(N + 1) * np.r_[0.5, np.ones(N - 1), 0.5]      # barycentric weights
+
+    def interp_row(t):
+        d = t - theta
+        if np.any(d == 0):
+            return (d == 0).astype(float)
+        q = bw / d
+        return q / q.sum()
+    M = np.kron(D, np.eye(n))
+    row = np.kron(np.eye(N + 1)[0], A)
+    for Aj, tj in zip(Ad, tau):
+        row = row + np.kron(interp_row(-tj), Aj)
+    M[:n] = row
+    return float(np.max(np.linalg.eigvals(M).real))
+
+
+def _first_unstable(abscissa, p_hi, n=200):
+    """The first parameter in ``(0, p_hi]`` where ``abscissa(p) >= 0``: a scan, then bisection to 1e-9."""
+    from scipy.optimize import brentq
+
+    ps = np.linspace(p_hi / n, p_hi, n)
+    vals = [abscissa(p) for p in ps]
+    k = next(i for i, v in enumerate(vals) if v >= 0)
+    return brentq(abscissa, ps[k - 1], ps[k], xtol=1e-10)
+
+
+A2 = np.array([[-2.0, 1.0], [0.5, -1.5]])
+AD2 = np.array([[[-1.0, 0.3], [0.2, -0.5]], [[0.2, -0.4], [-0.6, -0.8]]])
+
+
+@pytest.mark.parametrize("A, Ad, tau, k, hi", [
+    ([[0.0]], [[[-1.0]], [[-0.5]]], [1.0, 1.0], 0, 6.0),        # x' = -x(t - tau_1) - x(t - 1) / 2
+    ([[0.0]], [[[-1.0]], [[-0.5]]], [1.2, 1.0], 1, 6.0),
+    (A2, 3 * AD2, [0.3, 0.7], 0, 3.0),
+    (A2, 3 * AD2, [0.3, 0.7], 1, 3.0),
+])
+def test_per_delay_margin_against_a_chebyshev_scan(A, Ad, tau, k, hi):
+    dm = ddesys.DelayStateSpace(A, Ad, tau).delay_margin(which=k)
+
+    def absc(t):
+        tt = np.array(tau, float)
+        tt[k] = t
+        return _cheb_abscissa(A, Ad, tt)
+    ref = _first_unstable(absc, hi)
+    assert abs(dm - ref) < 1e-7 * (1 + ref)
+    assert _cheb_abscissa(A, Ad, np.where(np.arange(len(tau)) == k, 0.999 * dm, tau)) < 0
+
+
+def test_per_delay_margin_infinite_where_the_scan_stays_stable():
+    """``x' = -x(t - 0.5) - x(t - tau_2) / 2``: no crossing in ``tau_2`` (the Chebyshev abscissa stays negative)."""
+    Ad = [[[-1.0]], [[-0.5]]]
+    assert ddesys.DelayStateSpace([[0.0]], Ad, [0.5, 1.0]).delay_margin(which=1) == np.inf
+    assert all(_cheb_abscissa([[0.0]], Ad, [0.5, t]) < 0 for t in np.linspace(0.1, 30.0, 40))
+
+
+def test_direction_margins_closed_forms_and_the_one_delay_sweep():
+    """``(1, 1)``: ``x' = -(a + b) x(t - t)``, margin ``pi / (2 (a + b))``; ``(1, 0)``: one delay, the QEP sweep of
+    :func:`ddesys.matrix.crossings.delay_margin` (a different algorithm)."""
+    from ddesys.matrix.crossings import delay_margin, delay_margins
+
+    assert abs(delay_margins([[0.0]], [[[-1.0]], [[-0.5]]], [1.0, 1.0], direction=[1.0, 1.0]) - np.pi / 3) < 1e-12
+    ref = delay_margin(A2 + 3 * AD2[1], 3 * AD2[0])
+    assert abs(delay_margins(A2, 3 * AD2, [1.0, 1.0], direction=[1.0, 0.0]) - ref) < 1e-10
+    sys = ddesys.DelayStateSpace(A2, 3 * AD2, [0.3, 0.7])
+    per = sys.delay_margin()
+    assert len(per) == 2 and all(abs(p - sys.delay_margin(which=i)) == 0 for i, p in enumerate(per))
+
+
+@pytest.mark.parametrize("d, t_max", [((1.0, 2.0), None), ((0.3, 0.7), None), ((1.0, np.sqrt(2.0)), 3.0)])
+def test_direction_margin_against_a_chebyshev_scan(d, t_max):
+    sys = ddesys.DelayStateSpace(A2, 3 * AD2, [0.3, 0.7])
+    t = sys.delay_margin(direction=d, t_max=t_max)
+    ref = _first_unstable(lambda s: _cheb_abscissa(A2, 3 * AD2, s * np.asarray(d)), 3.0)
+    assert abs(t - ref) < 1e-7 * (1 + ref)
+
+
+def test_several_delay_margins_refuse_bad_questions():
+    from ddesys.matrix.crossings import delay_margins
+
+    with pytest.raises(ValueError, match="not both"):
+        delay_margins(A2, AD2, [1.0, 1.0], which=0, direction=[1.0, 1.0])
+    with pytest.raises(ValueError, match="commensurate"):
+        delay_margins(A2, 3 * AD2, [1.0, 1.0], direction=[1.0, np.sqrt(2.0)])
+    with pytest.raises(ValueError, match="Hurwitz"):
+        delay_margins([[1.0]], [[[-0.5]], [[0.2]]], [1.0, 1.0], direction=[1.0, 1.0])
+    with pytest.raises(ValueError, match="not stable"):
+        delay_margins([[1.0]], [[[-0.5]], [[-2.0]]], [1.0, 1.0], which=0)
