@@ -122,11 +122,22 @@ def _transfer_matrix(num, den, delay):
     if d.shape != (p, m):
         raise ValueError(f"delay must be a number or have one entry per transfer-matrix entry {(p, m)}, got "
                          f"shape {d.shape}")
-    entries = [_siso(N[i][j], Dn[i][j], d[i, j]) for i in range(p) for j in range(m)]
-    fan = np.zeros((p * m, m))
-    fan[np.arange(p * m), np.tile(np.arange(m), p)] = 1.0
-    total = np.kron(np.eye(p), np.ones((1, m)))
-    return _lft.series(_lft.gain(fan), _lft.append(*entries), _lft.gain(total))
+    entries = [(i, j, _siso(N[i][j], Dn[i][j], 0.0), d[i, j]) for i in range(p) for j in range(m)]
+    delayed = [k for k, e in enumerate(entries) if e[3] > 0]
+    sizes = [e[2].A.shape[0] for e in entries]
+    n, q, off = sum(sizes), len(delayed), np.concatenate([[0], np.cumsum(sizes)])
+    A, B1, C1, D11 = np.zeros((n, n)), np.zeros((n, m)), np.zeros((p, n)), np.zeros((p, m))
+    B2, D12, D21 = np.zeros((n, q)), np.zeros((p, q)), np.zeros((q, m))
+    for k, (i, j, g, dk) in enumerate(entries):        # wired exactly: no solve, no rounding
+        blk = slice(off[k], off[k + 1])
+        A[blk, blk], C1[i, blk] = g.A, g.C1[0]
+        if dk > 0:                                      # the entry reads w = u_j(t - d_ij)
+            c = delayed.index(k)
+            B2[blk, c], D12[i, c], D21[c, j] = g.B1[:, 0], g.D11[0, 0], 1.0
+        else:
+            B1[blk, j] = g.B1[:, 0]
+            D11[i, j] += g.D11[0, 0]
+    return _lft.make(A, B1, C1, D11, B2=B2, D12=D12, D21=D21, tau=d.reshape(-1)[delayed])
 
 
 def _siso(num, den, delay):
