@@ -14,11 +14,11 @@ Two hard cases get their own treatment. A multiple root that rounding splits int
 about ``eps^(1/m) |s|`` (where ``det M`` is rounding noise and Newton's method cannot converge) is counted
 as one cluster of multiplicity ``m`` on a circle around it and reported at its centroid
 (:mod:`ddesys.matrix._roots_cluster`), but only when its zeros cannot be separated: distinct roots close
-together inside such a circle are told apart, refined one by one and each proven alone in its own disk. Delayed terms that cancel in ``det M`` (a nilpotent delayed
-coupling in any basis: the degree of ``det M`` in ``exp(-s tau_k)`` below ``rank(Ad_k)``) are detected
-from the exact coefficients of ``det M`` as a polynomial in ``(s, exp(-s tau))``, and that quasi-polynomial
-replaces ``det M`` (:mod:`ddesys.matrix._roots_qp`); when no delayed term is left the roots are the
-eigenvalues of ``A``.
+together inside such a circle are told apart, refined one by one and each proven alone in its own disk.
+Delayed terms that cancel in ``det M`` (a nilpotent delayed coupling in any basis: the degree of ``det M``
+in ``exp(-s tau_k)`` below ``rank(Ad_k)``) are detected from the exact coefficients of ``det M`` as a
+polynomial in ``(s, exp(-s tau))``, and that quasi-polynomial replaces ``det M``
+(:mod:`ddesys.matrix._roots_qp`); when no delayed term is left the roots are the eigenvalues of ``A``.
 
 ``certified=True`` means the count and the roots found agree (numerically: the phase of ``det M`` is
 resolved on every arc of the boundary, see :func:`ddesys.matrix._roots_count.winding_numbers`; this is not
@@ -385,7 +385,8 @@ def is_stable(A, Ad, tau):
     if cnt is not None:
         return cnt == 0
     if "passes within" in why or "det M(s) = 0" in why:
-        return edge_decision(A, Ad, tau, box, fn, find_roots=characteristic_roots, abscissa=spectral_abscissa)          # a root on or next to the imaginary axis
+        # a root on or next to the imaginary axis
+        return edge_decision(A, Ad, tau, box, fn, find_roots=characteristic_roots, abscissa=spectral_abscissa)
     warnings.warn(f"is_stable: the count on Re s = 0 failed ({why}); deciding by the spectral abscissa",
                   RuntimeWarning, stacklevel=2)
     return spectral_abscissa(A, Ad, tau) < 0

@@ -21,7 +21,7 @@ from scipy.optimize import brentq
 
 import ddesys
 from ddesys.matrix._neutral_difference import torus_max
-from ddesys.matrix._roots_cluster import separate, wide_clusters
+from ddesys.matrix._roots_cluster import wide_clusters
 from ddesys.matrix.neutral import NeutralStateSpace
 
 DPS = 40
@@ -139,6 +139,7 @@ def test_wide_cluster_of_two_distinct_roots_is_separated():
 
 def test_separate_keeps_a_true_double_root_together():
     """``det M = (s + 1)^2`` (a Jordan block, no delayed term): the double root cannot be separated."""
+    from ddesys.matrix._roots_cluster import separate                  # new with the fix
     A = np.array([[-1.0, 1.0], [0.0, -1.0]])
     Ad = np.zeros((1, 2, 2))
     assert separate(A, Ad, np.array([1.0]), -1.0 + 1e-3, 0.1, 2) is None
