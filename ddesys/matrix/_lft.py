@@ -156,10 +156,68 @@ def coerce_sum(items):
 
 
 def transfer(g, s):
-    """``G(s)`` ``(p, m, F)`` at complex points ``s (F,)``: one solve per point of
-    ``[[sI - A, -B2], [-E C2, I - E D22]] [X; W] = [B1; E D21]``, ``E = diag(e^{-s tau})``,
-    ``G = C1 X + D12 W + D11`` (singular exactly at a characteristic root)."""
-    s = np.asarray(s, dtype=complex).reshape(-1)
+    """``G(s)`` ``(p, m, F)`` at complex points ``s (F,)`` (singular exactly at a characteristic root); see
+    :func:`transfer_at`, whose evaluator keeps its factorization for further points."""
+    return transfer_at(g)(s)
+
+
+def transfer_at(g):
+    """An evaluator ``s (F,) -> G(s) (p, m, F)`` of ``g``'s transfer matrix, factorized once.
+
+    The state part is eliminated through the Schur form ``A = Q T Q^H`` (one ``O(n^3)`` factorization,
+    then ``O(n^2)`` back substitutions per point): ``X = (sI - A)^{-1} [B1, B2]``, and the channels solve
+    ``(I - E D22 - E C2 X_2) W = E (C2 X_1 + D21)``, ``E = diag(e^{-s tau})``; ``G = C1 (X_1 + X_2 W) +
+    D12 W + D11``. Small systems (``n + q <= 12``), a few points at a time, and points within rounding of
+    an eigenvalue of ``A`` (where ``sI - A`` is singular but the whole loop need not be) take one dense
+    solve of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead."""
+    from scipy.linalg import schur
+
+    n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
+    if n + q <= 12 or n == 0:                # small: one batched dense solve is cheaper than the loop
+        return lambda s: _transfer_dense(g, np.asarray(s, dtype=complex).reshape(-1))
+    T, Q = schur(g.A.astype(complex), output="complex")
+    d = np.diag(T)
+    scale = 1.0 + np.abs(d).max()
+    R0 = Q.conj().T @ np.hstack([g.B1, g.B2])                     # (n, m + q)
+    C1Q, C2Q = g.C1 @ Q, g.C2 @ Q
+
+    def evaluate(s):
+        s = np.asarray(s, dtype=complex).reshape(-1)
+        if s.size <= 8:
+            return _transfer_dense(g, s)
+        out = np.empty((p, m, s.size), complex)
+        near = (np.abs(s[:, None] - d[None, :]) <= 1e-10 * scale).any(axis=1)
+        idx = np.flatnonzero(~near)
+        step = max(1, 2**22 // max(1, n * (m + q) + q * q))
+        for i in range(0, idx.size, step):
+            sel = idx[i:i + step]
+            z = s[sel]
+            k, F = m + q, z.size
+            Y = np.empty((n, k * F), complex)           # (sI - T)^{-1} R0 by back substitution, rows (k, F)
+            R = np.repeat(R0, F, axis=1)                # each row: R0[r, c] for every point, c-major
+            inv = np.tile(1.0 / (z[None, :] - d[:, None]), (1, k))                       # (n, k F)
+            Y[n - 1] = R[n - 1] * inv[n - 1]
+            for r in range(n - 2, -1, -1):
+                Y[r] = (R[r] + (T[r, r + 1:, None] * Y[r + 1:]).sum(axis=0)) * inv[r]    # (complex gemv is slow)
+            Yf = np.moveaxis(Y.reshape(n, k, F), -1, 0)                                   # (F, n, k)
+            CY = np.matmul(C1Q, Yf)                                                      # (F, p, k)
+            G1 = CY[:, :, :m]
+            if q:
+                E = np.exp(-np.multiply.outer(z, g.tau))              # (F, q)
+                ZY = np.matmul(C2Q, Yf)                                                  # (F, q, k)
+                W = np.linalg.solve(np.eye(q) - E[:, :, None] * (g.D22 + ZY[:, :, m:]),
+                                    E[:, :, None] * (ZY[:, :, :m] + g.D21))
+                G1 = G1 + np.matmul(CY[:, :, m:] + g.D12, W)
+            out[:, :, sel] = np.moveaxis(G1 + g.D11, 0, -1)
+        if near.any():
+            out[:, :, near] = _transfer_dense(g, s[near])
+        return out
+
+    return evaluate
+
+
+def _transfer_dense(g, s):
+    """``G(s)`` by one solve per point of ``[[sI - A, -B2], [-E C2, I - E D22]] [X; W] = [B1; E D21]``."""
     n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
     out = np.empty((p, m, s.size), complex)
     step = max(1, 2**22 // max(1, (n + q) ** 2 + (n + q) * m))
@@ -287,4 +345,5 @@ def to_control(g, pade_order=None):
 
 
 __all__ = ["MAX_PADE_ORDER", "IOData", "append", "coerce", "connect", "delay_block", "feedback", "from_control",
-           "from_neutral", "from_statespace", "gain", "make", "pade", "parallel", "series", "to_control", "transfer"]
+           "from_neutral", "from_statespace", "gain", "make", "pade", "parallel", "series", "to_control", "transfer",
+           "transfer_at"]

@@ -143,8 +143,10 @@ def margin_grid(sys, floor=1e-3):
 
 
 def _response(g):
+    G = _lft.transfer_at(g)
+
     def L(w):
-        return _lft.transfer(g, 1j * np.atleast_1d(np.asarray(w, float)))[0, 0]
+        return G(1j * np.atleast_1d(np.asarray(w, float)))[0, 0]
     return L
 
 

@@ -198,3 +198,20 @@ def test_stabilize_strongly_stabilizes_a_biproper_loop_with_dead_time():
     assert abs(k) < 1
     assert _rhp_zero_count(lambda s: (s - 1) + k * (s + 2) * np.exp(-s)) == 0
     assert _rhp_zero_count(lambda s: (s - 1) + 0.3 * (s + 2) * np.exp(-s)) > 0          # the start was not
+
+
+def test_transfer_of_a_large_loop_matches_the_closed_form_at_many_points():
+    rng = np.random.default_rng(3)
+    n = 18
+    A = -np.diag(np.linspace(0.5, 5.0, n)) + 0.1 * rng.standard_normal((n, n))
+    A[0, :], A[:, 0] = 0.0, 0.0                                    # an integrator: s = 0 is an eigenvalue of A
+    B, C = rng.standard_normal((n, 1)), rng.standard_normal((1, n))
+    P = ddesys.ss(A, B, C, input_delay=0.7)
+    loop = ddesys.feedback(P, 0.4)                                 # n + q > 12: the Schur path
+    s = np.concatenate([[0.0], 1j * np.logspace(-3, 3, 400), 0.3 + 1j * np.linspace(-5, 5, 41)])
+    G = loop.transfer(s)[0, 0]
+    for z, g in zip(s, G):
+        Pz = (C @ np.linalg.solve(z * np.eye(n) - A + 1e-300 * np.eye(n), B))[0, 0] * np.exp(-0.7 * z) if z != 0 \
+            else np.inf
+        ref = 1 / 0.4 if z == 0 else Pz / (1 + 0.4 * Pz)           # at s = 0 the integrator makes P infinite
+        assert abs(g - ref) <= 1e-11 * max(1.0, abs(ref))
