@@ -175,4 +175,6 @@ def check_dss(cfg, plot_dir, progress):
               "ZOH discretization with a fractional delay; published problems: the first-order plant with dead "
               "time (margins, PI loop), TDS-CONTROL's neutral eq. (2.20), a stiff discrete system with a "
               "singular longest-lag matrix, the Wood-Berry column under BLT PI control (a dead time per "
-              "entry), a biproper loop with dead time (a delay-difference closed loop)")
+              "entry), a biproper loop with dead time (a delay-difference closed loop), an unstable plant with "
+              "dead time whose static gain is a phase crossover, python-control's margin example 21, the "
+              "Vyhlidal-Zitek neutral benchmark")

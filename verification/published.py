@@ -208,8 +208,66 @@ def biproper_dead_time_loop():
     return rows
 
 
+def unstable_fopdt_loop():
+    """``1.5 e^{-0.5 s} / (s - 1)``: ``L(0) = -1.5`` lies on the negative real axis, a phase crossover at
+    ``omega = 0`` by python-control's convention (its ``stability_margins`` docstring): ``gm = 1 / 1.5``; the
+    gain crossover at ``|L| = 1``, ``omega = sqrt 5 / 2``, and its phase margin by mpmath."""
+    mp.mp.dps = 30
+    L = lambda w: 1.5 * mp.exp(-0.5j * w) / (1j * w - 1)                  # noqa: E731
+    wg = mp.findroot(lambda w: abs(L(w)) - 1, 1.0)
+    gm, pm, _, wpc, wgc, _ = ddesys.stability_margins(ddesys.tf([1.5], [1.0, -1.0], delay=0.5))
+    name = "1.5 e^-0.5s / (s - 1), the static gain on the negative axis"
+    return [_row(name, "gain margin at omega = 0 vs 1 / 1.5", [gm, wpc], [2.0 / 3.0, 0.0], 1e-13),
+            _row(name, "gain crossover vs sqrt(5)/2, phase margin vs mpmath", [wgc, pm],
+                 [float(wg), float(180 + mp.degrees(mp.arg(L(wg))))], 1e-10)]
+
+
+def python_control_example21():
+    """python-control's margin test ``example21`` (control/tests/margin_test.py):
+    ``0.002 (s + 0.02)(s + 0.05)(s + 5)(s + 10) / ((s - 0.0005)(s + 0.0001)(s + 0.01)(s + 0.2)(s + 1)
+    (s + 100)^2)``, ``L(0) = -100``: its published ``gm = 0.0100`` at ``omega = 0``, ``pm = -14.5640`` deg at
+    ``wgc = 0.0022`` (four digits, as published)."""
+    roots_num, roots_den = [-0.02, -0.05, -5.0, -10.0], [0.0005, -0.0001, -0.01, -0.2, -1.0, -100.0, -100.0]
+    L = ddesys.tf(0.002 * np.poly(roots_num), np.poly(roots_den))
+    gm, pm, wpc, wgc = ddesys.margin(L)
+    name = "python-control margin_test example21"
+    return [_row(name, "gm at omega = 0 vs 1 / |L(0)| = 0.01", [gm, wpc], [0.01, 0.0], 1e-12),
+            _row(name, "pm / 100 deg, wgc vs published -14.5640, 0.0022 (4 digits)", [pm / 100, wgc],
+                 [-14.5640 / 100, 0.0022], 1e-4)]
+
+
+def vyhlidal_zitek_neutral():
+    """QPmR's neutral benchmark (Vyhlidal & Zitek, IEEE TAC 54(1), 2009; the qpmr package's
+    ``vyhlidal2014qpmr_03``): ``s^4 + 0.2 s^3 + 5 s + 2.1 + (0.5 s^4 - 2.1 s) e^{-1.5 s} + (0.3 s^4 + 3.2 s^2)
+    e^{-2.2 s} + 1.2 s^2 e^{-4.3 s} + 3 e^{-6.3 s}`` in companion form: the spectral abscissa chosen without a
+    region, against mpmath ``findroot`` on the quasi-polynomial from the reported rightmost root."""
+    A = np.zeros((4, 4))
+    A[0, 1] = A[1, 2] = A[2, 3] = 1.0
+    A[3] = [-2.1, -5.0, 0.0, -0.2]
+    Ad = np.zeros((4, 4, 4))
+    Ad[0, 3, 1], Ad[1, 3, 2], Ad[2, 3, 2], Ad[3, 3, 0] = 2.1, -3.2, -1.2, -3.0
+    H = np.zeros((4, 4, 4))
+    H[0, 3, 3], H[1, 3, 3] = -0.5, -0.3
+    sys = ddesys.NeutralStateSpace(A, Ad, H, [1.5, 2.2, 4.3, 6.3])
+    r = sys.spectral_abscissa(detail=True)
+    mp.mp.dps = 30
+
+    def h(s):
+        e = lambda t: mp.exp(-t * s)                                      # noqa: E731
+        return (s ** 4 + 0.2 * s ** 3 + 5 * s + 2.1 + (0.5 * s ** 4 - 2.1 * s) * e(1.5)
+                + (0.3 * s ** 4 + 3.2 * s ** 2) * e(2.2) + 1.2 * s ** 2 * e(4.3) + 3 * e(6.3))
+
+    z = complex(r.rightmost)
+    ref = complex(mp.findroot(h, mp.mpc(z.real + 1e-3, z.imag)))
+    name = "neutral benchmark, Vyhlidal & Zitek 2009 (QPmR)"
+    return [_row(name, "spectral abscissa (no region given): rightmost root vs mpmath", [r.value, z],
+                 [ref.real, ref], 1e-9)]
+
+
 PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay, mid_sixfold, hidden_nilpotent,
-         stability_at_the_edge, wood_berry, biproper_dead_time_loop)
+         stability_at_the_edge, wood_berry, biproper_dead_time_loop, unstable_fopdt_loop, python_control_example21,
+         vyhlidal_zitek_neutral)
 
 __all__ = ["PARTS", "biproper_dead_time_loop", "dead_time_loop", "hidden_nilpotent", "mid_sixfold",
-           "neutral_tds_control", "nlevp_time_delay", "stability_at_the_edge", "stiff_discrete", "wood_berry"]
+           "neutral_tds_control", "nlevp_time_delay", "python_control_example21", "stability_at_the_edge",
+           "stiff_discrete", "unstable_fopdt_loop", "vyhlidal_zitek_neutral", "wood_berry"]
