@@ -30,6 +30,7 @@ from .matrix.iosystem import DelayIOSystem
 from .matrix._io_reduce import AlgebraicLoopError
 from .matrix.xferfcn import ss, tf
 from .matrix.bdalg import append, feedback, parallel, series
+from .matrix.freqplot import nyquist_response
 from .matrix.margins import SensitivityPeaks, margin, nyquist_plot, sensitivity_peaks, stability_margins
 from .matrix.convert import from_control, to_control
 from .matrix.design import DesignResult, abscissa_gradient, hinf_design, stabilize, static_output_feedback
@@ -44,7 +45,7 @@ from ._version import __version__
 __all__ = [
     "AlgebraicLoopError", "DelayIOSystem", "EssentialSpectrum", "NeutralAbscissa", "NeutralStateSpace",
     "StrongStability", "UndecidableStability", "quasipolynomial_roots", "DesignResult", "abscissa_gradient", "hinf_design", "stabilize", "static_output_feedback", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
-    "nyquist_plot", "parallel", "sensitivity_peaks", "series", "ss", "stability_margins", "tf", "to_control",
+    "nyquist_plot", "nyquist_response", "parallel", "sensitivity_peaks", "series", "ss", "stability_margins", "tf", "to_control",
     "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DelaySystem", "DelayTap",
     "DiscreteDelayStateSpace", "DiscreteDelaySystem", "FrequencyResponse", "RootsResult", "S4DDiscrete",
     "StabilityChart", "SumSystem", "TimeResponse", "choose_contour", "clock_index", "clocked_simulate",

@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._design_grad import call_system, rightmost, root_gradient, system_derivatives
-from ._design_neutral import neutral_part, strong_stabilize
+from ._design_neutral import neutral_part, strong_minimize
 from ._design_opt import minimize_nonsmooth
 from ._roots_igd import single_blas_thread
 from .charmatrix import char_matrix_ds
@@ -169,7 +169,7 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
         closed loop (a :class:`~ddesys.NeutralStateSpace`, or a ``DelayIOSystem`` with a delay-difference
         part such as a biproper controller around a plant with dead time) is strongly stabilized: the
         objective is then its strong spectral abscissa ``max(C_D, alpha)``
-        (:func:`~ddesys.matrix._design_neutral.strong_stabilize`).
+        (:func:`~ddesys.matrix._design_neutral.strong_minimize`).
     p0 : array_like, real ``(P,)``
         Starting parameters.
     target : float, optional
@@ -223,8 +223,12 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
         if derivative is not None or n_grid is not None:
             raise ValueError("derivative= and n_grid= apply to retarded loops; a neutral loop's strong abscissa "
                              "is differentiated by central differences")
-        return strong_stabilize(system_fn, p0, target=target, max_iter=max_iter, max_eval=max_eval,
-                                sampling=sampling, seed=seed)
+        opt, v0, sys, st = strong_minimize(system_fn, p0, target=target, max_iter=max_iter, max_eval=max_eval,
+                                           sampling=sampling, seed=seed)
+        ok = bool(st.strongly_stable) and (target is None or opt.f <= target)
+        state = "strongly stable" if st.strongly_stable else "not strongly stable"
+        return DesignResult(opt.x, float(opt.f), v0, sys, np.array(opt.history), opt.n_iter, opt.n_eval + 1, ok,
+                            f"{opt.message}; the closed loop is {state} ({st.message})", "strong spectral abscissa")
 
     def f(p):
         r = abscissa_gradient(system_fn, p, derivative=derivative, method=method, n_grid=n_grid)

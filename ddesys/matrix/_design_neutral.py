@@ -41,8 +41,9 @@ def _objective(system_fn, p):
     return strong_abscissa(part)
 
 
-def strong_stabilize(system_fn, p0, *, target=None, max_iter=200, max_eval=2000, sampling=True, seed=0):
-    """Minimize the strong spectral abscissa ``max(C_D, alpha)`` of a neutral closed loop.
+def strong_minimize(system_fn, p0, *, target=None, max_iter=200, max_eval=2000, sampling=True, seed=0):
+    """Minimize the strong spectral abscissa ``max(C_D, alpha)`` of a neutral closed loop (the work of
+    :func:`ddesys.matrix.design.stabilize` for such loops).
 
     Parameters
     ----------
@@ -54,13 +55,13 @@ def strong_stabilize(system_fn, p0, *, target=None, max_iter=200, max_eval=2000,
 
     Returns
     -------
-    DesignResult
-        ``success``: the loop at ``params`` is strongly stable (``gamma0 < 1`` and no root in the closed
-        right half-plane) and, with a target, ``value <= target``; ``objective`` is
-        ``"strong spectral abscissa"``.
+    opt : OptResult
+        The minimizer's result (:mod:`ddesys.matrix._design_opt`).
+    initial_value : float
+    system : the loop at ``opt.x``
+    strong : StrongStability
+        Its strong-stability test (``gamma0 < 1`` and no root in the closed right half-plane).
     """
-    from ._design_abscissa import DesignResult
-
     def f(p):
         v = _objective(system_fn, p)
         g = np.empty(p.size)
@@ -76,11 +77,7 @@ def strong_stabilize(system_fn, p0, *, target=None, max_iter=200, max_eval=2000,
         opt = minimize_nonsmooth(f, p0, target=target, max_iter=max_iter, max_eval=max_eval, sampling=sampling,
                                  seed=seed)
     sys = system_fn(opt.x)
-    st = neutral_part(sys).strong_stability()
-    ok = bool(st.strongly_stable) and (target is None or opt.f <= target)
-    state = "strongly stable" if st.strongly_stable else "not strongly stable"
-    return DesignResult(opt.x, float(opt.f), float(v0), sys, np.array(opt.history), opt.n_iter, opt.n_eval + 1,
-                        ok, f"{opt.message}; the closed loop is {state} ({st.message})", "strong spectral abscissa")
+    return opt, float(v0), sys, neutral_part(sys).strong_stability()
 
 
-__all__ = ["neutral_part", "strong_abscissa", "strong_stabilize"]
+__all__ = ["neutral_part", "strong_abscissa", "strong_minimize"]

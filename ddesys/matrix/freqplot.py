@@ -23,6 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _lft
+from ._zero_floor import zero_cluster
 
 CROSSOVER_FACTOR = 3.0      # with delays, the default grid ends near this multiple of the last crossover
 PHASE_FLOOR = 0.1           # phase crossovers with |G| below this (gain margin above 20 dB) do not set the range
@@ -52,12 +53,8 @@ def _nice_up(x):
 
 
 def _zero_cluster(g):
-    """``(m, floor)``: the poles at ``s = 0`` to rounding, by :func:`ddesys.matrix.margins.zero_cluster`
-    (none assumed where that function is absent)."""
-    from . import margins
-
-    fn = getattr(margins, "zero_cluster", None)
-    return fn(g) if fn is not None else (0, 0.0)
+    """``(m, floor)``: the poles at ``s = 0`` to rounding (:func:`ddesys.matrix._zero_floor.zero_cluster`)."""
+    return zero_cluster(g)
 
 
 def _eig_scales(g):
@@ -272,10 +269,10 @@ def _poles(g):
         m = _zero_cluster(g)[0]
         ev[np.argsort(np.abs(ev), kind="stable")[:m]] = 0.0        # a multiple integrator split by rounding
         return ev, ""
-    from .statespace import DelayStateSpace
+    from .roots import characteristic_roots
 
     try:
-        r = DelayStateSpace(f.A, f.Ad, f.state_delays, f.B0, f.C0, f.D0).roots(re_min=-1e-6)
+        r = characteristic_roots(f.A, f.Ad, f.state_delays, -1e-6)
     except Exception as exc:                                          # noqa: BLE001 - reported, not raised
         return None, f"the poles of L could not be computed ({exc})"
     return np.asarray(getattr(r, "roots", r)), ""

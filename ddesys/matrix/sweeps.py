@@ -62,7 +62,7 @@ class DelaySweeps:
         """Delay margins: the smallest delay at which the system, stable for smaller ones, loses stability.
 
         One delay: the smallest ``tau`` with the matrices kept (the system must be stable as ``tau -> 0+``).
-        Several delays (:func:`ddesys.matrix.crossings.delay_margins`): with ``which=k`` the smallest value
+        Several delays (:func:`ddesys.matrix.delay_margins.delay_margins`): with ``which=k`` the smallest value
         of delay ``k`` at which stability is lost, the others fixed at the system's values (stable with
         ``tau_k = 0``); with ``direction=d`` the smallest ``t`` such that the delays ``t d`` destabilize it
         (``direction=sys.tau``: the factor by which all its delays can be stretched); with neither, the list
@@ -97,7 +97,8 @@ class DelaySweeps:
         >>> round(two.delay_margin(direction=[1.0, 1.0]), 10)            # x' = -2 x(t - t): pi / 4
         0.7853981634
         """
-        from .crossings import delay_margin, delay_margins
+        from .crossings import delay_margin
+        from .delay_margins import delay_margins
 
         if self.n_delays == 1 and which is None and direction is None:
             return delay_margin(self.A, self.Ad[0])

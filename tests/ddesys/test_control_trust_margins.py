@@ -236,7 +236,8 @@ def test_per_delay_margin_infinite_where_the_scan_stays_stable():
 def test_direction_margins_closed_forms_and_the_one_delay_sweep():
     """``(1, 1)``: ``x' = -(a + b) x(t - t)``, margin ``pi / (2 (a + b))``; ``(1, 0)``: one delay, the QEP sweep of
     :func:`ddesys.matrix.crossings.delay_margin` (a different algorithm)."""
-    from ddesys.matrix.crossings import delay_margin, delay_margins
+    from ddesys.matrix.crossings import delay_margin
+    from ddesys.matrix.delay_margins import delay_margins
 
     assert abs(delay_margins([[0.0]], [[[-1.0]], [[-0.5]]], [1.0, 1.0], direction=[1.0, 1.0]) - np.pi / 3) < 1e-12
     ref = delay_margin(A2 + 3 * AD2[1], 3 * AD2[0])
@@ -255,7 +256,7 @@ def test_direction_margin_against_a_chebyshev_scan(d, t_max):
 
 
 def test_several_delay_margins_refuse_bad_questions():
-    from ddesys.matrix.crossings import delay_margins
+    from ddesys.matrix.delay_margins import delay_margins
 
     with pytest.raises(ValueError, match="not both"):
         delay_margins(A2, AD2, [1.0, 1.0], which=0, direction=[1.0, 1.0])

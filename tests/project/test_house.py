@@ -23,6 +23,11 @@ LONG_MODULES: dict[str, str] = {
     "nn/model.py": "SequenceModel is one concept: its forward, state passing and decoding (step, module_step, "
                    "the plan kept with the caches, prefill, generate), each with its numpydoc docstring",
     "nn/ds4d.py": "the DS4D layer: parameters, kernel, branches, state path and decoding, with their docstrings",
+    "ddesys/matrix/iosystem.py": "DelayIOSystem is one concept: construction, algebra, transfer, norms, roots "
+                                 "(retarded or with a delay-difference part) and responses, each a short method "
+                                 "delegating to its module, with its numpydoc docstring",
+    "ddesys/matrix/freqplot.py": "python-control's freqplot: the default frequency range, the Nyquist count and "
+                                 "the Nyquist figure share one crossover scan and one indentation of axis poles",
 }
 
 #: reads or writes of another object's underscore attribute that are accepted, with the reason
