@@ -328,6 +328,21 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
             return ev if re_min is None else ev[ev.real >= re_min]
         return sys.roots(re_min, **kwargs)
 
+    def zeros(self):
+        """Transmission zeros (python-control's name), where finitely many: a square system with no state
+        read late and one dead time per input and output has the zeros of its rational part; others raise
+        ``ValueError`` (see :func:`ddesys.matrix._io_zeros.transmission_zeros`).
+
+        Examples
+        --------
+        >>> import ddesys
+        >>> ddesys.tf([1.0, 2.0], [1.0, 3.0, 1.0], delay=0.5).zeros()
+        array([-2.+0.j])
+        """
+        from ._io_zeros import transmission_zeros
+
+        return transmission_zeros(self)
+
     def poles(self, re_min=None, **kwargs):
         """The characteristic roots as an array (python-control's name)."""
         r = self.roots(re_min, **kwargs)

@@ -215,3 +215,20 @@ def test_transfer_of_a_large_loop_matches_the_closed_form_at_many_points():
             else np.inf
         ref = 1 / 0.4 if z == 0 else Pz / (1 + 0.4 * Pz)           # at s = 0 the integrator makes P infinite
         assert abs(g - ref) <= 1e-11 * max(1.0, abs(ref))
+
+
+def test_transmission_zeros_where_finitely_many():
+    assert ddesys.tf([1.0, 2.0], [1.0, 3.0, 1.0], delay=0.5).zeros() == pytest.approx([-2.0])
+    A, C, D = [[-1.0, 0.5], [0.0, -2.0]], [[1.0, 1.0], [0.0, 1.0]], [[0.0, 0.0], [0.0, 1.0]]
+    G = ddesys.ss(A, np.eye(2), C, D, input_delay=[0.3, 0.0], output_delay=[0.0, 0.7])
+    # the rational part's zeros: det [[A - sI, I], [C, D]] = 0, by hand: s = -3
+    np.testing.assert_allclose(G.zeros(), [-3.0], atol=1e-12)
+    WB = ddesys.tf([[[12.8], [-18.9]], [[6.6], [-19.4]]], [[[16.7, 1.0], [21.0, 1.0]], [[10.9, 1.0], [14.4, 1.0]]],
+                   delay=[[0.0, 0.0], [0.0, 0.0]])
+    ref = np.roots(np.polysub(12.8 * -19.4 * np.polymul([21.0, 1.0], [10.9, 1.0]),
+                              -18.9 * 6.6 * np.polymul([16.7, 1.0], [14.4, 1.0])))     # det R(s) cleared
+    np.testing.assert_allclose(np.sort_complex(WB.zeros()), np.sort_complex(ref), rtol=1e-10)
+    with pytest.raises(ValueError, match="quasi-polynomial"):
+        ddesys.feedback(ddesys.tf([1.0], [1.0, 1.0], delay=1.0)).zeros()
+    with pytest.raises(ValueError, match="square"):
+        ddesys.tf([[[1.0], [1.0]]], [[[1.0, 1.0], [1.0, 2.0]]]).zeros()
