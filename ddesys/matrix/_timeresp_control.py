@@ -11,8 +11,10 @@ each estimate the number of further halvings is predicted from the fourth-order 
 tolerance) and the pair of levels around it is solved, reusing a level already computed. The refinement
 stops, with a ``RuntimeWarning`` naming the error reached, when the next level would pass the memory
 budget (:mod:`ddesys.budget`), when the tolerance is below the rounding term of the steps it would need
-(then the level where the two terms balance is the last one), or when halving the step no longer at
-least halves the estimate (a solution not smooth enough for the fourth-order rate).
+(then the level where the two terms balance is the last one), when the order of convergence seen between
+the last two pairs is below 2, or when halving the step no longer at least halves the estimate. From the
+second pair on, the estimate uses the order seen (at most 4; :func:`observed_order`), so a solution less
+smooth than the grid assumes is not reported with a fourth-order estimate.
 """
 from __future__ import annotations
 
@@ -34,30 +36,48 @@ def _worst(ratio):
     return float(np.nan_to_num(ratio, nan=np.inf, posinf=np.inf).max())
 
 
-def _measure(y_coarse, y_fine, steps, rtol, atol):
-    """``(estimate, ratio, rounding)``: the largest estimated absolute error of ``y_fine`` (computed in
-    ``steps`` steps), the largest ratio of a channel's estimate to its tolerance ``atol + rtol max_t
-    |y_fine|`` (time on the last axis), and the largest ratio of the rounding term to the tolerance. The
-    estimate adds to Richardson's term the rounding errors, about ``eps sqrt(steps) max_t |y|`` per
-    channel."""
+def _spread(y_coarse, y_fine):
+    """Per channel (time on the last axis): ``max_t |y_fine - y_coarse|`` and ``max_t |y_fine|``."""
     if y_fine.size == 0:
-        return 0.0, 0.0, 0.0
-    peak = np.abs(y_fine).max(axis=-1)                              # per channel
+        return np.zeros(y_fine.shape[:-1]), np.zeros(y_fine.shape[:-1])
+    return np.abs(y_fine - y_coarse).max(axis=-1), np.abs(y_fine).max(axis=-1)
+
+
+def _measure(diff, peak, steps, rtol, atol, order=ORDER):
+    """``(estimate, ratio, rounding, worst)``: the largest estimated absolute error of the finer solution
+    (computed in ``steps`` steps) of a pair whose channels differ by ``diff`` and peak at ``peak``, the largest
+    ratio of a channel's estimate to its tolerance ``atol + rtol peak``, the largest ratio of the rounding
+    term to the tolerance, and the flat index of the channel of the largest ratio. The estimate is
+    Richardson's term for the convergence order ``order`` (per channel or one for all) plus the rounding
+    errors, about ``eps sqrt(steps) peak`` per channel."""
+    if diff.size == 0:
+        return 0.0, 0.0, 0.0, 0
     rounding = np.finfo(float).eps * np.sqrt(steps) * peak
-    e_ch = SAFETY * np.abs(y_fine - y_coarse).max(axis=-1) / (2**ORDER - 1) + rounding
+    e_ch = SAFETY * diff / (2.0**order - 1) + rounding
     tol = atol + rtol * peak
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(e_ch == 0, 0.0, e_ch / tol)
         fr = np.where(rounding == 0, 0.0, rounding / tol)
-    return float(e_ch.max()), _worst(ratio), _worst(fr)
+    worst = int(np.argmax(np.nan_to_num(ratio, nan=np.inf, posinf=np.inf)))
+    return float(e_ch.max()), _worst(ratio), _worst(fr), worst
 
 
-def solve_controlled(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, readout, rtol, atol):
+def observed_order(diff_coarse, diff_fine, levels):
+    """Convergence order per channel seen between two pairs of levels ``levels`` halvings apart, their
+    differences ``diff_coarse`` and ``diff_fine``: ``log2(diff_coarse / diff_fine) / levels`` in ``[1, ORDER]``
+    (``ORDER`` where the finer pair agrees exactly, 1 where only it differs)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.log2(diff_coarse / diff_fine) / levels
+    p = np.where(diff_fine == 0, ORDER, np.where(diff_coarse == 0, 1.0, p))
+    return np.clip(np.nan_to_num(p, nan=1.0), 1.0, ORDER)
+
+
+def solve_controlled(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, readout, rtol, atol, jumps=None):
     """Refine the grid until the estimated error of ``readout(X)`` is within ``atol + rtol max|y|``.
 
     Parameters
     ----------
-    A, Ad, tau, B, x0, forcing, t_out, max_bytes, what
+    A, Ad, tau, B, x0, forcing, t_out, max_bytes, what, jumps
         As in :func:`ddesys.matrix._timeresp_steps.solve_fixed`.
     h0 : float
         Largest step of level 0 (``<= min(tau)``).
@@ -77,26 +97,36 @@ def solve_controlled(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, rea
     Warns
     -----
     RuntimeWarning
-        The tolerance was not met (memory budget, rounding errors); the message names the estimate.
+        The tolerance was not met (memory budget, rounding errors, an order of convergence below 2); the
+        message names the estimate.
+
+    Notes
+    -----
+    The first pair's estimate assumes the order ``ORDER``. From the second pair on, each channel's order is
+    the one observed between the two last pairs (:func:`observed_order`, at most ``ORDER``), so a solution
+    less smooth than the grid assumes (an input's jump or kink between grid points) gets an estimate of the
+    order it shows, not a fourth-order one up to 7.5 times too small; below order 2 the refinement stops
+    (each halving would gain too little) and warns.
     """
     sols = {}
-    steps0 = int(grid_counts(tau, float(t_out.max(initial=0.0)), h0)[1].sum())
+    steps0 = int(grid_counts(tau, float(t_out.max(initial=0.0)), h0, jumps)[1].sum())
 
     def level(L):
         if L not in sols:
-            X = solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, split=2**L)
+            X = solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, split=2**L, jumps=jumps)
             sols[L] = (X, readout(X))
         return sols[L]
 
     level(0)                                 # the first pair must fit: a BudgetError here propagates
-    L = 1
-    est, ratio, fr = _measure(level(0)[1], level(1)[1], 2 * steps0, rtol, atol)
+    L, p = 1, ORDER
+    diff, peak = _spread(level(0)[1], level(1)[1])
+    est, ratio, fr, _ = _measure(diff, peak, 2 * steps0, rtol, atol)
     reason, last = None, False
     rounding = "the tolerance is below the rounding errors of the steps it would take (about eps sqrt(steps))"
     while ratio > 1.0:
-        more = max(1, math.ceil(math.log2(2.0 * ratio) / ORDER)) if math.isfinite(ratio) else 1
+        more = max(1, math.ceil(math.log2(2.0 * ratio) / p)) if math.isfinite(ratio) else 1
         if fr > 0 and fr * 2 ** (more / 2) > 1:      # out of reach: go where the two terms balance, then stop
-            more = math.floor(math.log2(8 * (ratio - fr) / fr) / (ORDER + 0.5)) if ratio > 2 * fr else 0
+            more = math.floor(math.log2(8 * (ratio - fr) / fr) / (p + 0.5)) if ratio > 2 * fr else 0
             last = True
             if more < 1:
                 reason = rounding
@@ -114,18 +144,25 @@ def solve_controlled(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, rea
             reason = "the next halving of the step would pass the memory budget (raise max_bytes or " \
                      "DDESYS_MEMORY_BUDGET, shorten t, or loosen rtol/atol)"
             break
-        est_new, ratio_new, fr = _measure(level(new - 1)[1], level(new)[1], steps0 * 2**new, rtol, atol)
+        diff_new, peak_new = _spread(level(new - 1)[1], level(new)[1])
+        orders = observed_order(diff, diff_new, new - L)
+        est_new, ratio_new, fr, worst = _measure(diff_new, peak_new, steps0 * 2**new, rtol, atol, orders)
+        before = _measure(diff, peak, steps0 * 2**L, rtol, atol, orders)[0]      # the last pair, same orders
         for k in [k for k in sols if k < new - 1]:               # only the finest pair is kept
             del sols[k]
-        progress = est_new <= 0.5 * est
-        est, ratio, L = est_new, ratio_new, new
+        progress = est_new <= 0.5 * before
+        p = float(np.asarray(orders).reshape(-1)[worst]) if np.size(orders) else float(ORDER)
+        est, ratio, L, diff, peak = est_new, ratio_new, new, diff_new, peak_new
         if ratio <= 1.0:
             break
         if last:
             reason = rounding
+        elif p < 2:
+            reason = f"the error decreases at order {p:.2g} in the step only, not {ORDER} (rounding errors, " \
+                     "or an input that jumps or has a kink between grid points: name the times with breaks=)"
         elif not progress:
-            reason = "halving the step no longer reduces the error estimate at the fourth-order rate " \
-                     "(rounding errors, or a solution not smooth enough between the grid points)"
+            reason = "halving the step no longer at least halves the error estimate (rounding errors, or a " \
+                     "solution not smooth enough between the grid points)"
         elif L >= MAX_LEVEL:
             reason = f"the step was halved {MAX_LEVEL} times"
         if reason is not None:
@@ -137,4 +174,4 @@ def solve_controlled(A, Ad, tau, B, x0, forcing, t_out, h0, max_bytes, what, rea
     return sols[L][0], est, h0 / 2**L
 
 
-__all__ = ["ORDER", "SAFETY", "solve_controlled"]
+__all__ = ["ORDER", "SAFETY", "observed_order", "solve_controlled"]

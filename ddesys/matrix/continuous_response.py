@@ -16,7 +16,7 @@ class ContinuousSSResponses:
     The host class has the matrices ``A``, ``Ad``, ``tau``, ``B``, ``C``, ``D``.
     """
 
-    def simulate(self, u, t, x0=None, h=None, *, rtol=None, atol=None, max_bytes=None):
+    def simulate(self, u, t, x0=None, h=None, *, rtol=None, atol=None, max_bytes=None, breaks=None):
         """Response to the input ``u`` on the times ``t`` (zero history; see :func:`ddesys.matrix.timeresp.simulate`).
 
         Parameters
@@ -36,6 +36,9 @@ class ContinuousSSResponses:
             alone); a tolerance out of reach within the memory budget warns (``RuntimeWarning``).
         max_bytes : int, optional
             Memory budget of the grid (default: :mod:`ddesys.budget`, at most 1 GiB).
+        breaks : array_like, optional
+            Times where ``u`` or ``u'`` jumps, made grid points besides those found by sampling ``u``
+            (name jumps closer together than a quarter step, which the search can miss).
 
         Returns
         -------
@@ -53,7 +56,7 @@ class ContinuousSSResponses:
         array([0.    , 1.6098, 1.9192, 1.9833, 1.9965])
         """
         return simulate(self.A, self.Ad, self.tau, self.B, self.C, self.D, u, t, x0=x0, h=h, rtol=rtol,
-                        atol=atol, max_bytes=max_bytes)
+                        atol=atol, max_bytes=max_bytes, breaks=breaks)
 
     def impulse(self, t, h=None, *, rtol=None, atol=None, max_bytes=None):
         """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded).

@@ -6,7 +6,9 @@
 
 Method of steps with classical Runge-Kutta 4 and the delayed states read by cubic Hermite
 interpolation of the stored states and derivatives (Oberle & Pesch 1981, Numer. Math. 37, 235-255):
-fourth order in the step ``h`` for inputs smooth on ``t > 0``. The solution is only piecewise smooth:
+fourth order in the step ``h`` for inputs smooth on ``t > 0``, or smooth between times where ``u`` or ``u'``
+jumps (found by sampling, or named by ``breaks=``; they and their breakpoints are grid points, with
+``u``'s one-sided values at each, :mod:`ddesys.matrix._timeresp_steps`). The solution is only piecewise smooth:
 ``x'`` (``x`` itself when ``x0 != 0``) jumps at ``t = 0`` and the jumps propagate to higher derivatives
 at the breakpoints ``sum_k j_k tau[k]``. Every breakpoint with ``sum_k j_k <= 4`` is a grid point, and
 every step is ``<= min(tau)``, so each delayed argument lies in the already computed past, inside one
@@ -35,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._timeresp_control import solve_controlled
-from ._timeresp_steps import BREAKPOINT_ORDER, SIMULATE_MAX_BYTES, breakpoints, solve_fixed
+from ._timeresp_steps import BREAKPOINT_ORDER, SIMULATE_MAX_BYTES, breakpoints, input_breaks, solve_fixed
 from .charmatrix import real_vector
 
 DEFAULT_RTOL = 1e-6            # relative tolerance of the default error control
@@ -170,20 +172,24 @@ def _check_tol(h, rtol, atol):
     return tuple(out)
 
 
-def _run(A, Ad, tau, B, x0, forcing, t, h, tols, max_bytes, what, readout, default):
+def _run(A, Ad, tau, B, x0, forcing, t, h, tols, max_bytes, what, readout, default, breaks=None):
     """States ``(T, n, r)`` at ``t`` and the error estimate of ``readout(states)`` (None for a fixed step);
-    ``default``: ``h`` is the default step."""
-    if tols[0] is None:
-        return solve_fixed(A, Ad, tau, B, x0, forcing, t, h, max_bytes, what), None
+    ``default``: ``h`` is the default step; ``breaks``: times where the input is not smooth, with the jumps
+    and kinks found (:func:`ddesys.matrix._timeresp_steps.input_breaks`) grid points."""
     h0 = min(2 * h, float(tau.min()))            # level 1, the first one returned, has the step h
     if default:                                  # from min(tau / 50, 1 / e): 2 h e <= 2, RK4-stable
         e = float(np.linalg.norm(A, 2) + sum(np.linalg.norm(m, 2) for m in Ad))
         h0 = min(4 * h, 2 / e, float(tau.min())) if e > 0 else min(4 * h, float(tau.min()))
-    X, est, _ = solve_controlled(A, Ad, tau, B, x0, forcing, t, h0, max_bytes, what, readout, *tols)
+    hf = h if tols[0] is None else h0 / 2
+    jumps = input_breaks(A, Ad, tau, B, x0, forcing, t, hf, max_bytes, what, breaks)
+    if tols[0] is None:
+        return solve_fixed(A, Ad, tau, B, x0, forcing, t, h, max_bytes, what, jumps=jumps), None
+    X, est, _ = solve_controlled(A, Ad, tau, B, x0, forcing, t, h0, max_bytes, what, readout, *tols, jumps=jumps)
     return X, est
 
 
-def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None, max_bytes=None):
+def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None, max_bytes=None,
+             breaks=None):
     """Response to the input ``u`` on the times ``t`` (zero history before ``t = 0``).
 
     Parameters
@@ -192,7 +198,9 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None
         Validated matrices (:func:`ddesys.matrix.charmatrix.check_statespace`), real or complex.
     u : callable
         Vectorized ``u(times) -> (m, len(times))`` (``(len(times),)`` allowed for ``m = 1``); only
-        ``t >= 0`` is asked (``u = 0`` before). Should be smooth on ``t > 0`` for fourth order.
+        ``t >= 0`` is asked (``u = 0`` before). Piecewise smooth on ``t > 0`` for fourth order: the times
+        where ``u`` or ``u'`` jumps are found (:func:`ddesys.matrix._timeresp_steps.input_jumps`: sampled at
+        a quarter step, each bisected) and made grid points with their breakpoints (one-sided ``u`` at each).
     t : array_like, real ``(T,)``
         Output times ``>= 0``, any order.
     x0 : array_like ``(n,)``, optional
@@ -211,6 +219,9 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None
         Budget of the stored grid, checked before allocating (default ``SIMULATE_MAX_BYTES``, 1 GiB,
         capped by the memory budget of :mod:`ddesys.budget`); it also bounds the error control's
         refinement.
+    breaks : array_like, optional
+        Further times where ``u`` is not smooth (jumps or kinks closer together than a quarter step, which
+        the search can miss), grid points like those found; times outside ``(0, max(t)]`` are ignored.
 
     Returns
     -------
@@ -224,15 +235,16 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None
         ``u`` not callable; non-real ``t`` or ``h``.
     ValueError
         ``t < 0`` or non-finite; ``u`` returning a wrong shape or non-finite values; ``x0`` of a wrong
-        shape; ``h <= 0``; ``rtol`` or ``atol`` negative or non-finite, or both 0; a grid over
-        ``max_bytes`` (for the error control: its first two grids, steps ``2 h`` and ``h``).
+        shape; ``h <= 0``; ``breaks`` not finite; ``rtol`` or ``atol`` negative or non-finite, or both 0; a
+        grid over ``max_bytes`` (for the error control: its first two grids, steps ``2 h`` and ``h``).
 
     Warns
     -----
     RuntimeWarning
         ``h`` times the spectral radius of ``A`` above 2.5 (RK4 stability); a tolerance not met within
-        ``max_bytes`` or at the rounding level (the message names the error estimate reached, which
-        the returned ``error_estimate`` also holds).
+        ``max_bytes``, at the rounding level or at an order of convergence below 2 (the message names the
+        error estimate reached, which the returned ``error_estimate`` also holds); ``u`` jumping at more
+        than ``MAX_JUMPS`` places (the grid does not follow them).
 
     Examples
     --------
@@ -272,7 +284,8 @@ def simulate(A, Ad, tau, B, C, D, u, t, *, x0=None, h=None, rtol=None, atol=None
     def readout(X):                                                  # (T, n, 1) -> y (p, T)
         return C @ X[:, :, 0].T + Du
 
-    X, est = _run(A, Ad, tau, B, x0, ("call", fn, 1), t, h, tols, max_bytes, "simulate", readout, default)
+    X, est = _run(A, Ad, tau, B, x0, ("call", fn, 1), t, h, tols, max_bytes, "simulate", readout, default,
+                  breaks)
     return TimeResponse(t, readout(X), X[:, :, 0].T, error_estimate=est)
 
 
