@@ -82,6 +82,43 @@ class DesignResult:
     gain: np.ndarray | None = field(default=None)
 
 
+def check_design_options(*, max_iter, max_eval, target=None, sampling=True, seed=0, method="central"):
+    """Validate the options shared by the designs (:func:`stabilize`, ``hinf_design``); returns
+    ``(max_iter, max_eval, target)`` as ``int, int, float or None``.
+
+    Raises
+    ------
+    TypeError
+        ``max_iter`` or ``max_eval`` not an integer, ``target`` not a real number, ``sampling`` not a
+        bool, ``seed`` not an integer or None.
+    ValueError
+        ``max_iter`` or ``max_eval`` below 1, ``target`` NaN, ``method`` not ``"central"`` or ``"complex"``.
+    """
+    out = []
+    for name, v in (("max_iter", max_iter), ("max_eval", max_eval)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be a positive integer, got {v!r}")
+        if v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        out.append(int(v))
+    if target is not None:
+        if isinstance(target, (bool, np.bool_, str, bytes)) or not np.isrealobj(target) or np.ndim(target):
+            raise TypeError(f"target must be a real number or None, got {target!r}")
+        try:
+            target = float(target)
+        except (TypeError, ValueError):
+            raise TypeError(f"target must be a real number or None, got {target!r}") from None
+        if np.isnan(target):
+            raise ValueError("target must be a real number or None, got nan")
+    if not isinstance(sampling, (bool, np.bool_)):
+        raise TypeError(f"sampling must be True or False, got {sampling!r}")
+    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed must be an integer or None, got {seed!r}")
+    if not isinstance(method, str) or method not in ("central", "complex"):
+        raise ValueError(f"method must be 'central' or 'complex', got {method!r}")
+    return out[0], out[1], target
+
+
 def params_vector(p0):
     p = np.asarray(p0)
     if p.dtype.kind not in "biuf":
@@ -193,7 +230,9 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
     Raises
     ------
     TypeError, ValueError
-        As :func:`abscissa_gradient`.
+        As :func:`abscissa_gradient`; ``max_iter`` or ``max_eval`` not a positive integer, ``target`` not
+        a real number (or NaN), ``sampling`` not a bool, ``seed`` not an integer
+        (:func:`check_design_options`).
 
     Notes
     -----
@@ -216,9 +255,9 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
     >>> res.success, round(res.value, 3), round(float(res.params[0]), 4)
     (True, -1.0, -0.3679)
     """
+    max_iter, max_eval, target = check_design_options(max_iter=max_iter, max_eval=max_eval, target=target,
+                                                      sampling=sampling, seed=seed, method=method)
     p0 = params_vector(p0)
-    if target is not None:
-        target = float(target)
     if neutral_part(system_fn(p0)) is not None:     # a neutral loop: its strong abscissa (TDS-CONTROL's)
         if derivative is not None or n_grid is not None:
             raise ValueError("derivative= and n_grid= apply to retarded loops; a neutral loop's strong abscissa "
@@ -246,4 +285,5 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
                         ok, f"{opt.message}; the closed loop is {state} (exact test)", "spectral abscissa")
 
 
-__all__ = ["AbscissaGradient", "DesignResult", "abscissa_gradient", "params_vector", "stabilize"]
+__all__ = ["AbscissaGradient", "DesignResult", "abscissa_gradient", "check_design_options", "params_vector",
+           "stabilize"]

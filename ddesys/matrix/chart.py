@@ -227,8 +227,8 @@ def stability_chart(system_fn, x, y, *, n_grid="auto", workers=None, executor=No
     ok = np.empty(A.shape[0], bool)
     if executor is not None:
         tasks = ((job, (job[0], A[job[1]], Ad[job[1]], tau[job[1]])) for job in jobs)     # sliced when sent
-        for idx, (e, o) in _through(executor, workers, tasks):
-            est[idx], ok[idx] = e, o
+        for idx, res in _through(executor, workers, tasks):
+            est[idx], ok[idx] = _batch_result(res, idx.size, executor)
     else:
         with single_blas_thread():
             if workers == 1 or len(jobs) == 1:
@@ -253,6 +253,25 @@ def _chart_batch(deg, A, Ad, tau):
     with single_blas_thread():
         _, est, ok = rightmost_roots_batch(A, Ad, tau, n_grid=int(deg))
     return est, ok
+
+
+def _batch_result(res, size, executor):
+    """``(estimate (size,) float, converged (size,) bool)`` from what an executor's future returned for one
+    batch, or a TypeError / ValueError naming the executor and what ``_chart_batch`` returns."""
+    who = f"stability chart: the executor {type(executor).__module__}.{type(executor).__qualname__} returned"
+    want = (f"the pair (estimate, converged) of _chart_batch: two arrays of {size} values (float abscissa "
+            "estimates, bool convergence flags), one per grid point of the batch")
+    if not isinstance(res, (tuple, list)) or len(res) != 2:
+        got = f"a {type(res).__name__} of length {len(res)}" if isinstance(res, (tuple, list)) else \
+            f"{type(res).__name__} {res!r:.60}"
+        raise TypeError(f"{who} {got} for a batch of {size} points; expected {want}")
+    e, o = (np.asarray(v) for v in res)
+    if e.shape != (size,) or o.shape != (size,):
+        raise ValueError(f"{who} arrays of shapes {e.shape} and {o.shape} for a batch of {size} points; "
+                         f"expected {want}")
+    if e.dtype.kind not in "fiu" or o.dtype.kind != "b":
+        raise TypeError(f"{who} arrays of dtypes {e.dtype} and {o.dtype}; expected {want}")
+    return e.astype(float), o
 
 
 def _through(executor, workers, tasks):

@@ -151,3 +151,84 @@ def test_error_control_backstop_sees_an_order_below_four():
                                      ("call", lambda q: (np.asarray(q) >= s0).astype(float)[None, None, :], 1),
                                      t, 0.25, None, "simulate", lambda X: X[:, :, 0].T, 1e-3, 0.0)
     assert np.abs(X[:, 0, 0] - step_response(t - s0)).max() <= est
+
+
+# ------------------------------------------------------------------------------------------ stabilize
+def _loop(p):
+    return DelayStateSpace([[0.0]], [[p[0]]], 1.0)                   # x' = k x(t - 1)
+
+
+@pytest.mark.parametrize("kw,exc,msg", [
+    (dict(max_eval=-5), ValueError, "max_eval must be a positive integer, got -5"),
+    (dict(max_eval=0), ValueError, "max_eval must be a positive integer"),
+    (dict(max_iter=-1), ValueError, "max_iter must be a positive integer"),
+    (dict(max_iter=2.5), TypeError, "max_iter must be a positive integer"),
+    (dict(max_eval=True), TypeError, "max_eval must be a positive integer"),
+    (dict(target=float("nan")), ValueError, "target must be a real number or None"),
+    (dict(target="low"), TypeError, "target must be a real number or None"),
+    (dict(sampling="yes"), TypeError, "sampling must be True or False"),
+    (dict(seed=0.5), TypeError, "seed must be an integer or None"),
+    (dict(method="forward"), ValueError, "method must be 'central' or 'complex'"),
+])
+def test_stabilize_refuses_bad_options_by_name(kw, exc, msg):
+    """max_eval=-5 was blamed on the objective ("never finite"); max_iter=2.5 failed inside range()."""
+    from ddesys.matrix.design import stabilize
+
+    with pytest.raises(exc, match=msg):
+        stabilize(_loop, [-0.1], **kw)
+
+
+def test_stabilize_with_valid_options_still_reaches_the_known_minimum():
+    """x' = k x(t - 1): the smallest abscissa is -1 at k = -1/e (a double root of s e^s = k)."""
+    from ddesys.matrix.design import stabilize
+
+    res = stabilize(_loop, [-0.1], max_iter=np.int64(200), max_eval=2000)
+    assert res.success and abs(res.value + 1.0) < 1e-3 and abs(res.params[0] + np.exp(-1.0)) < 1e-3
+
+
+# ------------------------------------------------------------------------------------------ chart executor
+class GarbageExecutor:
+    """Runs each batch at once and hands back ``mangle(result)`` from its future."""
+
+    def __init__(self, mangle):
+        self.mangle = mangle
+
+    def submit(self, fn, *args):
+        value = self.mangle(fn(*args))
+
+        class Fut:
+            def result(self):
+                return value
+
+            def cancel(self):
+                return True
+
+        return Fut()
+
+
+@pytest.mark.parametrize("mangle,exc,msg", [
+    (lambda r: None, TypeError, "returned NoneType"),
+    (lambda r: (r[0], r[1], r[1]), TypeError, "a tuple of length 3"),
+    (lambda r: (r[0][:1], r[1][:1]), ValueError, r"shapes \(1,\) and \(1,\)"),
+    (lambda r: (0.0, True), ValueError, r"shapes \(\) and \(\)"),          # silently broadcast before
+    (lambda r: (r[0], r[0]), TypeError, "dtypes float64 and float64"),
+])
+def test_chart_names_an_executor_returning_garbage(mangle, exc, msg):
+    from ddesys.matrix.chart import delay_chart
+
+    with pytest.raises(exc, match=msg) as info:
+        delay_chart([[-1.0]], [[[-0.5]], [[-1.5]]], [0.1, 3.0], [0.1, 3.0], executor=GarbageExecutor(mangle),
+                    workers=1)
+    assert "GarbageExecutor" in str(info.value) and "(estimate, converged)" in str(info.value)
+
+
+def test_chart_with_an_honest_executor_matches_the_closed_form():
+    """x' = -k x(t - tau) is stable iff k tau < pi / 2."""
+    from ddesys.matrix.chart import stability_chart
+
+    tau, k = np.linspace(0.1, 3.0, 9), np.linspace(0.1, 2.0, 7)
+    ch = stability_chart(lambda t, g: ([[0.0]], [[-g]], [t]), tau, k, executor=GarbageExecutor(lambda r: r),
+                         workers=1)
+    kt = k[:, None] * tau[None, :]
+    far = np.abs(kt - np.pi / 2) > 1e-3
+    np.testing.assert_array_equal(ch.stable[far], (kt < np.pi / 2)[far])
