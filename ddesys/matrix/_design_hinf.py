@@ -5,7 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._design_abscissa import DesignResult, params_vector, stabilize
+from ._design_abscissa import DesignResult, check_design_options, params_vector, stabilize
 from ._design_grad import sigma_gradient, system_derivatives
 from ._design_opt import minimize_nonsmooth
 from ._roots_igd import single_blas_thread
@@ -156,6 +156,8 @@ def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_f
     >>> res.success, res.value < res.initial_value
     (True, True)
     """
+    max_iter, max_eval, _ = check_design_options(max_iter=max_iter, max_eval=max_eval, sampling=sampling, seed=seed,
+                                                 method=method)
     p0 = params_vector(p0)
     sys0 = performance_system(system_fn, p0)
     if not sys0.is_stable():
@@ -163,7 +165,8 @@ def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_f
             raise ValueError(f"hinf_design needs a stabilizing start: the closed loop at p0 has spectral abscissa "
                              f"{sys0.spectral_abscissa():.6g} >= 0; pass stabilize_first=True or start from "
                              "stabilize(system_fn, p0).params")
-        st = stabilize(system_fn, p0, target=-0.01, derivative=derivative, method=method, seed=seed)
+        st = stabilize(system_fn, p0, target=-0.01, derivative=derivative, method=method, max_iter=max_iter,
+                       max_eval=max_eval, sampling=sampling, seed=seed)
         if not st.success:
             raise ValueError(f"hinf_design: stabilize_first could not stabilize (abscissa {st.value:.6g}): "
                              f"{st.message}")

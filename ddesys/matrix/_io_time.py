@@ -117,8 +117,18 @@ def io_simulate(sys, u, t, x0=None, **kwargs):
         v = np.zeros((m, times.size))
         ok = times >= 0
         if ok.any():
-            w = np.asarray(u(times[ok]), dtype=float)
-            v[:, ok] = w.reshape(m, -1)
+            k = int(ok.sum())
+            w = np.asarray(u(times[ok]))
+            if w.dtype.kind not in "biuf":
+                raise TypeError(f"u must return real numbers, got dtype {w.dtype}"
+                                + (" (a DelayIOSystem is real: simulate the real and imaginary parts of a complex "
+                                   "input separately)" if w.dtype.kind == "c" else ""))
+            if m == 1 and w.shape == (k,):
+                w = w[None]
+            if w.shape != (m, k):
+                raise ValueError(f"u(times) must return shape (m, len(times)) = {(m, k)}"
+                                 + (" or (len(times),)" if m == 1 else "") + f", got {w.shape}")
+            v[:, ok] = w
         return v
 
     x = np.zeros((n, t.size))

@@ -232,3 +232,20 @@ def test_transmission_zeros_where_finitely_many():
         ddesys.feedback(ddesys.tf([1.0], [1.0, 1.0], delay=1.0)).zeros()
     with pytest.raises(ValueError, match="square"):
         ddesys.tf([[[1.0], [1.0]]], [[[1.0, 1.0], [1.0, 2.0]]]).zeros()
+
+
+def test_io_simulate_refuses_complex_and_misshapen_inputs_by_name():
+    G = ddesys.tf([[[1.0], [1.0]]], [[[1.0, 1.0], [1.0, 2.0]]], delay=[[0.5, 0.0]])      # 2 inputs
+    t = np.linspace(0.0, 2.0, 21)
+    with pytest.raises(TypeError, match="real"):
+        G.simulate(lambda tt: np.ones((2, tt.size)) * (1 + 1j), t)
+    with pytest.raises(ValueError, match="shape"):
+        G.simulate(lambda tt: np.ones((tt.size, 2)), t)          # (T, m): refused, not scrambled
+    y = G.simulate(lambda tt: np.vstack([np.ones(tt.size), np.zeros(tt.size)]), t).y[0]
+    ref = np.where(t >= 0.5, 1 - np.exp(-(t - 0.5)), 0.0)        # the step on input 0 through e^{-0.5 s}/(s+1)
+    np.testing.assert_allclose(y, ref, atol=1e-7)
+
+
+def test_hinf_design_refuses_bad_options_by_name():
+    with pytest.raises((TypeError, ValueError), match="max_eval"):
+        ddesys.hinf_design(_pi_loop, [1.5, 0.5], max_eval=-5)
