@@ -259,9 +259,9 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
                                                       sampling=sampling, seed=seed, method=method)
     p0 = params_vector(p0)
     if neutral_part(system_fn(p0)) is not None:     # a neutral loop: its strong abscissa (TDS-CONTROL's)
-        if derivative is not None or n_grid is not None:
-            raise ValueError("derivative= and n_grid= apply to retarded loops; a neutral loop's strong abscissa "
-                             "is differentiated by central differences")
+        if derivative is not None or n_grid is not None or method != "central":
+            raise ValueError("derivative=, method= and n_grid= apply to retarded loops; a neutral loop's strong "
+                             "abscissa is differentiated by central differences")
         opt, v0, sys, st = strong_minimize(system_fn, p0, target=target, max_iter=max_iter, max_eval=max_eval,
                                            sampling=sampling, seed=seed)
         ok = bool(st.strongly_stable) and (target is None or opt.f <= target)
