@@ -7,7 +7,8 @@ The names here are the analysis API: systems, roots and stability, transfer func
 contours, discretization, charts and their results. Plumbing is reached through its module
 (``ddesys.contour.next_pow2``, ``ddesys.contour.unit_roundoff``, ``ddesys.recurrence.numba_available``,
 ``ddesys.discrete.MAX_DELAY_STEPS``); the matrix family's machinery lives in :mod:`ddesys.matrix`, the
-compiled decode runtime in :mod:`ddesys.cpu`.
+compiled decode runtime in :mod:`ddesys.cpu`. ``stability_margin`` (the old name of ``sufficient_margin``)
+still works, with a warning, but is not listed here (``stability_margins`` are a loop's margins).
 """
 from .contour import Contour, choose_contour, fft_length
 from .continuous import DelaySystem
@@ -25,9 +26,9 @@ from .matrix.discrete import DiscreteDelayStateSpace
 from .matrix.discretize import zoh_statespace
 from .matrix.chart import StabilityChart, delay_chart, stability_chart
 from .matrix.crossings import Crossing
-from .matrix.roots import RootsResult, UndecidableStability
+from .matrix.errors import AlgebraicLoopError, UndecidableStability
+from .matrix.roots import RootsResult
 from .matrix.iosystem import DelayIOSystem
-from .matrix._io_reduce import AlgebraicLoopError
 from .matrix.xferfcn import ss, tf
 from .matrix.bdalg import append, feedback, parallel, series
 from .matrix.freqplot import nyquist_response
@@ -40,17 +41,18 @@ from .matrix.timeresp import TimeResponse
 from .transfer import synthesize_kernel, transfer_function, vandermonde_kernel
 from .clock import clock_index, clocked_simulate
 
-from ._version import __version__
+from ._version import __version__ as __version__
 
 __all__ = [
-    "AlgebraicLoopError", "DelayIOSystem", "EssentialSpectrum", "NeutralAbscissa", "NeutralStateSpace",
-    "StrongStability", "UndecidableStability", "quasipolynomial_roots", "DesignResult", "abscissa_gradient", "hinf_design", "stabilize", "static_output_feedback", "SensitivityPeaks", "append", "feedback", "from_control", "margin",
-    "nyquist_plot", "nyquist_response", "parallel", "sensitivity_peaks", "series", "ss", "stability_margins", "tf", "to_control",
-    "Contour", "Crossing", "DS4DDiscrete", "DelayLTI", "DelayStateSpace", "DelaySystem", "DelayTap",
-    "DiscreteDelayStateSpace", "DiscreteDelaySystem", "FrequencyResponse", "RootsResult", "S4DDiscrete",
-    "StabilityChart", "SumSystem", "TimeResponse", "choose_contour", "clock_index", "clocked_simulate",
-    "delay_chart", "discretize_modes", "ds4d_discrete", "euler", "fft_length", "interpolation_response",
-    "is_stable_exact", "radius_bound", "s4d_discrete", "spectral_radius", "split_delay", "stability_chart",
-    "stability_margin", "sufficient_margin", "synthesize_kernel", "transfer_function", "vandermonde_kernel",
+    "abscissa_gradient", "AlgebraicLoopError", "append", "choose_contour", "clock_index",
+    "clocked_simulate", "Contour", "Crossing", "delay_chart", "DelayIOSystem", "DelayLTI", "DelayStateSpace",
+    "DelaySystem", "DelayTap", "DesignResult", "DiscreteDelayStateSpace", "DiscreteDelaySystem", "discretize_modes",
+    "ds4d_discrete", "DS4DDiscrete", "EssentialSpectrum", "euler", "feedback", "fft_length", "FrequencyResponse",
+    "from_control", "hinf_design", "interpolation_response", "is_stable_exact", "margin", "NeutralAbscissa",
+    "NeutralStateSpace", "nyquist_plot", "nyquist_response", "parallel", "quasipolynomial_roots", "radius_bound",
+    "RootsResult", "s4d_discrete", "S4DDiscrete", "sensitivity_peaks", "SensitivityPeaks", "series",
+    "spectral_radius", "split_delay", "ss", "stability_chart", "stability_margins", "StabilityChart", "stabilize",
+    "static_output_feedback", "StrongStability", "sufficient_margin", "SumSystem", "synthesize_kernel", "tf",
+    "TimeResponse", "to_control", "transfer_function", "UndecidableStability", "vandermonde_kernel",
     "winding_number", "zoh", "zoh_statespace",
 ]

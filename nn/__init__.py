@@ -10,6 +10,7 @@ if missing_modules("torch"):                     # one clear line instead of a f
     raise ImportError(extra_message("ddesys.nn", "torch", ["torch"]), name="torch")
 del extra_message, missing_modules
 
+from .branch import Branch
 from .clock import Clocked, ClockedCache, TokenClock
 from .common import NonFiniteInputError
 from .ds4d import DS4D, DS4DCache
@@ -20,5 +21,8 @@ from .learned_clock import HardClocked, HardGateClock, TimeCost
 from .selective import GateClock, SoftClocked
 from .tap import TapWidthSchedule, set_tap_width
 
-__all__ = ["Clocked", "ClockedCache", "TokenClock", "DS4D", "DS4DCache", "NonFiniteInputError", "S4D", "S4DCache", "GateClock", "SoftClocked", "HardGateClock", "HardClocked", "TimeCost", "SequenceBlock", "SequenceModel", "TapWidthSchedule", "param_groups",
-           "set_tap_width"]
+__all__ = [
+    "Branch", "Clocked", "ClockedCache", "DS4D", "DS4DCache", "GateClock", "HardClocked", "HardGateClock",
+    "NonFiniteInputError", "param_groups", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "set_tap_width",
+    "SoftClocked", "TapWidthSchedule", "TimeCost", "TokenClock",
+]

@@ -21,14 +21,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .errors import AlgebraicLoopError
+
 MAX_PATHS = 20_000          # paths through the channel graph before the expansion is refused
 _GROUP_RTOL = 1e-13         # path delays closer than this (relative) are one delay
-
-
-class AlgebraicLoopError(ValueError):
-    """An interconnection closes a loop without dynamics: an instantaneous loop (``I - D F``
-    singular) or a loop through delay channels only (``D22`` with a cycle: a delay-difference
-    equation, whose stability needs the neutral theory). The message names the loop."""
 
 
 class ExplicitForm(NamedTuple):
@@ -163,4 +159,4 @@ def explicit_form(A, B1, C1, D11, B2, C2, D12, D21, D22, tau):
                         *_group(od, om, (p, n)), *_group(fd, fm, (p, m)))
 
 
-__all__ = ["AlgebraicLoopError", "ExplicitForm", "MAX_PATHS", "delay_cycle", "explicit_form"]
+__all__ = ["ExplicitForm", "MAX_PATHS", "delay_cycle", "explicit_form"]

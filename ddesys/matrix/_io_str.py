@@ -145,7 +145,7 @@ def _compact(sys, why):
 
 def io_str(sys):
     """The text of ``str(sys)`` for a :class:`~ddesys.DelayIOSystem` (see the module docstring)."""
-    from ._io_reduce import AlgebraicLoopError
+    from .errors import AlgebraicLoopError
 
     p, m = sys.n_outputs, sys.n_inputs
     try:

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._io_reduce import AlgebraicLoopError
+from .errors import AlgebraicLoopError
 
 MAX_PADE_ORDER = 20         # the Pade denominator's coefficients span ~1e29 already at 20
 

@@ -11,14 +11,9 @@ from __future__ import annotations
 import warnings
 
 from ._roots_cluster import inclusion_radius
+from .errors import UndecidableStability
 
-__all__ = ["UndecidableStability", "edge_decision"]
-
-
-class UndecidableStability(RuntimeWarning):
-    """:func:`is_stable` cannot decide in float64: a characteristic root lies closer to the imaginary
-    axis than the certified error of its position (a root on the axis, or within rounding of it). The
-    answer given with this warning is ``False`` (stability not proven)."""
+__all__ = ["edge_decision"]
 
 
 def edge_decision(A, Ad, tau, box, fn=None, *, find_roots, abscissa):

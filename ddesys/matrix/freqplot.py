@@ -258,7 +258,8 @@ def _transfer_and_derivative(g, s):
 def _poles(g):
     """``(poles, axis_tol)`` of the SISO loop ``g`` (eigenvalues, or characteristic roots with a real part
     above ``-1e-6`` when a state is read late), or ``(None, reason)`` if they cannot be had."""
-    from ._io_reduce import AlgebraicLoopError, explicit_form
+    from ._io_reduce import explicit_form
+    from .errors import AlgebraicLoopError
 
     try:
         f = explicit_form(*g)

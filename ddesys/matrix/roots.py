@@ -41,7 +41,8 @@ from ._roots_count import (
     region_box,
     winding_numbers,
 )
-from ._roots_edge import UndecidableStability, edge_decision
+from ._roots_edge import edge_decision
+from .errors import UndecidableStability
 from ._roots_result import RootsResult
 from ._roots_igd import auto_grid, igd_eigvals, newton
 from ._roots_qp import cancelled_structure
