@@ -38,6 +38,8 @@ row                      fastmath  parallel  cache  error_model  nogil  inline  
 ``chunk.inline``         CRN       -         -      -            -      always  yes (:mod:`.chunk_scan`)
 ``chunk.scan``           CRN       prange    yes    numpy        -      -       yes
 ``block.fused``          CRN       -         yes    numpy        yes    -       yes (:mod:`.block_loops`)
+``dde.inline``           CN        -         -      -            -      always  no (:mod:`.dde_rk4`)
+``dde.rk4``              CN        -         yes    numpy        yes    -       no
 =======================  ========  ========  =====  ===========  =====  ======  ==============================
 
 ``fast``: ``fastmath=True`` (every LLVM fast-math flag, reassociation included); ``CRN``:
@@ -130,6 +132,8 @@ LOOPS = {
     "chunk.inline": LoopOptions(CRN, reassoc=True, inline=True),
     "chunk.scan": LoopOptions(CRN, reassoc=True, parallel=True, cache=True, error_model="numpy"),
     "block.fused": LoopOptions(CRN, reassoc=True, cache=True, error_model="numpy", nogil=True),
+    "dde.inline": LoopOptions(CN, reassoc=False, inline=True),
+    "dde.rk4": LoopOptions(CN, reassoc=False, cache=True, error_model="numpy", nogil=True),
 }
 
 #: the registered loops: ``(row name, module, function name)``, in the order they were defined

@@ -86,7 +86,7 @@ def _per_input(sys, t, kind, kwargs):
         for (di, _), Sg in zip(ins, np.moveaxis(S, 1, 0)):
             x += _gather(Sg, look, t - di)
             for do, Cm in outs:
-                y += np.einsum("pn,nmt->pmt", Cm, _gather(Sg, look, t - (di + do)))
+                y += np.tensordot(Cm, _gather(Sg, look, t - (di + do)), axes=1)
     if kind == "step":
         for d, Dm in feeds:
             y += Dm[:, :, None] * (t >= d)[None, None, :]

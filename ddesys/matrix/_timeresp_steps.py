@@ -116,16 +116,24 @@ def input_breaks(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what, breaks=N
     return b[(b > 0) & (b <= t_end)]
 
 
-def solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what, split=1, jumps=None):
+def solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what, split=1, jumps=None, compiled=None):
     """RK4 method of steps for ``X' = A X + sum_k Ad_k X(t - tau_k) + B U(t)``, ``X (n, r)``.
 
     ``forcing``: None (no input), ``("const", U (m, r))`` for ``t >= 0``, or ``("call", fn, r)`` with
     ``fn(times) -> (m, r, len(times))``. Every step of the grid of step ``h`` is divided into ``split``
     equal steps. ``jumps``: times where the input is not smooth; they and the breakpoints they start
     (:func:`breakpoints`) are grid points, and at each the steps on either side read the input's one-sided
-    values (``fn`` a little before and after it). Returns the states at ``t_out``, ``(T, n, r)``; a grid
-    over ``max_bytes`` raises :class:`ddesys.budget.BudgetError` before allocating.
+    values (``fn`` a little before and after it). ``compiled``: run the steps in the compiled loop
+    (:mod:`ddesys.cpu.dde_rk4`, the default when Numba is available) or in the NumPy loop here (False, the
+    fallback); the two agree to rounding. Returns the states at ``t_out``, ``(T, n, r)``; a grid over
+    ``max_bytes`` raises :class:`ddesys.budget.BudgetError` before allocating.
     """
+    from ..cpu import dde_rk4
+
+    if compiled is None:
+        compiled = dde_rk4.available()
+    elif compiled and not dde_rk4.available():
+        raise RuntimeError("solve_fixed(compiled=True) needs Numba (missing, or disabled by DDESYS_DISABLE_NUMBA)")
     n, r = A.shape[0], x0.shape[1]
     t_end = float(t_out.max(initial=0.0))
     b, counts, S = _check_grid(A, Ad, tau, B, x0, t_end, h, split, max_bytes, what, jumps)
@@ -156,6 +164,28 @@ def solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what, split=1, 
     W = _hermite_w((s - grid[idx]) / hi) * live[..., None]
     W[..., 1] *= hi
     W[..., 3] *= hi
+    jo = np.clip(np.searchsorted(grid, t_out, side="right") - 1, 0, S - 1)      # output times: their steps
+    wo = _hermite_w((t_out - grid[jo]) / hs[jo])
+    if compiled:
+        if BU_const is not None:
+            F = np.broadcast_to(BU_const, (3, 1, n, r))
+        elif U_mid is None:
+            F = np.zeros((3, 1, n, r))
+        else:
+            F = np.stack([np.einsum("nm,mrs->snr", B, U) for U in (U_start[..., :S], U_mid, U_end[..., 1:])])
+        wo[:, 1] *= hs[jo]
+        wo[:, 3] *= hs[jo]
+        return dde_rk4.rk4_steps(np.asarray(A, dtype), np.asarray(Ad, dtype), hs, idx, W, F,
+                                 np.asarray(x0, dtype), jo, wo)
+    X, dL, dR = _steps_numpy(A, Ad, x0, hs, idx, W, BU_const, B, U_start, U_mid, U_end, dtype)
+    return (wo[:, 0, None, None] * X[jo] + (wo[:, 1] * hs[jo])[:, None, None] * dL[jo]
+            + wo[:, 2, None, None] * X[jo + 1] + (wo[:, 3] * hs[jo])[:, None, None] * dR[jo])
+
+
+def _steps_numpy(A, Ad, x0, hs, idx, W, BU_const, B, U_start, U_mid, U_end, dtype):
+    """The steps of :func:`solve_fixed` in NumPy (the fallback of :mod:`ddesys.cpu.dde_rk4`, the same scheme):
+    ``X (S + 1, n, r)`` and the one-sided derivatives ``dL``, ``dR`` ``(S, n, r)``."""
+    S, n, r = hs.size, A.shape[0], x0.shape[1]
     X = np.zeros((S + 1, n, r), dtype)
     dL = np.zeros((S, n, r), dtype)
     dR = np.zeros((S, n, r), dtype)
@@ -185,10 +215,7 @@ def solve_fixed(A, Ad, tau, B, x0, forcing, t_out, h, max_bytes, what, split=1, 
         X[j + 1] = x + (hj / 6) * (k1 + 2 * k2 + 2 * k3 + k4)
         dL[j] = k1
         dR[j] = A @ X[j + 1] + Dl[2] + f1
-    jo = np.clip(np.searchsorted(grid, t_out, side="right") - 1, 0, S - 1)
-    wo = _hermite_w((t_out - grid[jo]) / hs[jo])
-    return (wo[:, 0, None, None] * X[jo] + (wo[:, 1] * hs[jo])[:, None, None] * dL[jo]
-            + wo[:, 2, None, None] * X[jo + 1] + (wo[:, 3] * hs[jo])[:, None, None] * dR[jo])
+    return X, dL, dR
 
 
 def input_jumps(fn, t_end, h):

@@ -15,8 +15,9 @@ every step is ``<= min(tau)``, so each delayed argument lies in the already comp
 smooth piece (a breakpoint inside a delayed step image would put its image ``+ tau[k]``, also a
 breakpoint, inside the step). Derivatives are stored one-sided at both ends of each step (``x'`` can
 jump at a grid point). Cost: ``3 S n r`` stored values (``S`` steps, ``r`` right-hand sides: 1 for
-:func:`simulate`, ``m`` for :func:`impulse` and :func:`step`) and a Python loop over the ``S`` steps
-(``python -m ddesys.experiments.bench.dss`` times it).
+:func:`simulate`, ``m`` for :func:`impulse` and :func:`step`) and a loop over the ``S`` steps, compiled
+(:mod:`ddesys.cpu.dde_rk4`) or, without Numba, in NumPy (``python -m ddesys.experiments.bench.dss`` and
+``python -m ddesys.experiments.bench.control`` time it).
 
 Error control (the default, or ``rtol=`` / ``atol=`` given): the grid is refined by halving until the
 estimated error of ``y`` is within ``atol + rtol max_t |y|`` for every output channel, over the output
@@ -36,7 +37,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._timeresp_control import solve_controlled
+from ._timeresp_control import Readout, solve_controlled
 from ._timeresp_steps import BREAKPOINT_ORDER, SIMULATE_MAX_BYTES, breakpoints, input_breaks, solve_fixed
 from .charmatrix import real_vector
 
@@ -336,9 +337,7 @@ def impulse(A, Ad, tau, B, C, D, t, *, h=None, rtol=None, atol=None, max_bytes=N
     tols, default = _check_tol(h, rtol, atol), h is None
     h = _check_h(h, A, Ad, tau)
 
-    def readout(X):                                                  # (T, n, m) -> y (p, m, T)
-        return np.einsum("pn,tnm->pmt", C, X)
-
+    readout = Readout(C)                                            # (T, n, m) -> y (p, m, T)
     X, est = _run(A, Ad, tau, B, B.copy(), None, t, h, tols, max_bytes, "impulse", readout, default)
     return TimeResponse(t, readout(X), np.moveaxis(X, 0, -1), error_estimate=est)
 
@@ -376,9 +375,7 @@ def step(A, Ad, tau, B, C, D, t, *, h=None, rtol=None, atol=None, max_bytes=None
     h = _check_h(h, A, Ad, tau)
     n, m = B.shape
 
-    def readout(X):                                                  # (T, n, m) -> y (p, m, T)
-        return np.einsum("pn,tnm->pmt", C, X) + D[..., None]
-
+    readout = Readout(C, D)                                         # (T, n, m) -> y (p, m, T)
     X, est = _run(A, Ad, tau, B, np.zeros((n, m)), ("const", np.eye(m)), t, h, tols, max_bytes, "step",
                   readout, default)
     return TimeResponse(t, readout(X), np.moveaxis(X, 0, -1), error_estimate=est)
