@@ -8,7 +8,9 @@ and which may reassociate floating-point sums, are one table: :mod:`ddesys.cpu.o
 
 Modules: :mod:`.options` (the table), :mod:`.threads` (the thread budget), :mod:`.recurrence_loops`,
 :mod:`.tap_loops`, :mod:`.selective_loops`, :mod:`.fused` (the transfer function's sampling), the decode
-ring (:mod:`.ring`), step (:mod:`.step`, loops in :mod:`.step_loops`) and prefill (:mod:`.prefill`).
+ring (:mod:`.ring`), step (:mod:`.step`, loops in :mod:`.step_loops`) and prefill (:mod:`.prefill`), the
+state passing scan (:mod:`.chunk_scan`) and the method of steps of the matrix systems' time responses
+(:mod:`.dde_rk4`).
 """
 from ._numba import available, nb
 
