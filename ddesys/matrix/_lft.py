@@ -16,6 +16,9 @@ import numpy as np
 from .errors import AlgebraicLoopError
 
 MAX_PADE_ORDER = 20         # the Pade denominator's coefficients span ~1e29 already at 20
+SMALL = 12                  # transfer_at: a dense solve per point up to this n + q
+FEW_POINTS = 8              # transfer_at: up to this many points, one triangular solve each
+_CHUNK_BYTES = 2 ** 19      # transfer_at: points per back-substitution block, so that it stays in cache
 
 
 class IOData(NamedTuple):
@@ -167,50 +170,74 @@ def transfer_at(g):
     The state part is eliminated through the Schur form ``A = Q T Q^H`` (one ``O(n^3)`` factorization,
     then ``O(n^2)`` back substitutions per point): ``X = (sI - A)^{-1} [B1, B2]``, and the channels solve
     ``(I - E D22 - E C2 X_2) W = E (C2 X_1 + D21)``, ``E = diag(e^{-s tau})``; ``G = C1 (X_1 + X_2 W) +
-    D12 W + D11``. Small systems (``n + q <= 12``), a few points at a time, and points within rounding of
-    an eigenvalue of ``A`` (where ``sI - A`` is singular but the whole loop need not be) take one dense
-    solve of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead."""
+    D12 W + D11``. Many points are solved together, row by row in blocks that stay in cache (each row's
+    update one real matrix-vector product over the real and imaginary parts). A few points at a time (up
+    to ``FEW_POINTS``: a root refinement's, whose digits are the result) and points within rounding of an
+    eigenvalue of ``A`` (where ``sI - A`` is singular but the whole loop need not be) take one dense solve
+    of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead, and so do small systems (``n + q <=
+    SMALL``) at every point: the dense solve keeps the exact zeros of the realization (``C B = 0`` of a
+    relative degree above one), which the Schur basis turns into rounding that ``s^k`` amplifies at high
+    frequency, and is not much slower there."""
     from scipy.linalg import schur
 
     n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
-    if n + q <= 12 or n == 0:                # small: one batched dense solve is cheaper than the loop
-        return lambda s: _transfer_dense(g, np.asarray(s, dtype=complex).reshape(-1))
+    dense = _dense_at(g)
+    if n + q <= SMALL or n == 0:              # small: one batched dense solve is cheap, and keeps the structure
+        return lambda s: dense(np.asarray(s, dtype=complex).reshape(-1))
     T, Q = schur(g.A.astype(complex), output="complex")
     d = np.diag(T)
     scale = 1.0 + np.abs(d).max()
-    R0 = Q.conj().T @ np.hstack([g.B1, g.B2])                     # (n, m + q)
-    C1Q, C2Q = g.C1 @ Q, g.C2 @ Q
+    k = m + q
+    R0 = Q.conj().T @ np.hstack([g.B1, g.B2])                     # (n, k)
+    CQ = np.vstack([g.C1, g.C2]) @ Q                               # (p + q, n)
+    rows = [np.ascontiguousarray(np.stack([T[r, r + 1:].real, T[r, r + 1:].imag])) for r in range(n)]
+    chunk = max(256, _CHUNK_BYTES // (16 * n * k))
+
+    def channels(CY, z):
+        """``G (p, m, F)`` from ``CY = [C1; C2] Q Y`` ``(p + q, k, F)`` at the points ``z (F,)``."""
+        G = CY[:p, :m]
+        if q:
+            E = np.exp(-np.multiply.outer(g.tau, z))                              # (q, F)
+            Mq = -E[:, None, :] * (g.D22[:, :, None] + CY[p:, m:])               # (q, q, F)
+            Mq[np.arange(q), np.arange(q)] += 1.0
+            rhs = E[:, None, :] * (CY[p:, :m] + g.D21[:, :, None])               # (q, m, F)
+            if q == 1:
+                if not Mq.all():
+                    raise np.linalg.LinAlgError("Singular matrix")
+                W = rhs / Mq[0, 0]
+            else:
+                W = np.moveaxis(np.linalg.solve(np.moveaxis(Mq, -1, 0), np.moveaxis(rhs, -1, 0)), 0, -1)
+            CW = CY[:p, m:] + g.D12[:, :, None]                                   # (p, q, F)
+            G = G + (CW[:, :, None, :] * W[None, :, :, :]).sum(axis=1)
+        return G + g.D11[:, :, None]
+
+    def block(z):
+        """``G`` at many points ``z (F,)`` away from the eigenvalues: back substitution row by row."""
+        F = z.size
+        inv = 1.0 / (z[None, :] - d[:, None])                                       # (n, F)
+        Y = np.empty((n, k, F), complex)
+        Yv = Y.reshape(n, k * F).view(float)                                       # (n, 2 k F): re, im pairs
+        Y[n - 1] = R0[n - 1][:, None] * inv[n - 1]
+        for r in range(n - 2, -1, -1):
+            P = (rows[r] @ Yv[r + 1:]).view(complex)          # (2, k F): Re T[r, r+1:] Y, Im T[r, r+1:] Y
+            P[1] *= 1j
+            P[0] += P[1]
+            Y[r] = (R0[r][:, None] + P[0].reshape(k, F)) * inv[r]
+        CY = (CQ @ Y.reshape(n, k * F)).reshape(p + q, k, F)
+        return channels(CY, z)
 
     def evaluate(s):
         s = np.asarray(s, dtype=complex).reshape(-1)
-        if s.size <= 8:
-            return _transfer_dense(g, s)
+        if s.size <= FEW_POINTS:              # a root refinement's points: the dense solve, one at a time
+            return dense(s)
         out = np.empty((p, m, s.size), complex)
         near = (np.abs(s[:, None] - d[None, :]) <= 1e-10 * scale).any(axis=1)
         idx = np.flatnonzero(~near)
-        step = max(1, 2**22 // max(1, n * (m + q) + q * q))
-        for i in range(0, idx.size, step):
-            sel = idx[i:i + step]
-            z = s[sel]
-            k, F = m + q, z.size
-            Y = np.empty((n, k * F), complex)           # (sI - T)^{-1} R0 by back substitution, rows (k, F)
-            R = np.repeat(R0, F, axis=1)                # each row: R0[r, c] for every point, c-major
-            inv = np.tile(1.0 / (z[None, :] - d[:, None]), (1, k))                       # (n, k F)
-            Y[n - 1] = R[n - 1] * inv[n - 1]
-            for r in range(n - 2, -1, -1):
-                Y[r] = (R[r] + (T[r, r + 1:, None] * Y[r + 1:]).sum(axis=0)) * inv[r]    # (complex gemv is slow)
-            Yf = np.moveaxis(Y.reshape(n, k, F), -1, 0)                                   # (F, n, k)
-            CY = np.matmul(C1Q, Yf)                                                      # (F, p, k)
-            G1 = CY[:, :, :m]
-            if q:
-                E = np.exp(-np.multiply.outer(z, g.tau))              # (F, q)
-                ZY = np.matmul(C2Q, Yf)                                                  # (F, q, k)
-                W = np.linalg.solve(np.eye(q) - E[:, :, None] * (g.D22 + ZY[:, :, m:]),
-                                    E[:, :, None] * (ZY[:, :, :m] + g.D21))
-                G1 = G1 + np.matmul(CY[:, :, m:] + g.D12, W)
-            out[:, :, sel] = np.moveaxis(G1 + g.D11, 0, -1)
+        for i in range(0, idx.size, chunk):
+            sel = idx[i:i + chunk]
+            out[:, :, sel] = block(s[sel])
         if near.any():
-            out[:, :, near] = _transfer_dense(g, s[near])
+            out[:, :, near] = dense(s[near])
         return out
 
     return evaluate
@@ -218,25 +245,57 @@ def transfer_at(g):
 
 def _transfer_dense(g, s):
     """``G(s)`` by one solve per point of ``[[sI - A, -B2], [-E C2, I - E D22]] [X; W] = [B1; E D21]``."""
+    return _dense_at(g)(np.asarray(s, dtype=complex).reshape(-1))
+
+
+def _dense_at(g):
+    """An evaluator ``s (F,) -> G(s) (p, m, F)`` by the dense solve of :func:`_transfer_dense`: a few points
+    one 2-D solve each (its constant blocks set up once), more in batches."""
     n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
-    out = np.empty((p, m, s.size), complex)
-    step = max(1, 2**22 // max(1, (n + q) ** 2 + (n + q) * m))
+    N = n + q
     CD = np.hstack([g.C1, g.D12])
-    for i in range(0, s.size, step):
-        z = s[i:i + step]
-        E = np.exp(-np.multiply.outer(z, g.tau))                                   # (F, q)
-        R = np.zeros((z.size, n + q, m), complex)
-        R[:, :n] = g.B1
-        R[:, n:] = E[:, :, None] * g.D21
-        if n + q:
-            K = np.zeros((z.size, n + q, n + q), complex)
-            K[:, :n, :n] = z[:, None, None] * np.eye(n) - g.A
-            K[:, :n, n:] = -g.B2
-            K[:, n:, :n] = -E[:, :, None] * g.C2
-            K[:, n:, n:] = np.eye(q) - E[:, :, None] * g.D22
-            R = np.linalg.solve(K, R)
-        out[:, :, i:i + step] = np.moveaxis(np.einsum("pk,fkm->fpm", CD, R) + g.D11, 0, -1)
-    return out
+    K0 = np.zeros((N, N), complex)
+    K0[:n, :n] = -g.A
+    K0[:n, n:] = -g.B2
+    K0[n:, n:] = np.eye(q)
+    diag = slice(0, n * (N + 1), N + 1)                   # K0.flat: the diagonal of the state block
+
+    def few(s):
+        out = np.empty((p, m, s.size), complex)
+        for i, z in enumerate(s):
+            E = np.exp(-z * g.tau)                                                    # (q,)
+            K = K0.copy()
+            K.flat[diag] += z
+            K[n:, :n] = -E[:, None] * g.C2
+            K[n:, n:] -= E[:, None] * g.D22
+            R = np.empty((N, m), complex)
+            R[:n] = g.B1
+            R[n:] = E[:, None] * g.D21
+            out[:, :, i] = np.einsum("pk,km->pm", CD, np.linalg.solve(K, R)) + g.D11   # as the batches sum
+        return out
+
+    def evaluate(s):
+        if N and s.size <= FEW_POINTS:
+            return few(s)
+        out = np.empty((p, m, s.size), complex)
+        step = max(1, 2**22 // max(1, N ** 2 + N * m))
+        for i in range(0, s.size, step):
+            z = s[i:i + step]
+            E = np.exp(-np.multiply.outer(z, g.tau))                                   # (F, q)
+            R = np.zeros((z.size, N, m), complex)
+            R[:, :n] = g.B1
+            R[:, n:] = E[:, :, None] * g.D21
+            if N:
+                K = np.zeros((z.size, N, N), complex)
+                K[:, :n, :n] = z[:, None, None] * np.eye(n) - g.A
+                K[:, :n, n:] = -g.B2
+                K[:, n:, :n] = -E[:, :, None] * g.C2
+                K[:, n:, n:] = np.eye(q) - E[:, :, None] * g.D22
+                R = np.linalg.solve(K, R)
+            out[:, :, i:i + step] = np.moveaxis(np.einsum("pk,fkm->fpm", CD, R) + g.D11, 0, -1)
+        return out
+
+    return evaluate
 
 
 def append(*systems):

@@ -22,6 +22,12 @@ def _static_matrix(g):
         return None
 
 
+def _conjugate_closed(roots):
+    """Whether the roots are closed under conjugation (``np.poly``'s test for a real polynomial)."""
+    r = np.asarray(roots, complex)
+    return bool(np.all(np.sort(r) == np.sort(r.conjugate())))
+
+
 def zero_cluster(g):
     """The poles of ``g`` at ``s = 0`` to rounding: ``(m, floor)``.
 
@@ -37,11 +43,15 @@ def zero_cluster(g):
     lam = np.linalg.eigvals(A0)
     lam = lam[np.argsort(np.abs(lam), kind="stable")]
     S = float(np.linalg.norm(A0, 2)) or 1.0
+    x = lam / S
     m = 0
-    for k in range(1, lam.size + 1):
-        c = np.poly(lam[:k] / S)                       # (-1)^j e_j / S^j
+    c = np.ones(1, dtype=x.dtype)
+    for k in range(1, x.size + 1):             # c: np.poly(x[:k]), (-1)^j e_j / S^j, built one root at a time
+        c = np.convolve(c, np.array([1, -x[k - 1]], dtype=x.dtype), mode="full")
         if np.all(np.abs(c[1:]) <= ZERO_TOL):
             m = k
+        elif np.iscomplexobj(c) and np.all(np.abs(c.real[1:]) <= ZERO_TOL) and _conjugate_closed(x[:k]):
+            m = k                               # np.poly keeps the real part when the roots pair up
     floor = FLOOR_FACTOR * float(np.abs(lam[m - 1])) if m else 0.0
     return m, floor
 

@@ -88,20 +88,32 @@ def margin_grid(sys, floor=1e-3):
     ``1 / floor`` and the log grid suffices). Frequencies at or below the rounding floor of
     :func:`zero_cluster` are left out."""
     sys = _lft.coerce(sys)
-    w_floor = zero_cluster(sys)[1]
+    return _grid_values(sys, _lft.transfer_at(sys), zero_cluster(sys)[1], floor)[0]
+
+
+def _grid_values(sys, G, w_floor, floor=1e-3):
+    """:func:`margin_grid` and the response ``G(i w)`` ``(p, m, F)`` on it (``G`` the evaluator of
+    :func:`ddesys.matrix._lft.transfer_at`), each point evaluated once: the log grid's values decide
+    how far the linear grid goes, and only its new points are evaluated."""
     lo, hi = _scales(sys, w_floor)
     w_lo, w_hi = max(lo * 1e-4, 2 * w_floor), hi * 1e4
     grid = np.logspace(np.log10(w_lo), np.log10(w_hi), 4000)
+    with np.errstate(all="ignore"):
+        values = G(1j * grid)
     tmax = float(sys.tau.sum())
     if tmax > 0:
-        with np.errstate(all="ignore"):
-            mag = np.abs(_lft.transfer(sys, 1j * grid)).max(axis=(0, 1))
+        mag = np.abs(values).max(axis=(0, 1))
         big = np.flatnonzero(~(mag < floor))
         w_cut = min(w_hi, 2 * grid[big[-1]]) if big.size else grid[0]
         step = np.pi / 16 / tmax
         w_lin = min(w_cut, step * (MAX_POINTS - grid.size))
-        grid = np.union1d(grid, np.arange(step, w_lin, step))
-    return grid
+        lin = np.arange(step, w_lin, step)
+        if lin.size:                           # np.union1d(grid, lin), with the values in the same order
+            with np.errstate(all="ignore"):
+                values = np.concatenate([values, G(1j * lin)], axis=-1)
+            grid, first = np.unique(np.concatenate([grid, lin]), return_index=True)
+            values = values[..., first]
+    return grid, values
 
 
 def _response(g):
@@ -109,7 +121,7 @@ def _response(g):
 
     def L(w):
         return G(1j * np.atleast_1d(np.asarray(w, float)))[0, 0]
-    return L
+    return L, G
 
 
 def _sign_pairs(values, tol=0.0):
@@ -235,10 +247,13 @@ def stability_margins(L, returnall=False, epsw=0.0):
     """
     sys = _siso(L)
     epsw = float(epsw)
-    f = _response(sys)
-    grid = margin_grid(sys)
-    grid = grid[grid >= epsw] if epsw > 0 else grid
-    G = f(grid)
+    f, evaluator = _response(sys)
+    m0, w_floor = zero_cluster(sys)
+    grid, G = _grid_values(sys, evaluator, w_floor)
+    G = G[0, 0]
+    if epsw > 0:
+        keep = grid >= epsw
+        grid, G = grid[keep], G[keep]
     absG = np.abs(G)
     neg = lambda i, j: (G.real[i] < 0) | (G.real[j] < 0)                       # noqa: E731
     if returnall:
@@ -254,10 +269,10 @@ def stability_margins(L, returnall=False, epsw=0.0):
         im_rel = np.where(absG > 0, G.imag / absG, 0.0)
     w180 = _brackets(lambda w: f(w)[0].imag, grid, im_rel, keep_pc, IM_TOL)
     w180 = w180[f(w180).real < 0] if w180.size else w180
-    if epsw == 0 and zero_cluster(sys)[0] == 0:       # omega = 0: the static gain, when finite and <= 0
+    if epsw == 0 and m0 == 0:                        # omega = 0: the static gain, when finite and <= 0
         try:
             with np.errstate(all="ignore"):
-                L0 = complex(_lft.transfer(sys, np.zeros(1))[0, 0, 0])
+                L0 = complex(evaluator(np.zeros(1))[0, 0, 0])
         except np.linalg.LinAlgError:               # a pole at s = 0 exactly
             L0 = complex("nan")
         if np.isfinite(L0) and L0.real <= 0 and abs(L0.imag) <= IM_TOL * abs(L0):
@@ -312,9 +327,9 @@ def sensitivity_peaks(L):
     (1.2999, 0.3598)
     """
     sys = _siso(L)
-    f = _response(sys)
-    grid = margin_grid(sys)
-    G = f(grid)
+    f, evaluator = _response(sys)
+    grid, G = _grid_values(sys, evaluator, zero_cluster(sys)[1])
+    G = G[0, 0]
     ws = _minima(lambda w: abs(1.0 + f(w)[0]), grid, np.abs(1.0 + G), 0.01)
     S = np.abs(1.0 + f(ws))
     k = int(np.argmin(S))
