@@ -1,5 +1,5 @@
-"""Timing helpers shared by the verification checks and the experiments' benchmarks: median seconds of
-callables timed in alternation, a training-step callable and a decoding callable for any layer or model
+"""Timing helpers shared by the verification checks and the experiments' benchmarks: seconds of
+callables timed in alternation, a load-robust test that a per-token cost is flat in position, a training-step callable and a decoding callable for any layer or model
 with the decoding interface (``allocate_inference_cache`` / ``prefill`` / ``step``).
 
 Here, in the torch package, because they build and drive torch modules; verification and experiments
@@ -12,9 +12,10 @@ import time
 import torch
 
 
-def interleaved(fns, reps):
-    """Median seconds of each callable, timed in alternation (A B A B ...) so that a shared machine's
-    drifting load hits all of them alike."""
+def interleaved(fns, reps, stat=statistics.median):
+    """Seconds of each callable, timed ``reps`` times in alternation (A B A B ...) so that a shared
+    machine's drifting load hits all of them alike; ``stat`` of each one's times (the median by default;
+    ``min`` estimates the cost without the load, which only ever adds time)."""
     for f in fns:
         f()                                              # warm-up (JIT, caches, allocator)
     times = [[] for _ in fns]
@@ -23,7 +24,28 @@ def interleaved(fns, reps):
             t0 = time.perf_counter()
             f()
             ts.append(time.perf_counter() - t0)
-    return [statistics.median(ts) for ts in times]
+    return [stat(ts) for ts in times]
+
+
+def flat_in_position(fns, bound=1.5, reps=15, attempts=3):
+    """Whether a per-token cost is flat across positions: the fastest of ``reps`` interleaved timings of
+    each callable (one per position, in increasing order), the ratio last / first, and up to ``attempts``
+    measurements, the smallest ratio kept. A load burst only slows some repetitions (the minimum ignores
+    it) and cannot last through every attempt; a cost that grows with the position fails every one.
+
+    Returns
+    -------
+    (times, ratio, passed, n_attempts) : (list of float, float, bool, int)
+    """
+    best = None
+    for k in range(1, attempts + 1):
+        times = interleaved(fns, reps, stat=min)
+        ratio = times[-1] / times[0]
+        if best is None or ratio < best[1]:
+            best = (times, ratio)
+        if ratio <= bound:
+            break
+    return best[0], best[1], best[1] <= bound, k
 
 
 def sync(device):

@@ -7,7 +7,7 @@ import torch
 from ddesys import nn as dnn
 from ddesys.verification import reference
 from ddesys.verification.reference import rel_err, rel_max, rel_rmse
-from ddesys.nn.timing import decoder, interleaved
+from ddesys.nn.timing import decoder, flat_in_position
 
 ANCHOR = "anchor: float64 recurrent vs independent NumPy recurrence (seed 0)"
 PAPER, AUTO32, AUTO64 = "paper eps=1e-3 f32 synthesis", "auto (default)", "float64 auto"
@@ -175,6 +175,16 @@ def check_reductions(cfg, plot_dir, progress):
                 setup=f"H={H}, N={N}, L={L}, S4D-Inv init")
 
 
+def _load():
+    """The 1-, 5- and 15-minute load averages as text (``"n/a"`` where the OS has none)."""
+    import os
+
+    try:
+        return " / ".join(f"{v:.2f}" for v in os.getloadavg())
+    except (AttributeError, OSError):
+        return "n/a"
+
+
 @torch.no_grad()
 def check_decode(cfg, plot_dir, progress):
     """Check 6: prefill then step-by-step decoding equals the exact recurrence (an independent NumPy loop,
@@ -194,9 +204,10 @@ def check_decode(cfg, plot_dir, progress):
     layer32 = dnn.DS4D(H, N, l_max=l_max, seed=0)
     positions = cfg["decode_positions"]
     runs = [decoder(layer32, H, pos, 32)[0] for pos in positions]
-    times = [t / 32 for t in interleaved(runs, 5)]
+    load0 = _load()
+    times, ratio, flat, attempts = flat_in_position(runs, bound=1.5)
+    times = [t / 32 for t in times]
     progress(len(positions))
-    ratio = times[-1] / times[0]
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(positions, np.array(times) * 1e3, "o-")
@@ -210,12 +221,14 @@ def check_decode(cfg, plot_dir, progress):
                  bound=1e-9),
             dict(case=f"per-token time at {positions[-1]} / at {positions[0]}", value=ratio, bound=1.5)]
     rows += [dict(case=f"time per token at position {p_} (s)", value=t, bound=None) for p_, t in zip(positions, times)]
-    return dict(name="Decoding after prefill", passed=err <= 1e-9 and ratio <= 1.5, rows=rows,
+    return dict(name="Decoding after prefill", passed=err <= 1e-9 and flat, rows=rows,
                 plots=["decode_time.png"],
                 criterion="decode equals the exact recurrence (independent NumPy loop) to 1e-9 (float64); "
-                          "per-token time flat in position "
-                          "(ratio <= 1.5, allowing for a shared machine)",
-                setup=f"H={H}, N={N}, l_max={l_max}, sequence {T}, prefill {p}",
+                          "per-token time flat in position: the fastest of 15 interleaved timings per position, "
+                          "ratio <= 1.5, measured up to 3 times (load only adds time; a cost growing with the "
+                          "position fails every attempt)",
+                setup=f"H={H}, N={N}, l_max={l_max}, sequence {T}, prefill {p}; timing attempts {attempts}, "
+                      f"load averages {load0} at the start",
                 notes=["bound — on the time-per-token rows: they are informational (machine-dependent); "
                        "the judged quantity is their ratio, the row above them."])
 
