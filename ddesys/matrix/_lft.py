@@ -19,6 +19,7 @@ MAX_PADE_ORDER = 20         # the Pade denominator's coefficients span ~1e29 alr
 SMALL = 12                  # transfer_at: a dense solve per point up to this n + q
 FEW_POINTS = 8              # transfer_at: up to this many points, one triangular solve each
 _CHUNK_BYTES = 2 ** 19      # transfer_at: points per back-substitution block, so that it stays in cache
+CANCEL = 1e-6               # transfer_at: |C Q Y| below this times |C Q| |Y|: cancellation, the dense solve instead
 
 
 class IOData(NamedTuple):
@@ -190,6 +191,7 @@ def transfer_at(g):
     k = m + q
     R0 = Q.conj().T @ np.hstack([g.B1, g.B2])                     # (n, k)
     CQ = np.vstack([g.C1, g.C2]) @ Q                               # (p + q, n)
+    absCQ = np.abs(CQ)
     rows = [np.ascontiguousarray(np.stack([T[r, r + 1:].real, T[r, r + 1:].imag])) for r in range(n)]
     chunk = max(256, _CHUNK_BYTES // (16 * n * k))
 
@@ -223,8 +225,16 @@ def transfer_at(g):
             P[1] *= 1j
             P[0] += P[1]
             Y[r] = (R0[r][:, None] + P[0].reshape(k, F)) * inv[r]
-        CY = (CQ @ Y.reshape(n, k * F)).reshape(p + q, k, F)
-        return channels(CY, z)
+        Yf = Y.reshape(n, k * F)
+        CY = (CQ @ Yf).reshape(p + q, k, F)
+        # cancellation: where C Q Y is far below |C Q| |Y| the Schur basis left rounding only (the exact
+        # zeros of C B of a high relative degree); those points take the dense solve
+        size = (absCQ[:p] @ np.abs(Yf)).reshape(p, k, F)[:, :m]
+        lost = (np.abs(CY[:p, :m]) < CANCEL * size).any(axis=(0, 1))
+        G = channels(CY, z)
+        if lost.any():
+            G[:, :, lost] = dense(z[lost])
+        return G
 
     def evaluate(s):
         s = np.asarray(s, dtype=complex).reshape(-1)

@@ -249,3 +249,23 @@ def test_io_simulate_refuses_complex_and_misshapen_inputs_by_name():
 def test_hinf_design_refuses_bad_options_by_name():
     with pytest.raises((TypeError, ValueError), match="max_eval"):
         ddesys.hinf_design(_pi_loop, [1.5, 0.5], max_eval=-5)
+
+
+def test_margins_of_a_high_relative_degree_loop_on_the_schur_path():
+    """14 first-order lags and dead time (n + q > 12: the Schur path, whose basis turns the exact zeros of
+    C B into rounding at high frequency): margins against mpmath."""
+    den = np.array([1.0])
+    for k in range(14):
+        den = np.polymul(den, [0.1 * (k + 1), 1.0])
+    gm, pm, sm, wpc, wgc, wms = ddesys.stability_margins(ddesys.tf([200.0], den, delay=0.3))
+    mp.mp.dps = 30
+
+    def L(w):
+        s = 1j * w
+        return 200 * mp.exp(-0.3 * s) / mp.fprod(0.1 * (k + 1) * s + 1 for k in range(14))
+
+    wg = mp.findroot(lambda w: abs(L(w)) - 1, 1.4)
+    wp = mp.findroot(lambda w: mp.im(L(w)), 1.1)
+    assert wgc == pytest.approx(float(wg), rel=1e-10) and wpc == pytest.approx(float(wp), rel=1e-10)
+    assert gm == pytest.approx(float(1 / abs(L(wp))), rel=1e-9)
+    assert pm == pytest.approx(float(mp.degrees(mp.arg(L(wg)))) + 180 - 360, abs=1e-8)
