@@ -15,8 +15,8 @@ from .continuous import DelaySystem
 from .discrete import DiscreteDelaySystem
 from .discretize import discretize_modes, euler, zoh
 from .interpolation import interpolation_response, split_delay
-from .stability import (is_stable_exact, radius_bound, spectral_radius, stability_margin,
-                        sufficient_margin, winding_number)
+from .stability import is_stable_exact, radius_bound, spectral_radius, sufficient_margin, winding_number
+from .stability import stability_margin as stability_margin     # deprecated: works, with its warning; not in __all__
 from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_discrete
 from .tap import DelayTap
 from .sum_system import SumSystem

@@ -22,8 +22,8 @@ from ._array import get_namespace, is_torch
 from .discretize import zoh
 from .interpolation import split_delay
 
-__all__ = ["ABLATIONS", "ablation_kinds", "DS4DDiscrete", "S4DDiscrete", "LOG_DT_RANGE", "LOG_RATE_RANGE", "continuous_poles",
-           "delay_steps", "ds4d_discrete", "s4d_discrete"]
+__all__ = ["ABLATIONS", "ablation_kinds", "DS4DDiscrete", "S4DDiscrete", "LOG_DT_RANGE", "LOG_RATE_RANGE",
+           "continuous_poles", "delay_steps", "ds4d_discrete", "s4d_discrete"]
 
 LOG_DT_RANGE = (-20.0, 10.0)
 LOG_RATE_RANGE = (math.log(1e-6), math.log(100.0))

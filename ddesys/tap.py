@@ -197,7 +197,8 @@ def offset_fir(x, j, we, P=0):
     for i in range(j.shape[1]):
         src = P + t[None, :] - j[:, i, None]                          # (C, L)
         ok = (src >= 0) & (src < T)
-        y += np.where(ok, we[:, i, None], 0) * np.take_along_axis(x, np.broadcast_to(np.clip(src, 0, T - 1), y.shape), -1)
+        at = np.broadcast_to(np.clip(src, 0, T - 1), y.shape)
+        y += np.where(ok, we[:, i, None], 0) * np.take_along_axis(x, at, -1)
     return y
 
 

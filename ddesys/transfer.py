@@ -16,8 +16,8 @@ from ._array import get_namespace, is_cupy, is_numpy
 from .backend import NUMBA, REFERENCE, TRITON, choose
 from .charpoly import coefficients, q_eval
 
-__all__ = ["CHUNK_ELEMENTS", "contour_points", "sample_points", "sample_transfer", "sampled_kernel", "scaled_coefficients",
-           "synthesize_kernel", "transfer_function", "vandermonde_kernel"]
+__all__ = ["CHUNK_ELEMENTS", "contour_points", "sample_points", "sample_transfer", "sampled_kernel",
+           "scaled_coefficients", "synthesize_kernel", "transfer_function", "vandermonde_kernel"]
 
 
 def transfer_function(lam, mu, bbar, c, k, alpha, d, z):

@@ -41,8 +41,9 @@ fig = L.nyquist()
 print("encirclements of -1:", fig.encirclements)
 
 # %%
-# Eight times the gain is too much (the gain margin is 5.76): the curve now encircles ``-1`` twice clockwise, the closed loop has
-# two roots in the right half-plane (the count comes from the whole contour, not from the plotted grid).
+# Eight times the gain is too much (the gain margin is 5.76): the curve now encircles ``-1`` twice clockwise,
+# the closed loop has two roots in the right half-plane (the count comes from the whole contour, not from the
+# plotted grid).
 
 fig = (8.0 * L).nyquist()
 print("encirclements of -1 at eight times the gain:", fig.encirclements)

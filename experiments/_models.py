@@ -133,7 +133,7 @@ class ModelSpec:
 
 
 FAMILIES = ("ds4d", "ds4d-tap", "s4d", "lstm", "mamba", "gpt2", "llama", "ds4d-clock", "s4d-clock", "ds4d-gate",
-            "s4d-gate", "ds4d-tick", "s4d-tick")                                      # every label an experiment runs today
+            "s4d-gate", "ds4d-tick", "s4d-tick")                    # every label an experiment runs today
 
 
 def model_of(config):
@@ -151,4 +151,5 @@ def parse_models(labels):
     return tuple(ModelSpec.from_label(x) for x in labels)
 
 
-__all__ = ["BASELINES", "CLOCKS", "TIME_COST", "FAMILIES", "LAYERS", "ModelSpec", "TapSchedule", "model_of", "parse_models"]
+__all__ = ["BASELINES", "CLOCKS", "TIME_COST", "FAMILIES", "LAYERS", "ModelSpec", "TapSchedule", "model_of",
+           "parse_models"]

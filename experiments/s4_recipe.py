@@ -3,8 +3,8 @@
     python -m ddesys.experiments.s4_recipe --seeds 5 --out DIR [--arms s4d ds4d ...] [--epochs 10]
 
 The model is ``example.py``'s ``S4Model``: ``Linear`` encoder, ``n_layers`` x [LayerNorm (prenorm; ``--postnorm``
-after the residual) -> layer -> dropout -> residual], mean pooling, ``Linear`` decoder; each layer built as ``example.py`` does,
-``S4D(d_model, dropout=dropout, transposed=True, lr=min(0.001, lr))``. The optimizer is S4's
+after the residual) -> layer -> dropout -> residual], mean pooling, ``Linear`` decoder; each layer built as
+``example.py`` does, ``S4D(d_model, dropout=dropout, transposed=True, lr=min(0.001, lr))``. The optimizer is S4's
 ``setup_optimizer``: one AdamW group (``lr``, ``weight_decay``) for the parameters without ``_optim``, one
 group per distinct ``_optim`` dict, and ``CosineAnnealingLR(optimizer, epochs)`` stepped per epoch.
 The data: scikit-learn's 8x8 digits as 64-step pixel sequences of one feature
@@ -12,8 +12,8 @@ The data: scikit-learn's 8x8 digits as 64-step pixel sequences of one feature
 
 Arms (``--arms``, by name; :data:`ARMS`): the layer and the keyword arguments added to the layer call (a
 :class:`~experiments._models.ModelSpec` and its ``options``), plus an optional change of the ``_optim`` hints
-(through :mod:`nn.optim`'s public ``declared_hints`` / ``register_optim``). Each arm differs from ``ds4d`` (the swap as a user
-writes it) in one thing, to measure what each difference between the drop-ins costs.
+(through :mod:`nn.optim`'s public ``declared_hints`` / ``register_optim``). Each arm differs from ``ds4d`` (the
+swap as a user writes it) in one thing, to measure what each difference between the drop-ins costs.
 
 Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step),
 saved after every run, and ``DIR/results.md`` (mean +- std per arm, over the runs of this recipe). A rerun

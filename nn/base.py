@@ -142,7 +142,8 @@ class DiagonalSSM(nn.Module):
         y = self._recurrent(x)
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
             yf = self._fft(x)
-            y = y + (yf - yf.detach())                              # the recurrence's values exactly (+ 0), the FFT's gradient
+            y = y + (yf - yf.detach())                              # the recurrence's values exactly (+ 0),
+                                                                    # the FFT's gradient
         return y
 
     def _forward_padded(self, xin, mode, state, return_state, n):

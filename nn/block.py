@@ -180,7 +180,8 @@ class SequenceBlock(nn.Module):
         return (y, new) if return_state else y
 
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
-        """The layer's fresh decode cache for ``batch_size`` sequences (see :meth:`SequenceModel.allocate_inference_cache`)."""
+        """The layer's fresh decode cache for ``batch_size`` sequences (see
+        :meth:`SequenceModel.allocate_inference_cache`)."""
         max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceBlock")
         return allocate_caches([self.layer], batch_size, max_seqlen, dtype, kwargs)[0]
 

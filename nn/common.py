@@ -134,8 +134,9 @@ def check_cache(layer, cache, batch, what="step"):
     if state.device != layer.D.device:
         raise ValueError(f"{name}.{what}: cache on {state.device} but the layer's parameters are on {layer.D.device}")
     if cache.owner is not layer:
-        raise RuntimeError(f"{name}.{what}: this cache {cache.binding()}, not by this layer, {describe_layer(layer)}: a cache "
-                           "holds one layer's state (one cache per layer, from that layer's allocate_inference_cache)")
+        raise RuntimeError(f"{name}.{what}: this cache {cache.binding()}, not by this layer, {describe_layer(layer)}: "
+                           "a cache holds one layer's state (one cache per layer, from that layer's "
+                           "allocate_inference_cache)")
 
 
 def check_step_input(layer, x_t, cache):
@@ -222,7 +223,8 @@ def check_clocked_step(layer, x_t, cache, tick):
 def check_clocked_cache(layer, cache, B):
     """The cache is ``layer``'s own (its ``cache_type``, allocated by it) and holds ``B`` sequences."""
     if not isinstance(cache, layer.cache_type) or cache.owner is not layer:
-        raise ValueError(f"this cache was not allocated by this {type(layer).__name__} layer (allocate_inference_cache)")
+        raise ValueError(f"this cache was not allocated by this {type(layer).__name__} layer "
+                         "(allocate_inference_cache)")
     if cache.batch_size != B:
         raise ValueError(f"the cache holds {cache.batch_size} sequences, the input {B}")
 

@@ -130,7 +130,8 @@ class DelayRange:
         return [b for b in self.branches() if isinstance(b, RangeBranch)]
 
     def adopt_range(self, s_max, l_max, check=True):
-        """Fix the delay range at ``[s_min, s_max]`` with horizon ``l_max`` (the branches too); clears the decode memo."""
+        """Fix the delay range at ``[s_min, s_max]`` with horizon ``l_max`` (the branches too); clears the
+        decode memo."""
         self.s_max, self.l_max = float(s_max), int(l_max)
         for i, v in enumerate((self.s_min, self.s_max)):             # in place, on the buffer's device
             self.delay_range[i].fill_(struct.unpack("<q", struct.pack("<d", v))[0])   # encode_range's bits

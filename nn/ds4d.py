@@ -157,7 +157,8 @@ class DS4D(DelayRange, DiagonalSSM):
         self.tap = TapBranch(C, width, lr=lr, delay_init=self.delay_init, tau0=self.tau0, generator=g) if tap else None
 
     def memo_key(self):
-        """What the decode constants depend on besides the parameters: ablation, delay range, branches (``StepMemo``)."""
+        """What the decode constants depend on besides the parameters: ablation, delay range, branches
+        (``StepMemo``)."""
         return self.ablation, self.s_min, self.s_max, tuple(b.memo_key() for b in self.branches())
 
     # ------------------------------------------------------------------ branches (the tap: layer.tap)
@@ -327,7 +328,8 @@ class DS4D(DelayRange, DiagonalSSM):
         shape, dt = (batch_size, R, self.H, self.N2), self.cache_dtype(rdt)
         if history_dtype is not None:
             shape, dt = shape + (2,), history_dtype
-        states = tuple(b.allocate(batch_size, rdt, self.D.device) for b in self.branches())   # the tap's ring (B, Rx, H)
+        states = tuple(b.allocate(batch_size, rdt, self.D.device)
+                       for b in self.branches())     # the tap's ring (B, Rx, H)
         if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
             buf = cpu_ring(shape, dt)
         else:
@@ -363,7 +365,8 @@ class DS4D(DelayRange, DiagonalSSM):
         return y.to(x_t.dtype)
 
     def compiled_step(self, cache):
-        """A compiled model plan's :meth:`step` (:mod:`nn.decode.model_step`): the engine's for this class's step, no tap."""
+        """A compiled model plan's :meth:`step` (:mod:`nn.decode.model_step`): the engine's for this class's
+        step, no tap."""
         return cache.engine.compiled_step(self, cache) if type(self).step is DS4D.step and not self.branches() else None
 
     @torch.no_grad()

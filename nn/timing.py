@@ -1,6 +1,7 @@
 """Timing helpers shared by the verification checks and the experiments' benchmarks: seconds of
-callables timed in alternation, a load-robust test that a per-token cost is flat in position, a training-step callable and a decoding callable for any layer or model
-with the decoding interface (``allocate_inference_cache`` / ``prefill`` / ``step``).
+callables timed in alternation, a load-robust test that a per-token cost is flat in position, a
+training-step callable and a decoding callable for any layer or model with the decoding interface
+(``allocate_inference_cache`` / ``prefill`` / ``step``).
 
 Here, in the torch package, because they build and drive torch modules; verification and experiments
 both import :mod:`ddesys.nn` already, and neither may lend a module to the other."""

@@ -62,7 +62,8 @@ def check_clock(cfg, plot_dir, progress):
             rows.append(dict(pauses=frac, setting=setting, L=L, rel_rmse_mean=v, rel_rmse_std=0.0))
         progress()
     ok = all(r["rel_rmse_mean"] + r["rel_rmse_std"] <= 1e-5 for r in rows if r["setting"].startswith("float32")) \
-        and all(r["rel_rmse_mean"] <= 1e-10 for r in rows if r["setting"].startswith(("float64 FFT", "float64 prefill"))) \
+        and all(r["rel_rmse_mean"] <= 1e-10 for r in rows
+                if r["setting"].startswith(("float64 FFT", "float64 prefill"))) \
         and all(r["rel_rmse_mean"] <= 1e-12 for r in rows if r["setting"].startswith(("anchor", "float64 decode")))
     return dict(name="DS4D with the selective clock (compacted FFT vs recurrent vs decode)", passed=ok, rows=rows,
                 plots=[],
@@ -70,8 +71,8 @@ def check_clock(cfg, plot_dir, progress):
                           "recurrent path within 1e-12 of an independent NumPy loop in real time with a tick "
                           "counter per row (verification.reference.clocked_recurrence); decoding within 1e-12 of "
                           "it, prefill (an FFT) + decoding within 1e-10",
-                setup=f"2-layer token model (vocabulary {VOCAB}, pause token 0), H={H}, state 64, l_max the longest tick count, "
-                      f"{cfg['seeds']} seeds, batch {B}, L={L}, pause fractions {list(PAUSE_FRACTIONS)}")
+                setup=f"2-layer token model (vocabulary {VOCAB}, pause token 0), H={H}, state 64, l_max the longest "
+                      f"tick count, {cfg['seeds']} seeds, batch {B}, L={L}, pause fractions {list(PAUSE_FRACTIONS)}")
 
 
 @torch.no_grad()
@@ -117,6 +118,6 @@ def check_soft_clock(cfg, plot_dir, progress):
                 criterion="the float64 scan within 1e-12 of an independent NumPy loop (verification.reference."
                           "soft_clock_recurrence), decoding and prefill + decoding within 1e-12 of the scan, "
                           "the float32 scan within 1e-5 (relative RMSE)",
-                setup=f"one gated layer (nn.selective.SoftClocked with nn.selective.GateClock, weights x20 so the clock "
-                      f"varies), H={H}, state 16, l_max={L}, {cfg['seeds']} seeds, batch {B}, L={L}, mean clock at "
-                      "initialization 0.2 / 0.6 / 0.95")
+                setup=f"one gated layer (nn.selective.SoftClocked with nn.selective.GateClock, weights x20 so the "
+                      f"clock varies), H={H}, state 16, l_max={L}, {cfg['seeds']} seeds, batch {B}, L={L}, mean "
+                      "clock at initialization 0.2 / 0.6 / 0.95")

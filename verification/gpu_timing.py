@@ -72,7 +72,6 @@ def train_rows(device, emit, batch, H, N, Ls, reps, warmup=3):
                     step()
                 secs[name] = seconds(step, device, reps)
                 peak[name] = _peak(device, step)
-            del layer, opt
         emit({"kind": "train", "status": "info", "L": L, "batch": batch, "H": H, "N": N, "reps": reps,
               "seconds": secs, "peak_bytes": peak, "fused_over_s4d": secs["DS4D fused"] / secs["S4D"],
               "goal_fused_over_s4d": 1.2})

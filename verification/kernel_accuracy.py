@@ -85,8 +85,9 @@ def main(argv=None):
     print(f"\nacceptance (library default): float64 <= {BOUND['float64']:g}, float32 <= {BOUND['float32']:g}: "
           + ("PASS" if not fails else f"FAIL ({len(fails)} rows)"))
     if args.json is not None:
-        args.json.write_text(json.dumps(dict(**provenance(), channels=H, modes=args.modes, seed=args.seed, bound=BOUND,
-                                             ref_bound=REF_BOUND, passed=not fails, rows=rows), indent=1, default=float))
+        args.json.write_text(json.dumps(dict(**provenance(), channels=H, modes=args.modes, seed=args.seed,
+                                             bound=BOUND, ref_bound=REF_BOUND, passed=not fails, rows=rows),
+                                        indent=1, default=float))
     return 1 if fails else 0
 
 

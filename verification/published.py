@@ -114,7 +114,8 @@ def mid_sixfold():
     b = [-x * k * omega ** 2 / kappa for x in beta]
     with mp.workdps(40):
         am, bm, T = [mp.mpf(x) for x in a], [mp.mpf(x) for x in b], mp.mpf(tau)
-        q = lambda z: z ** 3 + am[2] * z ** 2 + am[1] * z + am[0] + mp.exp(-z * T) * (bm[2] * z ** 2 + bm[1] * z + bm[0])  # noqa: E731
+        q = lambda z: (z ** 3 + am[2] * z ** 2 + am[1] * z + am[0]  # noqa: E731
+                       + mp.exp(-z * T) * (bm[2] * z ** 2 + bm[1] * z + bm[0]))
         c = mp.mpf(s0)
         local = mp.polyroots(mp.taylor(q, c, 12)[::-1], maxsteps=200, extraprec=200)
         ref = np.array([complex(mp.findroot(q, c + z)) for z in local if abs(z) < 0.5])

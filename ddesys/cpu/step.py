@@ -81,8 +81,8 @@ import numpy as np
 from ._numba import nb as _nb
 from .threads import numba_threads, thread_budget
 
-__all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "history_error_bound", "encode16", "decode16",
-           "new_ring", "is_channel_major", "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
+__all__ = ["decode_step", "bind_step", "check_step_args", "step_available", "history_error_bound", "encode16",
+           "decode16", "new_ring", "is_channel_major", "FMT16", "PARALLEL_MIN_WORK", "RECHECK"]
 
 FMT16 = ("float16", "bfloat16")
 #: ``B * H * N2`` below which the step always runs on one thread: there the serial loop is close to two

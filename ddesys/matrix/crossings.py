@@ -20,9 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._crossing_search import (RES_TOL, axis_roots_1d, eig_with_slopes, local_directions, newton_pair, newton_s,
-                               persistent_frequencies, qep_candidates, sigma_min, sign_min, sweep_candidates,
-                               sweep_values)
+from ._crossing_search import (RES_TOL, eig_with_slopes, local_directions, newton_pair, newton_s,
+                               persistent_frequencies, qep_candidates, sigma_min, sweep_candidates)
 from .charmatrix import check_statespace
 
 QEP_MAX_N = 12          # QEP (size 2 n^2 after linearization) up to this n, theta sweep above
@@ -392,5 +391,5 @@ def delay_margin(A, A1, *, method="auto", n_theta=512):
     return min((t for t, d in firsts if d > 0), default=float("inf"))
 
 
-__all__ = ["Crossing", "CrossingFrequency", "QEP_MAX_N", "crossing_frequencies", "crossings", "delay_margin", "first_tau",
-           "normalize_theta"]
+__all__ = ["Crossing", "CrossingFrequency", "QEP_MAX_N", "crossing_frequencies", "crossings", "delay_margin",
+           "first_tau", "normalize_theta"]

@@ -24,7 +24,6 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ._spectral_est import estimate_roots, screen_stability
-from .charmatrix import real_vector
 from .freqresp import freqresp, response
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(10)

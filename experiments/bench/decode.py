@@ -199,7 +199,8 @@ def late_times(H, N, l_max, n_tok, reps):
     late = int(ds.discrete(torch.float64).k.max()) + 16
     out = {}
     for batch in (1, 8):
-        runs = [decoder(ds, H, late, n_tok, batch=batch)[0], decoder(ds, H, late, n_tok, batch=batch, parallel=False)[0],
+        runs = [decoder(ds, H, late, n_tok, batch=batch)[0],
+                decoder(ds, H, late, n_tok, batch=batch, parallel=False)[0],
                 decoder(s4, H, late, n_tok, batch=batch)[0]]
         out[batch] = [v / n_tok for v in interleaved(runs, reps)]
     return out
@@ -224,8 +225,9 @@ def load_section(H, N, l_max, n_tok, reps):
             q, b = quiet[batch], loaded[batch]
             sd, sl, ss = (b[i] / q[i] for i in range(3))
             met.append(sd <= ss)
-            print(f"   batch {batch}: DS4D {q[0] * 1e6:.0f} -> {b[0] * 1e6:.0f} us ({sd:.2f}x; serial loop {q[1] * 1e6:.0f} "
-                  f"-> {b[1] * 1e6:.0f} us, {sl:.2f}x), S4D {q[2] * 1e6:.0f} -> {b[2] * 1e6:.0f} us ({ss:.2f}x)")
+            print(f"   batch {batch}: DS4D {q[0] * 1e6:.0f} -> {b[0] * 1e6:.0f} us ({sd:.2f}x; "
+                  f"serial loop {q[1] * 1e6:.0f} -> {b[1] * 1e6:.0f} us, {sl:.2f}x), "
+                  f"S4D {q[2] * 1e6:.0f} -> {b[2] * 1e6:.0f} us ({ss:.2f}x)")
     print(f"   goal: DS4D slows no more than S4D ({'met' if all(met) else 'not met'} in this run)")
 
 

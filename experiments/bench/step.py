@@ -4,8 +4,8 @@
 
 1. Seconds per token at H=256, N=64 (N2 = 32), batch 1 and 8, of
 
-   * ``fused``: :func:`ddesys.cpu.step.decode_step` on a complex64 ring from :func:`ddesys.cpu.step.new_ring`, constants from
-     ``layer.discrete(torch.float32)`` (``m1 = mu (1 - alpha)``, ``m2 = mu alpha``);
+   * ``fused``: :func:`ddesys.cpu.step.decode_step` on a complex64 ring from :func:`ddesys.cpu.step.new_ring`,
+     constants from ``layer.discrete(torch.float32)`` (``m1 = mu (1 - alpha)``, ``m2 = mu alpha``);
    * ``fused f16`` / ``fused bf16``: the same with a 16-bit history (uint16 bit patterns, half the bytes);
    * ``fused cache``: the fused step on the layer cache's own ring (``allocate_inference_cache``: it should
      match ``fused``, the same channel-major layout and pages);

@@ -154,7 +154,8 @@ def markdown(runs, meta):
               "|---|---|---:|---:|---|---|---:|---:|" + ("---|" if multi else "")]
     for task, label, w, n, m, s, best, ratio, k, per in rows:
         lines.append(f"| {task} | {label} | {w} | {n:,} | {m:.4f} +- {s:.4f} | {best} | "
-                     f"{'-' if ratio is None else f'{ratio:.2f}'} | {k} |" + (f" {' / '.join(per or [])} |" if multi else ""))
+                     f"{'-' if ratio is None else f'{ratio:.2f}'} | {k} |"
+                     + (f" {' / '.join(per or [])} |" if multi else ""))
     lines += ["", "## Relative RMSE within a step budget (last evaluation at or before it)", "",
               "| task | model | steps | " + " | ".join(f"{f:g} x steps" for f in BUDGETS) + " |",
               "|---|---|---:|" + "---|" * len(BUDGETS)]
@@ -205,7 +206,8 @@ def markdown(runs, meta):
         tap = any(r[5] != "-" for r in ab)                 # a tap=0 column only when some run has a tap
         lines += ["", "## DS4D ablations (final weights; relative RMSE)", "",
                   "`tau_min`: every delay collapsed to one step; `mu=0`: delayed branch removed (lam kept)"
-                  + ("; `tap=0`: every input tap's gain set to zero (tau_min and mu=0 keep the tap)." if tap else "."), "",
+                  + ("; `tap=0`: every input tap's gain set to zero (tau_min and mu=0 keep the tap)."
+                     if tap else "."), "",
                   "| task | model | as trained | tau_min | mu=0 |" + (" tap=0 |" if tap else ""),
                   "|---|---|---|---|---|" + ("---|" if tap else "")]
         for task, label, a, b, c, d in ab:
@@ -213,13 +215,13 @@ def markdown(runs, meta):
     rt = response_table(runs)
     if rt:
         lines += ["", "## End-to-end linearized response (final weights)", "",
-                  "g[j] = mean over validation sequences of d y[L-1] / d x[L-1-j]; a perfect delay line has g = 1 "
-                  "at the lag and 0 elsewhere. Shares of the energy of g: within one step of the lag, at its echoes "
-                  "(2x, 3x the lag), before the lag, elsewhere; peak: argmax |g| per seed. The input is band-limited, so "
-                  "a smeared (sinc-like) g can still be an exact delay of it: in-band error is the relative distance "
-                  "of g's frequency response from exp(-i w lag) over the input's Fourier bins, in-band gain the mean "
-                  "|G| there. g is the mean Jacobian of a nonlinear model at one position: it describes the model's "
-                  "linear part, it does not bound or split the relative RMSE.", "",
+                  "g[j] = mean over validation sequences of d y[L-1] / d x[L-1-j]; a perfect delay line has g = 1 at "
+                  "the lag and 0 elsewhere. Shares of the energy of g: within one step of the lag, at its echoes (2x, "
+                  "3x the lag), before the lag, elsewhere; peak: argmax |g| per seed. The input is band-limited, so a "
+                  "smeared (sinc-like) g can still be an exact delay of it: in-band error is the relative distance of "
+                  "g's frequency response from exp(-i w lag) over the input's Fourier bins, in-band gain the mean |G| "
+                  "there. g is the mean Jacobian of a nonlinear model at one position: it describes the model's linear "
+                  "part, it does not bound or split the relative RMSE.", "",
                   "| task | model | lag | g(lag) | at lag | echoes | before | elsewhere | peak | in-band error | "
                   "in-band gain |", "|---|---|---:|---|---|---|---|---|---|---|---|"]
         for task, label, lag, g, sh, peaks, band in rt:

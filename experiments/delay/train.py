@@ -161,7 +161,8 @@ def delays(model):
 def delay_summary(s_layers, lags):
     """Final delays against the lags: per lag, per layer the nearest channel's distance and the share
     of channels within :data:`NEAR` steps; the nearest sum of at most one delay per layer (a chain of
-    layers can split the lag; a layer can be passed through its residual path); over all layers the share within one step and a histogram of ``s / lag``."""
+    layers can split the lag; a layer can be passed through its residual path); over all layers the share
+    within one step and a histogram of ``s / lag``."""
     out = []
     for lag in lags:
         per = []

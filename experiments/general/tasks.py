@@ -90,9 +90,10 @@ class Task:
 def run_config(preset, model=None, seed=0):
     """Keyword arguments of :class:`~.train.RunConfig` for ``preset`` (the fields it has); ``model``: a
     :class:`~experiments._models.ModelSpec` (default DS4D)."""
-    return dict(model=model if model is not None else ModelSpec("ds4d"), width=preset.width, n_layers=preset.n_layers, d_state=preset.d_state,
-                dropout=preset.dropout, lr=preset.lr, dt_lr=preset.ssm_lr, weight_decay=preset.weight_decay,
-                epochs=preset.epochs, batch=preset.batch, seed=seed, bidirectional=preset.bidirectional)
+    return dict(model=model if model is not None else ModelSpec("ds4d"), width=preset.width,
+                n_layers=preset.n_layers, d_state=preset.d_state, dropout=preset.dropout, lr=preset.lr,
+                dt_lr=preset.ssm_lr, weight_decay=preset.weight_decay, epochs=preset.epochs, batch=preset.batch,
+                seed=seed, bidirectional=preset.bidirectional)
 
 
 # sMNIST: S4 has no sMNIST experiment config; example.py's defaults (4 x 128, dropout 0.1, lr 0.01,

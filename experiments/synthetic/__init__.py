@@ -4,3 +4,5 @@ from .._models import FAMILIES    # model labels (experiments._models.ModelSpec;
                                   # pausing at padding; ds4d-gate: a learned clock, a gate per layer;
                                   # ds4d-tick: a learned binary clock)
 HF_FAMILIES = ("mamba", "gpt2", "llama")                          # the ones built by transformers
+
+__all__ = ["FAMILIES", "HF_FAMILIES"]

@@ -12,7 +12,7 @@ at matched parameter counts.
     python -m ddesys.experiments.synthetic --tasks copy --tokens 32 --lag-range 128 512    # task size
     python -m ddesys.experiments.synthetic --protocols variable --models ds4d-clock s4d-clock ds4d-gate   # clocks
     python -m ddesys.experiments.synthetic --tasks copy --protocols variable --models s4d-tick   # a learned clock
-    python -m ddesys.experiments.synthetic --tasks select --protocols fixed --models mamba s4d-tick   # selective copying
+    python -m ddesys.experiments.synthetic --tasks select --protocols fixed --models mamba s4d-tick  # selective copying
     torchrun --standalone --nproc_per_node=2 -m experiments.synthetic ...          # data parallel
 
 Scales (``--scale``): ``smoke`` checks the pipeline end to end and learns nothing (the three tasks with
@@ -129,7 +129,8 @@ def _parse(argv):
             ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     from .._models import ModelSpec
     for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach)):
-        if given and not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
+        if given and not any(ModelSpec.from_label(m).clock == "binary"
+                             for m in args.models or SCALES[args.scale]["models"]):
             ap.error(f"{flag} is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     try:
         args.task_list = _tasks(args)

@@ -176,7 +176,8 @@ def clock_gradients(model, tokens, labels, lags, task):
         write = (g_x * x).sum(1) / c                                            # d/dc_t of c_t bbar x_t
         parts = {"total": g_c, "write": write, "decay_delay": g_step - write, "time": g_time}
         auto = r["gc"].double().numpy()
-        row = {p: {k: float(torch.from_numpy(np.ascontiguousarray(v))[m].mean()) for k, m in seg.items()} for p, v in parts.items()}
+        row = {p: {k: float(torch.from_numpy(np.ascontiguousarray(v))[m].mean()) for k, m in seg.items()}
+               for p, v in parts.items()}
         row["check"] = float(np.abs(auto - g_c).max() / max(np.abs(auto).max(), 1e-30))
         out.append(row)
     return out

@@ -1,8 +1,9 @@
 """Tables and figures from a synthetic results file: the paper's Figure 2 (learning curves with seed
 bands), Table 6 (best validation accuracy, mean +- std over seeds, each family at its best learning
-rate), the learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within fixed step budgets, steps to reach 90% / 95% accuracy),
-accuracy by lag bucket and by output position, and Table 1 (DS4D mechanism: delays, their change from
-initialization, ablations). Runs that diverged are listed, not averaged."""
+rate), the learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within
+fixed step budgets, steps to reach 90% / 95% accuracy), accuracy by lag bucket and by output position, and
+Table 1 (DS4D mechanism: delays, their change from initialization, ablations). Runs that diverged are
+listed, not averaged."""
 from __future__ import annotations
 
 import json

@@ -3,15 +3,16 @@
 AdamW at a constant learning rate without weight decay or gradient clipping; DS4D's and S4D's ``dt`` and
 delay on their own rate (``dt_lr``, 1e-4 as in the paper) through :func:`nn.param_groups`; every other
 parameter (all of a baseline's) on the base rate, which a sweep picks per model. An LSTM run's config
-names its initialization (``"init"``, :class:`.models.TokenLSTM`; absent: PyTorch's default). Validation is teacher-forced
-token accuracy on the target segment of a fixed validation set (the same for every model and seed),
+names its initialization (``"init"``, :class:`.models.TokenLSTM`; absent: PyTorch's default). Validation is
+teacher-forced token accuracy on the target segment of a fixed validation set (the same for every model and seed),
 also split by output position and, on variable-delay tasks, by lag bucket. Training batch ``s`` is
 drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so checkpoints resume exactly
 and every torchrun rank draws the same global batch (see :mod:`experiments._train`).
 
 ``ds4d-tap`` (DS4D with the delayed input tap) steps its :class:`experiments._models.TapSchedule` after
-every optimizer step (by default half-width 64 down to 1 at 60% of the steps; saved in the checkpoints); its mechanism probe runs at the best checkpoint's weights and tap width and
-adds the tap delays and the accuracy without the tap.
+every optimizer step (by default half-width 64 down to 1 at 60% of the steps; saved in the checkpoints); its
+mechanism probe runs at the best checkpoint's weights and tap width and adds the tap delays and the accuracy
+without the tap.
 """
 from __future__ import annotations
 

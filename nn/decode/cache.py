@@ -21,7 +21,8 @@ import torch
 
 from ddesys.cpu.step import is_channel_major, new_ring
 
-__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major", "check_history16"]
+__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major",
+           "check_history16"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 

@@ -49,7 +49,7 @@ class _GivenClock(DecodeEngine):
         ``n`` and ``t``. A fresh cache runs the compacted FFT path once (the inner layer's
         ``return_state``): its final ring is every row's state after its own last tick. A cache that
         holds tokens steps through the prompt (O(1) per token)."""
-        B, L = x.shape[0], x.shape[1]
+        L = x.shape[1]
         if cache.t != 0 or L == 0:
             return torch.stack([clocked.step(x[:, t], cache, ticks[:, t]) for t in range(L)], dim=1) if L else x.clone()
         inner = clocked.inner

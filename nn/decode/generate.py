@@ -134,7 +134,8 @@ def _check_generate_args(model, prompt, max_new_tokens, temperature, top_k, samp
 
 def _sampled(ids, B, V, i):
     if not torch.is_tensor(ids) or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"generate: the sampler must return integer ids, got {getattr(ids, 'dtype', type(ids).__name__)}")
+        raise TypeError("generate: the sampler must return integer ids, got "
+                        f"{getattr(ids, 'dtype', type(ids).__name__)}")
     if ids.shape not in ((B,), (B, 1)):
         raise ValueError(f"generate: the sampler must return ids of shape ({B},) or ({B}, 1), got {tuple(ids.shape)}")
     ids = ids.reshape(B).long()

@@ -1,6 +1,6 @@
 """Stability of ``DiscreteDelaySystem`` modes: the exact test, the spectral radius and its bounds
-against polynomial roots from the independent oracle (`verification/reference/loops.py`, float64, written from docs/theory.md
-§2-§5 without importing ddesys), including hypothesis property tests.
+against polynomial roots from the independent oracle (`verification/reference/loops.py`, float64, written
+from docs/theory.md §2-§5 without importing ddesys), including hypothesis property tests.
 """
 from __future__ import annotations
 

@@ -80,7 +80,8 @@ def test_models_map_one_feature_to_one_output_per_lag_with_matched_parameters():
     task = Task(64, (8, 16), 100.0)
     ref = M.build(M.Arch(M.ModelSpec("s4d"), d_state=8), 12, task)
     budget = M.n_params(ref)
-    for arch in [M.Arch(M.ModelSpec("ds4d"), d_state=8), M.Arch(M.ModelSpec("ds4d"), d_state=8, delay_init="lag", p0=0.9),
+    for arch in [M.Arch(M.ModelSpec("ds4d"), d_state=8),
+                 M.Arch(M.ModelSpec("ds4d"), d_state=8, delay_init="lag", p0=0.9),
                  M.Arch(M.ModelSpec("ds4d"), d_state=8, glu=False, norm="none")]:
         w = M.match_width(arch, budget, task)
         counts = {h: M.n_params(M.build(arch, h, task)) for h in (w - 1, w, w + 1)}

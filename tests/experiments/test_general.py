@@ -114,8 +114,8 @@ def test_ds4d_width_matches_s4d_parameters():
     w = matched_width(cfg, d)
     n = lambda c: sum(p.numel() for p in build(c, d).parameters())       # noqa: E731
     s4d = n(RunConfig(model=ModelSpec("s4d"), width=64, n_layers=2, d_state=32, bidirectional=True))
-    assert w < 64 and abs(n(RunConfig(model=ModelSpec("ds4d"), width=w, n_layers=2, d_state=32, bidirectional=True)) - s4d) \
-        <= 0.02 * s4d
+    assert w < 64 and abs(n(RunConfig(model=ModelSpec("ds4d"), width=w, n_layers=2, d_state=32,
+                                      bidirectional=True)) - s4d) <= 0.02 * s4d
 
 
 def test_cli_smoke_run_and_resume(tmp_path):

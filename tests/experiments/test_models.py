@@ -21,7 +21,8 @@ STORED = [ROOT / "tests/data/synthetic_results_2026-11-29.json"] + sorted(
 def test_labels_are_derived_and_read_back():
     assert [m.label for m in parse_models(FAMILIES)] == list(FAMILIES)
     assert ModelSpec("ds4d", tap=TapSchedule()).label == "ds4d-tap"
-    assert ModelSpec("s4d", clock="given").label == "s4d-clock" and ModelSpec("ds4d", clock="learned").label == "ds4d-gate"
+    assert ModelSpec("s4d", clock="given").label == "s4d-clock"
+    assert ModelSpec("ds4d", clock="learned").label == "ds4d-gate"
     assert ModelSpec.from_label("ds4d-tap").tap == TapSchedule(64.0, 0.6)
     assert ModelSpec.from_label("ds4d-tap", tap=TapSchedule(8.0)).tap.w0 == 8.0
     assert ModelSpec("ds4d", options={"p0": 0.1, "init": "lin"}).options == (("init", "lin"), ("p0", 0.1))

@@ -159,7 +159,8 @@ def test_a_folder_is_one_programs_whatever_its_results_file_is_called(tmp_path):
     (tmp_path / "b").mkdir()
     eff = _runs.Store(tmp_path / "a", "efficiency", _key, {"command": "E"}, name="efficiency.json")
     assert eff.path.is_file()
-    with pytest.raises(_runs.ResultsError, match="efficiency.json is not a results file of ddesys.experiments.synthetic"):
+    with pytest.raises(_runs.ResultsError,
+                       match="efficiency.json is not a results file of ddesys.experiments.synthetic"):
         _runs.Store(tmp_path / "a", "synthetic", _key, {"command": "S"})
     assert sorted(p.name for p in (tmp_path / "a").iterdir() if not p.name.startswith(".")) == ["efficiency.json"]
     _runs.Store(tmp_path / "b", "synthetic", _key, {"command": "S"})

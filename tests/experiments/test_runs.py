@@ -100,7 +100,8 @@ def test_older_results_files_keep_their_runs():
         [run_key(r["config"]) for r in runs], runs))
 
 
-@pytest.mark.parametrize("module", ["ddesys.experiments.synthetic", "ddesys.experiments.general", "ddesys.verification"])
+@pytest.mark.parametrize("module", ["ddesys.experiments.synthetic", "ddesys.experiments.general",
+                                    "ddesys.verification"])
 def test_unusable_out_fails_before_any_work(tmp_path, module):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -207,7 +208,8 @@ def test_sigterm_from_outside_checkpoints_and_the_rerun_finishes(tmp_path):
     checkpoint: the CLI finishes the step, checkpoints and exits 143; the same command then resumes."""
     cmd = [sys.executable, "-m", "ddesys.experiments.synthetic"] + SMOKE + [
         "--models", "lstm", "--steps", "200", "--eval-every", "100", "--out", str(tmp_path)]
-    proc = subprocess.Popen(cmd + ["--checkpoint-every", "1"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(cmd + ["--checkpoint-every", "1"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
     t0 = time.perf_counter()
     while not list(tmp_path.glob("checkpoints/*.pt")) and proc.poll() is None and time.perf_counter() - t0 < 120:
         time.sleep(0.05)

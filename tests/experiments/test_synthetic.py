@@ -174,7 +174,8 @@ def test_ablations_give_the_brute_force_kernels():
 
 def test_training_run_reports_curve_and_mechanism_and_stops_on_divergence(monkeypatch):
     task = preset("copy", "fixed", "smoke")
-    res = train_run(RunConfig(task, ModelSpec("ds4d"), 8, n_layers=1, d_state=4, steps=6, batch=4, eval_every=3, val_size=16))
+    res = train_run(RunConfig(task, ModelSpec("ds4d"), 8, n_layers=1, d_state=4, steps=6, batch=4, eval_every=3,
+                              val_size=16))
     assert [p["step"] for p in res["curve"]] == [3, 6]
     assert 0.0 <= res["best_acc"] <= 1.0 and res["best_step"] in (3, 6)
     mech = res["mechanism"]
@@ -258,4 +259,5 @@ def test_evaluate_reads_the_supervised_positions_with_a_filler_gap():
         x, y, p = (torch.from_numpy(a) for a in task.sample(64, np.random.default_rng(0)))
         acc = accuracy(model, x, y)                         # an untrained model: right at some positions
         det = evaluate(model, x, y, p, task)
-        assert acc > 0 and det["acc"] == pytest.approx(acc) and sum(det["by_position"]) / len(det["by_position"]) == pytest.approx(acc)
+        assert acc > 0 and det["acc"] == pytest.approx(acc)
+        assert sum(det["by_position"]) / len(det["by_position"]) == pytest.approx(acc)

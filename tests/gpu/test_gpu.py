@@ -55,7 +55,8 @@ def test_kernels_compile_for_the_gpu_ahead_of_time():
 def test_gpu_verification_script_smoke_run(tmp_path):
     """The prepared GPU script (`python -m ddesys.verification.gpu`) runs end to end under the interpreter, so it
     cannot crash for a silly reason on the GPU machine; its JSON report is checked row by row."""
-    res = subprocess.run([sys.executable, "-m", "ddesys.verification.gpu", "--interpret", "--seed", "3", "--out", str(tmp_path)],
+    res = subprocess.run([sys.executable, "-m", "ddesys.verification.gpu", "--interpret", "--seed", "3",
+                          "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[2],
                          env=dict(os.environ, DDESYS_REFERENCE="0"))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

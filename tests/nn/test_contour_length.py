@@ -1,6 +1,6 @@
 """The layer's FFT length (ddesys.fft_length, docs/theory.md 5.4): a float32 forward synthesizes at
-M = nextpow2(L) and stays within float32 rounding of an independent float64 recurrence (verification/reference/loops.py);
-float64 callers keep nextpow2(2L); the guard is M >= L."""
+M = nextpow2(L) and stays within float32 rounding of an independent float64 recurrence
+(verification/reference/loops.py); float64 callers keep nextpow2(2L); the guard is M >= L."""
 from __future__ import annotations
 
 import numpy as np

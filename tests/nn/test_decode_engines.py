@@ -215,7 +215,8 @@ for name, hd in (("c64", None), ("f16", torch.float16), ("bf16", torch.bfloat16)
         yt = torch.stack([layer.step(x[:, t], tri) for t in range(24)], 1)
         yr = torch.stack([layer.step(x[:, t], ref) for t in range(24)], 1)
     out[name] = dict(engine=tri.engine.name, dtype=str(tri.buf.dtype), dy=float((yt - yr).abs().max() / yr.abs().max()),
-                     dbuf=float((tri.buf.float() - ref.buf.float()).abs().max()), same_buf=bool(torch.equal(tri.buf, ref.buf)))
+                     dbuf=float((tri.buf.float() - ref.buf.float()).abs().max()),
+                     same_buf=bool(torch.equal(tri.buf, ref.buf)))
 print(json.dumps(out))
 """
 

@@ -266,8 +266,8 @@ def test_layer_wiring_matches_ds4d_reference_step(monkeypatch):
     rdt = torch.float32
     with torch.no_grad():
         k_ = layer.step_constants(rdt)
-        consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (k_.lam, k_.m1, k_.m2, k_.bbar, k_.c)) + (
-            layer.D.detach().to(rdt).contiguous().numpy(), k_.k.contiguous().numpy())
+        consts = tuple(z.detach().resolve_conj().contiguous().numpy() for z in (k_.lam, k_.m1, k_.m2, k_.bbar, k_.c))
+        consts += (layer.D.detach().to(rdt).contiguous().numpy(), k_.k.contiguous().numpy())
     buf_np = cache.buf.numpy()                                  # once per cache
     R = cache.n_slots
     xs = torch.randn(2 * R + 3, B, H)

@@ -275,7 +275,8 @@ def _public_classes(model):
     classes = sorted({type(mod) for mod in model.modules()}, key=lambda t: (t.__module__, t.__qualname__))
     for cls in classes:
         if not cls.__module__.startswith("torch."):
-            assert cls.__name__ in dnn.__all__ or cls.__name__ in getattr(sys.modules[cls.__module__], "__all__", ()), cls
+            assert cls.__name__ in dnn.__all__ \
+                or cls.__name__ in getattr(sys.modules[cls.__module__], "__all__", ()), cls
     return classes
 
 

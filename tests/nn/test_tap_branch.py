@@ -53,7 +53,8 @@ def test_tap_is_a_composed_branch():
     assert tapped.tap.nu._optim == {"lr": 1e-2, "weight_decay": 0.0} and tapped.tap.e._optim == {"weight_decay": 0.0}
     # no tap mixin in the layer's bases, and one load hook among the project's classes
     assert not any(k.__module__ == "ddesys.nn.tap" for k in dnn.DS4D.__mro__)
-    hooks = [k for k in dnn.DS4D.__mro__ if k.__module__.startswith("ddesys.nn.") and "_load_from_state_dict" in vars(k)]
+    hooks = [k for k in dnn.DS4D.__mro__
+             if k.__module__.startswith("ddesys.nn.") and "_load_from_state_dict" in vars(k)]
     assert hooks == [dnn.DS4D]
     for path in ("nn/ds4d.py", "nn/tap.py", "nn/delay_range.py", "verification/reference/layer.py"):
         assert "_parameters" not in (ROOT / path).read_text(), path
@@ -63,8 +64,9 @@ def test_tap_is_a_composed_branch():
 def test_seeded_initial_values_and_outputs_are_unchanged(name):
     """Same RNG stream as before the branch: a seeded layer's initial parameters (before and after the
     first forward, which places the delays of a lazy layer) equal the saved ones bit for bit, and the outputs
-    to the float64 synthesis error (1e-10 relative; their last bits depend on the machine's FFT and compiled-kernel build: a fresh
-    environment's first compilation can differ from a cached one in the last place)."""
+    to the float64 synthesis error (1e-10 relative; their last bits depend on the machine's FFT and
+    compiled-kernel build: a fresh environment's first compilation can differ from a cached one in the last
+    place)."""
     rec = OLD[name]
     layer = dnn.DS4D(**rec["kw"]).double()
     init = {NEW_KEY.get(k, k): v for k, v in rec["init"].items()}

@@ -67,7 +67,8 @@ def test_tick_grad_equals_finite_differences_of_the_soft_clock(clock):
             cp, cm = c0.copy(), c0.copy()
             cp[b, t] += eps
             cm[b, t] -= eps
-            want[b, t] = (soft_loss(layer, x.numpy(), w.numpy(), cp) - soft_loss(layer, x.numpy(), w.numpy(), cm)) / (2 * eps)
+            want[b, t] = (soft_loss(layer, x.numpy(), w.numpy(), cp)
+                          - soft_loss(layer, x.numpy(), w.numpy(), cm)) / (2 * eps)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7 * np.abs(want).max())
     assert np.abs(want[~ticks.numpy()]).max() > 1e-3            # the pauses' derivative is exercised
     assert np.abs(got).max() > 1e-3

@@ -174,7 +174,8 @@ RUN_SNIPPETS = textwrap.dedent('''
     sys.exit(1 if failed else 0)
 ''')
 
-GUIDES = [p for p in sorted(DOCS.glob("guide/*.md")) + [DOCS / "index.md"] if "```python" in p.read_text(encoding="utf-8")]
+GUIDES = [p for p in sorted(DOCS.glob("guide/*.md")) + [DOCS / "index.md"]
+          if "```python" in p.read_text(encoding="utf-8")]
 
 
 @pytest.mark.integration

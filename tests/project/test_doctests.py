@@ -9,14 +9,15 @@ import importlib
 import pytest
 
 DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "ddesys.continuous_response",
-          "ddesys.stability", "ddesys.winding", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation", "ddesys.recurrence",
-          "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.matrix.statespace", "ddesys.matrix.roots",
-          "ddesys.matrix.chart", "ddesys.matrix.crossings", "ddesys.matrix.norms", "ddesys.matrix.timeresp", "ddesys.lti", "ddesys.matrix.charmatrix",
-          "ddesys.matrix.discrete", "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot",
-          "ddesys.matrix.continuous_response", "ddesys.matrix.sweeps", "ddesys.matrix.discretize", "ddesys.matrix.freqresp",
-          "ddesys.matrix.rightmost", "ddesys.matrix.iosystem", "ddesys.matrix.bdalg", "ddesys.matrix.xferfcn",
-          "ddesys.matrix.margins", "ddesys.matrix.convert", "ddesys.matrix._design_abscissa", "ddesys.matrix.quasipoly", "ddesys.matrix._design_hinf",
-          "ddesys.matrix.neutral"]
+          "ddesys.stability", "ddesys.winding", "ddesys.contour", "ddesys.discretize", "ddesys.interpolation",
+          "ddesys.recurrence", "ddesys.plot", "ddesys.parameterization", "ddesys.transfer", "ddesys.matrix.statespace",
+          "ddesys.matrix.roots", "ddesys.matrix.chart", "ddesys.matrix.crossings", "ddesys.matrix.norms",
+          "ddesys.matrix.timeresp", "ddesys.lti", "ddesys.matrix.charmatrix", "ddesys.matrix.discrete",
+          "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot",
+          "ddesys.matrix.continuous_response", "ddesys.matrix.sweeps", "ddesys.matrix.discretize",
+          "ddesys.matrix.freqresp", "ddesys.matrix.rightmost", "ddesys.matrix.iosystem", "ddesys.matrix.bdalg",
+          "ddesys.matrix.xferfcn", "ddesys.matrix.margins", "ddesys.matrix.convert", "ddesys.matrix._design_abscissa",
+          "ddesys.matrix.quasipoly", "ddesys.matrix._design_hinf", "ddesys.matrix.neutral"]
 NN = ["ddesys.nn.ds4d", "ddesys.nn.model", "ddesys.nn.optim", "ddesys.nn.s4compat"]
 
 

@@ -2,8 +2,8 @@
 dtypes, unstable simulations, and arguments aimed at the compiled recurrence's indices.
 
 Every accepted input must give finite, correct output, checked against the independent float64 oracle
-(`verification/reference/loops.py`, written from docs/theory.md §2-§5 without importing ddesys); every refused input must
-raise at the public call, naming the argument, the limit and the remedy.
+(`verification/reference/loops.py`, written from docs/theory.md §2-§5 without importing ddesys); every
+refused input must raise at the public call, naming the argument, the limit and the remedy.
 """
 from __future__ import annotations
 

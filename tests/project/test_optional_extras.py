@@ -36,7 +36,8 @@ def _run(blocked, code, timeout=120):
 
 def _as_main(module, *argv):
     """``python -m module argv...`` (runpy, as the interpreter's ``-m`` does)."""
-    return f"import runpy; sys.argv = ['-m', *{list(argv)!r}]; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    return (f"import runpy; sys.argv = ['-m', *{list(argv)!r}]; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
 
 
 def test_import_ddesys_without_torch_and_the_layers_name_the_extra():

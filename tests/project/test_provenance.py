@@ -97,9 +97,9 @@ def test_experiment_results_carry_provenance(tmp_path):
         return {"key": "toy|seed0", "config": {"seed": 0}, "status": "done", "curve": [{"step": 0, "err": 0.5}],
                 "w": [1.0]}
 
-    exp = Experiment("toy", RunSchema(done=("w",), curve=("err",), types={"w": "list"}), lambda r: "toy|seed0", ("report.md",),
-                     lambda args, ctx: ([Job("toy|seed0", "toy", 1, run)], "toy"), lambda runs, meta: "# toy\n",
-                     lambda runs, out: None, lambda runs: bool(runs))
+    exp = Experiment("toy", RunSchema(done=("w",), curve=("err",), types={"w": "list"}), lambda r: "toy|seed0",
+                     ("report.md",), lambda args, ctx: ([Job("toy|seed0", "toy", 1, run)], "toy"),
+                     lambda runs, meta: "# toy\n", lambda runs, out: None, lambda runs: bool(runs))
     ap = argparse.ArgumentParser()
     for name, default in (("--scale", "toy"), ("--device", "cpu")):
         ap.add_argument(name, default=default)

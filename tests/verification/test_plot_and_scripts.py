@@ -76,7 +76,8 @@ def _check_verification(out, cfg, rc, timing_must_pass):
     checks = {c["name"]: c for c in res["checks"]}
     assert list(checks) == ["FFT vs recurrent (Table 7 protocol)", "Contour-shift trade-off",
                             "Stability: sufficient criterion vs exact test", "Discretization convergence",
-                            "Reductions and round trips", DECODE, TAP, DSS, CLOCK, SOFT], [c["rows"] for c in res["checks"]]
+                            "Reductions and round trips", DECODE, TAP, DSS, CLOCK, SOFT], \
+        [c["rows"] for c in res["checks"]]
     assert rc == (0 if all(c["passed"] for c in checks.values()) else 1)
     for name, c in checks.items():
         assert c["passed"] or (name == DECODE and not timing_must_pass), c
