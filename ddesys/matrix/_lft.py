@@ -106,8 +106,8 @@ def from_control(sys):
 
 def coerce(sys, size=None):
     """Any continuous system as :class:`IOData`: an object with ``io_data()``, a neutral system (``A, Ad,
-    H, tau, B, C, D``), a matrix delay system (``A, Ad, tau, B, C, D``), one with ``to_statespace()``, a python-control LTI system, a number (``k I``
-    of ``size``) or a gain matrix; ``TypeError`` otherwise."""
+    H, tau, B, C, D``), a matrix delay system (``A, Ad, tau, B, C, D``), one with ``to_statespace()``, a
+    python-control LTI system, a number (``k I`` of ``size``) or a gain matrix; ``TypeError`` otherwise."""
     if isinstance(sys, IOData):
         return sys
     if hasattr(sys, "io_data"):
