@@ -12,6 +12,10 @@ CI tests them).
 
 from __future__ import annotations
 
+if __name__ != "ddesys.gpu":  # the clone's folder imported as a top-level package
+    raise ImportError("this folder is the package ddesys.gpu: import it as `import ddesys.gpu` "
+                      "(importing `gpu` from the clone's root loads a second copy under another name)")
+
 
 import contextlib
 import functools

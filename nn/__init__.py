@@ -4,6 +4,11 @@ Requires torch (``pip install 'ddesys[torch]'``; a CPU-only build: ``pip install
 https://download.pytorch.org/whl/cpu``); ``ddesys`` owns the mathematics. Without torch, importing this
 package raises an ImportError that says so.
 """
+
+if __name__ != "ddesys.nn":  # the clone's folder imported as a top-level package
+    raise ImportError("this folder is the package ddesys.nn: import it as `import ddesys.nn` "
+                      "(importing `nn` from the clone's root loads a second copy under another name)")
+
 from ddesys.io import extra_message, missing_modules
 
 if missing_modules("torch"):                     # one clear line instead of a failed import deep inside

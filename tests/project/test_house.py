@@ -179,3 +179,14 @@ def test_the_wheel_installs_ddesys_only(tmp_path):
     for sub in ("ddesys/nn/ds4d.py", "ddesys/matrix/statespace.py", "ddesys/cpu/step.py",
                 "ddesys/experiments/bench/decode.py", "ddesys/verification/__main__.py"):
         assert sub in names, sub
+
+
+@pytest.mark.parametrize("folder", ["nn", "gpu", "verification", "experiments"])
+def test_a_folder_is_not_importable_under_its_own_name_from_the_clone(folder):
+    """From the clone's root ``import nn`` would load a second copy of ``ddesys.nn`` (checkpoints saved
+    from it would name ``nn.model.SequenceModel``): each folder refuses, naming its real package."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode != 0 and f"import ddesys.{folder}" in r.stderr, r.stderr[-500:]
