@@ -63,37 +63,54 @@ class DiagonalSSM(nn.Module):
 
     # ------------------------------------------------------------------ training path
     def forward(self, x, mode="fft", state=None, return_state=False, lengths=None):
-        """``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> same shape and dtype.
+        """The layer over a whole sequence: ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) -> the same shape.
 
-        ``lengths`` ``(B,)`` (ints in ``[1, L]``; ``[]`` for an empty batch): a right-padded batch; each
-        sequence gets the outputs it would get alone (:mod:`nn.lengths`): the padding is replaced by zeros
-        before anything reads it (it may hold anything, NaN and inf included: only valid positions are
-        checked), outputs at ``t >= len_b`` are zero, a bidirectional layer's reverse kernel runs over each
-        sequence's own tokens, and ``return_state=True`` returns each sequence's state after its own last
-        token. Not with a carried ``state``.
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` (transposed layers: ``(B, H, L)``), any float dtype
+            Non-finite values are refused (see Raises).
+        mode : {"fft", "recurrent"}, default "fft"
+            ``"fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
+            float32. ``"recurrent"``: the exact recurrence, sequential, for verification; under autograd its
+            gradient is the FFT path's (the derivative of the same function, to the kernel synthesis
+            error), so a model run in this mode still trains.
+        state : cache of this layer, optional
+            From ``allocate_inference_cache``, ``prefill``, decoding or a previous ``return_state``: the
+            sequence continues from it (read, never modified), as S4's ``forward_state``. FFT path only;
+            not for bidirectional layers, not with ``lengths``.
+        return_state : bool, default False
+            Also return the state after the sequence, a new cache of this layer, differentiable (autograd
+            flows through a carried state, within and across chunks; ``state.detach()`` truncates it); it
+            decodes like any cache once detached.
+        lengths : Tensor or sequence of int ``(B,)``, optional
+            A right-padded batch (ints in ``[1, L]``; ``[]`` for an empty batch): each sequence gets the
+            outputs it would get alone (:mod:`nn.lengths`): the padding is replaced by zeros before anything
+            reads it (it may hold anything, NaN and inf included: only valid positions are checked), outputs
+            at ``t >= len_b`` are zero, a bidirectional layer's reverse kernel runs over each sequence's own
+            tokens, and ``return_state=True`` returns each sequence's state after its own last token.
 
-        ``mode="fft"``: the FFT convolution (training); float16 / bfloat16 inputs and autocast run it in
-        float32. ``mode="recurrent"``: the exact recurrence, sequential, for verification; under autograd
-        its gradient is the FFT path's (the derivative of the same function, to the kernel synthesis
-        error), so a model run in this mode still trains.
+        Returns
+        -------
+        y : Tensor, the shape and dtype of ``x``
+        state : cache of this layer
+            Only with ``return_state=True``: ``(y, state)``.
 
-        ``state``: a cache of this layer (from ``allocate_inference_cache``, ``prefill``, decoding or a
-        previous ``return_state``): the sequence continues from it (read, never modified), as S4's
-        ``forward_state``. ``return_state=True`` returns ``(y, state)``, the state after the sequence as a
-        new cache of this layer, differentiable (autograd flows through a carried state, within and
-        across chunks; ``state.detach()`` truncates it); it decodes like any cache once detached. A
-        sequence cut into chunks, each forwarded from the previous one's state, gives the outputs of the
+        Raises
+        ------
+        ValueError
+            An unknown ``mode``; a NaN or inf in ``x`` (naming the first position holding one: the FFT mixes
+            all positions, so one would reach every output, earlier ones included).
+
+        Notes
+        -----
+        A sequence cut into chunks, each forwarded from the previous one's state, gives the outputs of the
         whole-sequence forward (to the kernels' synthesis error: the history term uses the per-mode state
-        kernels, :mod:`nn.decode.history`). FFT path only; not for bidirectional layers.
-
-        Non-finite inputs are refused (``ValueError`` naming the first position holding a NaN or inf):
-        the FFT mixes all positions, so one NaN or inf would reach every output, earlier ones included.
-        The check is one sum over the input (no temporary; a small cost next to the FFTs), and on CUDA
-        one device synchronization per call; under ``torch.compile`` it is a graph break. Finite but
-        huge values are not refused: the FFT's rounding error at every position scales with the
-        largest input of the sequence (float32: about ``1e-7 * max|x|``), so a value of 1e30 at the
-        last position shows as errors of about 1e23 at earlier ones; normalize inputs, or use
-        ``mode="recurrent"`` (exactly causal).
+        kernels, :mod:`nn.decode.history`). The non-finite check is one sum over the input (no temporary; a
+        small cost next to the FFTs), and on CUDA one device synchronization per call; under
+        ``torch.compile`` it is a graph break. Finite but huge values are not refused: the FFT's rounding
+        error at every position scales with the largest input of the sequence (float32: about ``1e-7 *
+        max|x|``), so a value of 1e30 at the last position shows as errors of about 1e23 at earlier ones;
+        normalize inputs, or use ``mode="recurrent"`` (exactly causal).
         """
         if mode not in ("fft", "recurrent"):
             raise ValueError(f"mode must be 'fft' or 'recurrent', got {mode!r}")

@@ -350,9 +350,26 @@ class DS4D(DelayRange, DiagonalSSM):
 
     @torch.no_grad()
     def step(self, x_t, cache):
-        """One token: ``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)``; updates ``cache`` in place with the engine it
-        records (no autograd). Constants memoized, recomputed whenever a parameter changes
-        (:class:`nn.decode.engine.StepMemo`; :meth:`setup_step` after writes torch does not track)."""
+        """One token of recurrent decoding, ``O(H N)`` whatever the position.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+            The token's inputs.
+        cache : DS4DCache
+            From :meth:`allocate_inference_cache` (or ``prefill``, or a carried ``state``); updated in place
+            by the engine it records (no autograd).
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+            ``y_t``, in ``x_t``'s dtype.
+
+        Notes
+        -----
+        The constants are memoized and recomputed whenever a parameter changes
+        (:class:`nn.decode.engine.StepMemo`; :meth:`setup_step` after writes torch does not track).
+        """
         check_step_input(self, x_t, cache)
         consts = self.bind_cache(cache)
         t = cache.t
@@ -371,14 +388,32 @@ class DS4D(DelayRange, DiagonalSSM):
 
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
-        """Consume a prompt ``x`` ``(B, L, H)`` (transposed: ``(B, H, L)``) in parallel: returns its outputs
-        and moves ``cache`` on by ``L`` tokens, keeping the states later steps read. The cache's engine runs
-        the SSM (``engine.prefill``, :mod:`nn.decode.prefill`: on the CPU one compiled pass of the decode
-        recurrence, else the per-mode state kernels by FFT); each branch then adds its term and moves its
-        state. A cache holding tokens continues from its state (chunked prefill equals one prefill;
-        spectral: to the float64 synthesis error). ``lengths`` ``(B,)``: a right-padded prompt in a fresh
-        cache, each sequence's states those after its own tokens, its padding never read. Memory: the prompt's
-        spectrum ``(B, H, M)`` complex128 and blocks of at most ``PREFILL_BLOCK`` complex128 elements."""
+        """Consume a prompt in parallel and move the cache on by its length.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` (transposed layers: ``(B, H, L)``)
+            The prompt.
+        cache : DS4DCache
+            Moved on by ``L`` tokens in place, keeping the states later steps read; a cache holding tokens
+            continues from its state (chunked prefill equals one prefill; spectral: to the float64 synthesis
+            error).
+        lengths : Tensor or sequence of int ``(B,)``, optional
+            A right-padded prompt in a fresh cache: each sequence's states are those after its own tokens,
+            its padding never read.
+
+        Returns
+        -------
+        Tensor, the shape and dtype of ``x``
+            The prompt's outputs.
+
+        Notes
+        -----
+        The cache's engine runs the SSM (``engine.prefill``, :mod:`nn.decode.prefill`: on the CPU one
+        compiled pass of the decode recurrence, else the per-mode state kernels by FFT); each branch then
+        adds its term and moves its state. Memory: the prompt's spectrum ``(B, H, M)`` complex128 and blocks
+        of at most ``PREFILL_BLOCK`` complex128 elements.
+        """
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
         xb = self._begin_prefill(x, cache)                          # (B, H, L)

@@ -19,7 +19,8 @@ def test_fresh_process_keeps_one_thread():
     code = textwrap.dedent("""
         import numpy as np, torch
         torch.set_num_threads(1)
-        import numba, nn, ddesys
+        import numba, ddesys
+        from ddesys import nn
         for layer in (nn.DS4D(8, 8, l_max=32), nn.S4D(8, 8)):
             layer(torch.randn(2, 32, 8)).sum().backward()
         nn.DS4D(4, 4, l_max=16)(torch.randn(1, 16, 4), mode="recurrent")

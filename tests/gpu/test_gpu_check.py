@@ -85,7 +85,7 @@ def test_without_array_api_compat_the_check_stops_with_the_wheel_to_carry(tmp_pa
     """The GPU image lacks array-api-compat: ddesys would silently fall back to NumPy. The preflight
     names the package, says to carry its wheel, and stops (exit 2) before any row."""
     code = ("import sys; sys.modules['array_api_compat'] = None\n"        # import array_api_compat -> ImportError
-            "from verification.gpu import main\n"
+            "from ddesys.verification.gpu import main\n"
             f"sys.exit(main(['--interpret', '--skip-timing', '--out', {str(tmp_path)!r}]))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 2, res.stdout[-2000:] + res.stderr[-2000:]
