@@ -16,7 +16,7 @@ import numpy as np
 from .errors import AlgebraicLoopError
 
 MAX_PADE_ORDER = 20         # the Pade denominator's coefficients span ~1e29 already at 20
-SMALL = 12                  # transfer_at: a dense solve per point up to this n + q
+SMALL = 4                   # transfer_at: a dense solve per point up to this n + q (tiny systems)
 FEW_POINTS = 8              # transfer_at: up to this many points, one triangular solve each
 _CHUNK_BYTES = 2 ** 19      # transfer_at: points per back-substitution block, so that it stays in cache
 CANCEL = 1e-6               # transfer_at: |C Q Y| below this times |C Q| |Y|: cancellation, the dense solve instead
@@ -175,15 +175,15 @@ def transfer_at(g):
     update one real matrix-vector product over the real and imaginary parts). A few points at a time (up
     to ``FEW_POINTS``: a root refinement's, whose digits are the result) and points within rounding of an
     eigenvalue of ``A`` (where ``sI - A`` is singular but the whole loop need not be) take one dense solve
-    of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead, and so do small systems (``n + q <=
-    SMALL``) at every point: the dense solve keeps the exact zeros of the realization (``C B = 0`` of a
+    of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead, and so do tiny systems (``n + q <=
+    SMALL``) at every point. The dense solve keeps the exact zeros of the realization (``C B = 0`` of a
     relative degree above one), which the Schur basis turns into rounding that ``s^k`` amplifies at high
-    frequency, and is not much slower there."""
+    frequency: points where ``C Q Y`` cancels below ``CANCEL`` times ``|C Q| |Y|`` are solved densely too."""
     from scipy.linalg import schur
 
     n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
     dense = _dense_at(g)
-    if n + q <= SMALL or n == 0:              # small: one batched dense solve is cheap, and keeps the structure
+    if n + q <= SMALL or n == 0:              # tiny: one batched dense solve is cheap, and keeps the structure
         return lambda s: dense(np.asarray(s, dtype=complex).reshape(-1))
     T, Q = schur(g.A.astype(complex), output="complex")
     d = np.diag(T)
