@@ -44,6 +44,8 @@ class TokenClock(nn.Module):
     pause_tokens : sequence of int
         Token ids on which every clocked layer's time stands still (non-empty, non-negative).
 
+    Notes
+    -----
     Shapes: ``tokens (B, L)`` (or ``(B,)`` for a step) int -> bool, same shape.
     """
 
@@ -93,10 +95,12 @@ class Clocked(nn.Module):
         The layer (``transposed=False``). Its delays count ticks: build it with ``l_max`` the longest
         *tick count* a sequence has (``None``: from the first compacted batch).
 
+    Notes
+    -----
     The learned clock is its own layer, :class:`nn.selective.SoftClocked` ``(inner, gate)``.
 
-    The layer's training path is exact (the inner FFT path on the compacted sequence); ``mode=
-    "recurrent"`` runs the inner recurrence on it. Decoding (``allocate_inference_cache``, ``step``,
+    The layer's training path is exact (the inner FFT path on the compacted sequence);
+    ``mode="recurrent"`` runs the inner recurrence on it. Decoding (``allocate_inference_cache``, ``step``,
     ``prefill``) needs a decodable inner layer without optional branches (the input tap; refused by
     name otherwise), and runs on the cache's engine (:mod:`nn.decode.clocked`).
     """

@@ -103,6 +103,8 @@ class DS4D(DelayRange, DiagonalSSM):
     seed : int or None
         Seeds the initialization (the global RNG is untouched when given).
 
+    Notes
+    -----
     Shapes: ``forward`` ``(B, L, H) -> (B, L, H)``; ``step`` ``(B, H) -> (B, H)``.
 
     Examples

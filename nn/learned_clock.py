@@ -53,6 +53,8 @@ class HardGateClock(nn.Module):
         only ``w`` and ``b`` learn from it (the input is read detached), so a time cost cannot move the
         input towards pausing. An attribute: settable on a built model.
 
+    Notes
+    -----
     Shapes: ``x (B, L, H) -> c (B, L)``; ``x_t (B, H) -> (B,)``; values exactly 0.0 or 1.0.
     """
 
@@ -106,6 +108,8 @@ class HardClocked(Clocked):
     gate : HardGateClock
         The clock, ``(B, L, H) -> (B, L)`` in ``{0, 1}``, with ``ticks(x)`` its bool form.
 
+    Notes
+    -----
     ``forward`` runs the compacted FFT path; with gradients enabled it also gives the clock its gradient
     (:mod:`nn.tick_grad`; an inner layer with a delayed branch runs the soft scan at the binary clock
     instead), carried to the gate through its surrogate. A given
@@ -171,6 +175,8 @@ class TimeCost:
     after : float, default 0.0
         The weight after ``steps``: a small floor keeps the pauses found from drifting back.
 
+    Notes
+    -----
     Use: ``loss = task_loss + cost(step)`` after the forward pass (``cost(step) * n`` for a loss summed
     over ``n`` tokens); ``cost(step)`` is a scalar tensor (``0.`` when off or when no clock ran).
     """

@@ -49,6 +49,8 @@ class GateClock(nn.Module):
     seed : int or None
         Seeds ``w`` (the global RNG is untouched when given).
 
+    Notes
+    -----
     Shapes: ``x (B, L, H) -> c (B, L)``; ``x_t (B, H) -> (B,)``.
     """
 
@@ -126,6 +128,8 @@ class SoftClocked(nn.Module):
     gate : nn.Module
         The clock, ``(B, L, H) -> (B, L)`` (and ``(B, H) -> (B,)`` per token): :class:`GateClock`.
 
+    Notes
+    -----
     Training: the scan (:func:`soft_forward`); a given clock's ``ticks`` multiply the learned one.
     Decoding: :class:`SoftClockCache` (``max_seqlen`` required), engine :class:`nn.decode.clocked.SoftEngine`;
     forced pauses (``tick=False``) are not supported: the layer sets its own clock.

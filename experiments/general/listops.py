@@ -3,7 +3,7 @@ classify the value (10 classes). Example: ``[MAX 2 9 [MIN 4 7 ] 0 ]`` -> 9.
 
 Operators: ``MAX``, ``MIN``, ``MED`` (median, truncated to an integer as LRA's generator does), ``SM``
 (sum mod 10). Generated here with LRA's recipe (a node is a value with probability ``value_p``, else an
-operator with 2..``max_args`` children, up to ``max_depth``; expressions outside the length bounds are
+operator with 2 to ``max_args`` children, up to ``max_depth``; expressions outside the length bounds are
 redrawn), or read from LRA's TSV files (``Source``/``Target`` columns; their parentheses are dropped).
 """
 from __future__ import annotations

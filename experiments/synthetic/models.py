@@ -53,6 +53,8 @@ class TokenLSTM(nn.Module):
         over the control task's look-back of 32 steps), which left the LSTM at chance on every synthetic
         task (docs/experiments/baselines-cpu/notes.md).
 
+    Notes
+    -----
     Shapes: ``tokens`` int ``(B, L)`` -> logits ``(B, L, V)``.
     """
 

@@ -143,6 +143,18 @@ def test_docs_build(tmp_path):
     unresolved = {p.relative_to(html).as_posix(): _unresolved(p) for p in ours}
     assert not any(unresolved.values()), f"unresolved cross-references: {unresolved}"
 
+    # no raw markup: a literal's double backticks left in the rendered API reference's text
+    raw = {p.relative_to(html).as_posix(): _raw_markup(p) for p in html.glob("api/**/*.html")}
+    raw = {k: v for k, v in raw.items() if v}
+    assert not raw, f"raw markup in the API reference: {raw}"
+
+
+def _raw_markup(page):
+    """Fragments of ``page``'s text (outside code blocks) that still hold two backticks."""
+    text = re.sub(r"<pre.*?</pre>", "", page.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"<[^>]+>", "", text)
+    return [m.group(0) for m in re.finditer(r".{0,40}``.{0,40}", text)]
+
 
 def _unresolved(page):
     """The targets of the cross-references on ``page`` that Sphinx could not resolve (rendered as code
