@@ -82,7 +82,10 @@ def nlevp_time_delay():
          324 * pi ** 2 * (5 * pi + 4) / (5 * (8 + 5 * pi))]
     b = [(260 * pi + 128 + 225 * pi ** 2) / (10 * (8 + 5 * pi)), 45 * pi ** 2 / (8 + 5 * pi),
          81 * pi ** 2 * (40 * pi + 32 + 25 * pi ** 2) / (10 * (8 + 5 * pi))]
-    f = lambda s: s ** 3 + a[0] * s ** 2 + a[1] * s + a[2] + (b[0] * s ** 2 + b[1] * s + b[2]) * mp.exp(-s)  # noqa: E731
+
+    def f(s):
+        return s ** 3 + a[0] * s ** 2 + a[1] * s + a[2] + (b[0] * s ** 2 + b[1] * s + b[2]) * mp.exp(-s)
+
     z = 3j * pi
     assert abs(f(z)) < 1e-20 and abs(mp.diff(f, z)) < 1e-15          # the reference itself: a double root
     fa = [float(v) for v in a]
@@ -237,11 +240,18 @@ def python_control_example21():
                  [-14.5640 / 100, 0.0022], 1e-4)]
 
 
-def vyhlidal_zitek_neutral():
+def vyhlidal_zitek_system():
     """QPmR's neutral benchmark (Vyhlidal & Zitek, IEEE TAC 54(1), 2009; the qpmr package's
-    ``vyhlidal2014qpmr_03``): ``s^4 + 0.2 s^3 + 5 s + 2.1 + (0.5 s^4 - 2.1 s) e^{-1.5 s} + (0.3 s^4 + 3.2 s^2)
-    e^{-2.2 s} + 1.2 s^2 e^{-4.3 s} + 3 e^{-6.3 s}`` in companion form: the spectral abscissa chosen without a
-    region, against mpmath ``findroot`` on the quasi-polynomial from the reported rightmost root."""
+    ``vyhlidal2014qpmr_03``): ``h(s) = s^4 + 0.2 s^3 + 5 s + 2.1 + (0.5 s^4 - 2.1 s) e^{-1.5 s} + (0.3 s^4 +
+    3.2 s^2) e^{-2.2 s} + 1.2 s^2 e^{-4.3 s} + 3 e^{-6.3 s}`` realized in companion form.
+
+    Returns
+    -------
+    A, Ad, H, tau, h
+        The neutral system's matrices (``(4, 4)``, ``(4, 4, 4)``, ``(4, 4, 4)``, 4 delays) and the
+        quasi-polynomial ``h`` in mpmath, its coefficients the float64 values the system holds.
+    """
+    tau = [1.5, 2.2, 4.3, 6.3]
     A = np.zeros((4, 4))
     A[0, 1] = A[1, 2] = A[2, 3] = 1.0
     A[3] = [-2.1, -5.0, 0.0, -0.2]
@@ -249,15 +259,21 @@ def vyhlidal_zitek_neutral():
     Ad[0, 3, 1], Ad[1, 3, 2], Ad[2, 3, 2], Ad[3, 3, 0] = 2.1, -3.2, -1.2, -3.0
     H = np.zeros((4, 4, 4))
     H[0, 3, 3], H[1, 3, 3] = -0.5, -0.3
-    sys = ddesys.NeutralStateSpace(A, Ad, H, [1.5, 2.2, 4.3, 6.3])
-    r = sys.spectral_abscissa(detail=True)
-    mp.mp.dps = 30
 
     def h(s):
-        e = lambda t: mp.exp(-t * s)                                      # noqa: E731
-        return (s ** 4 + 0.2 * s ** 3 + 5 * s + 2.1 + (0.5 * s ** 4 - 2.1 * s) * e(1.5)
-                + (0.3 * s ** 4 + 3.2 * s ** 2) * e(2.2) + 1.2 * s ** 2 * e(4.3) + 3 * e(6.3))
+        c = {k: mp.mpf(float(k)) for k in ("0.2", "2.1", "0.5", "0.3", "3.2", "1.2", "1.5", "2.2", "4.3", "6.3")}
+        e = lambda t: mp.exp(-c[t] * s)                                 # noqa: E731
+        return (s ** 4 + c["0.2"] * s ** 3 + 5 * s + c["2.1"] + (c["0.5"] * s ** 4 - c["2.1"] * s) * e("1.5")
+                + (c["0.3"] * s ** 4 + c["3.2"] * s ** 2) * e("2.2") + c["1.2"] * s ** 2 * e("4.3") + 3 * e("6.3"))
+    return A, Ad, H, tau, h
 
+
+def vyhlidal_zitek_neutral():
+    """The Vyhlidal-Zitek neutral benchmark (:func:`vyhlidal_zitek_system`): the spectral abscissa chosen
+    without a region, against mpmath ``findroot`` on the quasi-polynomial from the reported rightmost root."""
+    A, Ad, H, tau, h = vyhlidal_zitek_system()
+    r = ddesys.NeutralStateSpace(A, Ad, H, tau).spectral_abscissa(detail=True)
+    mp.mp.dps = 30
     z = complex(r.rightmost)
     ref = complex(mp.findroot(h, mp.mpc(z.real + 1e-3, z.imag)))
     name = "neutral benchmark, Vyhlidal & Zitek 2009 (QPmR)"
@@ -271,4 +287,5 @@ PARTS = (dead_time_loop, neutral_tds_control, stiff_discrete, nlevp_time_delay, 
 
 __all__ = ["PARTS", "biproper_dead_time_loop", "dead_time_loop", "hidden_nilpotent", "mid_sixfold",
            "neutral_tds_control", "nlevp_time_delay", "python_control_example21", "stability_at_the_edge",
-           "stiff_discrete", "unstable_fopdt_loop", "vyhlidal_zitek_neutral", "wood_berry"]
+           "stiff_discrete", "unstable_fopdt_loop", "vyhlidal_zitek_neutral", "vyhlidal_zitek_system",
+           "wood_berry"]

@@ -23,6 +23,7 @@ import ddesys
 from ddesys.matrix._neutral_difference import torus_max
 from ddesys.matrix._roots_cluster import wide_clusters
 from ddesys.matrix.neutral import NeutralStateSpace
+from ddesys.verification.published import vyhlidal_zitek_system
 
 DPS = 40
 
@@ -146,29 +147,8 @@ def test_separate_keeps_a_true_double_root_together():
 
 
 # ----------------------------------------------------------------------------- 2. neutral benchmark
-def vyhlidal_zitek_neutral():
-    """QPmR's neutral benchmark (Vyhlidal & Zitek, IEEE TAC 54(1), 2009; qpmr ``vyhlidal2014qpmr_03``):
-    ``h(s) = s^4 + 0.2 s^3 + 5 s + 2.1 + (0.5 s^4 - 2.1 s) e^{-1.5 s} + (0.3 s^4 + 3.2 s^2) e^{-2.2 s}
-    + 1.2 s^2 e^{-4.3 s} + 3 e^{-6.3 s}``, realized in companion form."""
-    tau = [1.5, 2.2, 4.3, 6.3]
-    A = np.zeros((4, 4))
-    A[0, 1] = A[1, 2] = A[2, 3] = 1.0
-    A[3] = [-2.1, -5.0, 0.0, -0.2]
-    Ad = np.zeros((4, 4, 4))
-    Ad[0, 3, 1], Ad[1, 3, 2], Ad[2, 3, 2], Ad[3, 3, 0] = 2.1, -3.2, -1.2, -3.0
-    H = np.zeros((4, 4, 4))
-    H[0, 3, 3], H[1, 3, 3] = -0.5, -0.3
-
-    def h(s):                                            # coefficients as the float64 the system holds
-        c = {k: mp.mpf(float(k)) for k in ("0.2", "2.1", "0.5", "0.3", "3.2", "1.2", "1.5", "2.2", "4.3", "6.3")}
-        e = lambda t: mp.exp(-c[t] * s)                                 # noqa: E731
-        return (s ** 4 + c["0.2"] * s ** 3 + 5 * s + c["2.1"] + (c["0.5"] * s ** 4 - c["2.1"] * s) * e("1.5")
-                + (c["0.3"] * s ** 4 + c["3.2"] * s ** 2) * e("2.2") + c["1.2"] * s ** 2 * e("4.3") + 3 * e("6.3"))
-    return A, Ad, H, tau, h
-
-
 def test_vyhlidal_zitek_neutral_spectral_abscissa_chooses_its_region():
-    A, Ad, H, tau, h = vyhlidal_zitek_neutral()
+    A, Ad, H, tau, h = vyhlidal_zitek_system()
     det = mp_char_det(A, Ad, tau, H)
     with mp.workdps(DPS):                                # the realization is the quasi-polynomial
         for z in (mp.mpc(0.3, 1.7), mp.mpc(-0.1, 5.0), mp.mpc(2.0, -0.4)):
