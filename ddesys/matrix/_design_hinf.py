@@ -9,6 +9,7 @@ from ._design_abscissa import DesignResult, check_design_options, params_vector,
 from ._design_grad import sigma_gradient, system_derivatives
 from ._design_opt import minimize_nonsmooth
 from ._roots_igd import single_blas_thread
+from .norms import top_singular
 from .statespace import DelayStateSpace
 
 
@@ -89,7 +90,7 @@ def _top_sigma(sys, w):
     """``sigma_max(G(i w))``; at ``w = inf`` the high-frequency value ``sigma_max(D0)`` (the peak search
     returns ``inf`` only without delayed feedthrough)."""
     G = sys.transfer([1j * w])[..., 0] if np.isfinite(w) else sys.explicit_form().D0
-    return float(np.linalg.svd(np.atleast_2d(G), compute_uv=False)[0])
+    return float(top_singular(np.atleast_2d(G)[None])[0])
 
 
 def _io_sigma_gradient(system_fn, p, w, derivative, method):

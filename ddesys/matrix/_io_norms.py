@@ -23,7 +23,7 @@ import numpy as np
 from scipy.special import sici
 
 from ._spectral_est import estimate_roots
-from .norms import _adaptive, _check_rtol, _peak_points, peak_search
+from .norms import _adaptive, _check_rtol, _peak_points, peak_search, require_stable, top_singular
 
 
 def _norm_sum(mats, ord=2):
@@ -50,17 +50,8 @@ def _scales(f):
 
 def _sigma(sys):
     def sig(w):
-        G = np.moveaxis(sys.transfer(1j * np.asarray(w, dtype=float)), -1, 0)         # (F, p, m)
-        if G.shape[1] == 1 or G.shape[2] == 1:
-            return np.sqrt(np.einsum("fpm,fpm->f", G.conj(), G).real)
-        return np.linalg.svd(G, compute_uv=False)[:, 0]
+        return top_singular(np.moveaxis(sys.transfer(1j * np.asarray(w, dtype=float)), -1, 0))   # (F, p, m)
     return sig
-
-
-def _require_stable(sys, what):
-    if not sys.is_stable():
-        raise ValueError(f"{what} of an unstable system (spectral abscissa {sys.spectral_abscissa():.6g} >= 0) "
-                         "is infinite")
 
 
 def io_hinf_norm(sys, rtol=1e-9, max_grid=2_000_000):
@@ -79,7 +70,7 @@ def io_hinf_norm(sys, rtol=1e-9, max_grid=2_000_000):
         An unstable system; a bad ``rtol``.
     """
     rtol = _check_rtol(rtol)
-    _require_stable(sys, "hinf_norm")
+    require_stable(sys, "hinf_norm")
     f = sys.explicit_form()
     if _no_io_delays(f):
         return _state_part(f).hinf_norm(rtol=rtol)
@@ -145,7 +136,7 @@ def io_h2_norm(sys, rtol=1e-8, max_panels=2_000_000):
         The quadrature did not meet ``rtol`` within ``max_panels``.
     """
     rtol = _check_rtol(rtol)
-    _require_stable(sys, "h2_norm")
+    require_stable(sys, "h2_norm")
     f = sys.explicit_form()
     if np.any(f.D0 != 0) or np.any(f.Dd != 0):
         return float("inf")

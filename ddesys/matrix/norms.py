@@ -45,6 +45,14 @@ class HinfNorm(NamedTuple):
     omega_peak: float
 
 
+def require_stable(sys, what):
+    """The norms exist for stable systems only: refuse others (``ValueError``) with the spectral abscissa,
+    by the system's exact test (``sys.is_stable()``)."""
+    if not sys.is_stable():
+        raise ValueError(f"{what} of an unstable system (spectral abscissa {sys.spectral_abscissa():.6g} >= 0) "
+                         "is infinite")
+
+
 def _check_rtol(rtol):
     try:
         r = float(rtol)
@@ -214,11 +222,15 @@ def h2_norm(A, Ad, tau, B, C, D, *, rtol=1e-8, is_stable=None, max_panels=2_000_
 
 
 # ------------------------------------------------------------------------------------------- Hinf
-def _sigma_max(A, Ad, tau, B, C, D, w):
-    G = response(A, Ad, tau, B, C, w) + D
+def top_singular(G):
+    """``sigma_max`` of each matrix of ``G`` ``(F, p, m)``: ``(F,)`` (a vector's norm for one row or column)."""
     if G.shape[1] == 1 or G.shape[2] == 1:
         return np.sqrt(np.einsum("fpm,fpm->f", G.conj(), G).real)
     return np.linalg.svd(G, compute_uv=False)[:, 0]
+
+
+def _sigma_max(A, Ad, tau, B, C, D, w):
+    return top_singular(response(A, Ad, tau, B, C, w) + D)
 
 
 def hinf_norm(A, Ad, tau, B, C, D, *, rtol=1e-9, is_stable=None, max_grid=2_000_000):
@@ -384,4 +396,4 @@ def peak_search(sig, local, *, real, W, d0, nD, tail, rtol, max_grid, what):
     return HinfNorm(float(best), abs(w_best) if real else w_best)
 
 
-__all__ = ["HinfNorm", "freqresp", "h2_norm", "hinf_norm", "peak_search"]
+__all__ = ["HinfNorm", "freqresp", "h2_norm", "hinf_norm", "peak_search", "require_stable", "top_singular"]

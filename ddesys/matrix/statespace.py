@@ -298,9 +298,9 @@ class DelayStateSpace(LoopAnalysis, ContinuousSSResponses, DelaySweeps, DelayLTI
         >>> round(DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).h2_norm(), 8)
         0.85089427
         """
-        from .norms import h2_norm
+        from .norms import h2_norm, require_stable
 
-        self._require_stable("h2_norm")
+        require_stable(self, "h2_norm")
         return h2_norm(*self._full(), rtol=rtol, is_stable=True)     # the exact test above
 
     def hinf_norm(self, rtol=1e-9):
@@ -322,16 +322,11 @@ class DelayStateSpace(LoopAnalysis, ContinuousSSResponses, DelaySweeps, DelayLTI
         >>> DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[1.0]).hinf_norm()    # the DC gain 1 / (1 - 0.5)
         HinfNorm(value=2.0, omega_peak=0.0)
         """
-        from .norms import hinf_norm
+        from .norms import hinf_norm, require_stable
 
-        self._require_stable("hinf_norm")
+        require_stable(self, "hinf_norm")
         return hinf_norm(*self._full(), rtol=rtol, is_stable=True)
 
-    def _require_stable(self, what):
-        """The norms exist for stable systems only: refuse others with the spectral abscissa (exact test)."""
-        if not self.is_stable():
-            raise ValueError(f"{what} of an unstable system (spectral abscissa {self.spectral_abscissa():.6g} "
-                             ">= 0) is infinite")
 
     # ---------------------------------------------------------------- discretization
     def discretize(self, dt, method="zoh"):
