@@ -360,16 +360,23 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         return sys.spectral_abscissa()
 
     def strong_stability(self):
-        """Strong stability of a loop with a delay-difference part (stability that survives small changes
-        of the delays; see :meth:`ddesys.NeutralStateSpace.strong_stability`); a retarded system is
-        strongly stable exactly when it is stable.
+        """Strong stability: stability that survives small changes of the delays (see
+        :meth:`ddesys.NeutralStateSpace.strong_stability`). A retarded system (no delay-difference part)
+        is strongly stable exactly when it is stable: ``gamma0 = 0``.
 
         Returns
         -------
-        StrongStability or bool
+        StrongStability
         """
+        from .neutral import StrongStability
+
         loop = self.difference_loop()
-        return loop.strong_stability() if loop is not None else bool(self.is_stable())
+        if loop is not None:
+            return loop.strong_stability()
+        r = self.roots(0.0)
+        n, certified = (r.size, True) if isinstance(r, np.ndarray) else (r.roots.size, bool(r.certified))
+        return StrongStability(n == 0, True, 0.0, (0.0, 0.0), int(n), certified,
+                               f"retarded: no difference operator (gamma0 = 0); {n} roots in Re s >= 0")
 
     def _is_stable_exact(self, **kwargs):
         loop = self.difference_loop()

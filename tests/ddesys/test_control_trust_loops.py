@@ -269,3 +269,11 @@ def test_margins_of_a_high_relative_degree_loop_on_the_schur_path():
     assert wgc == pytest.approx(float(wg), rel=1e-10) and wpc == pytest.approx(float(wp), rel=1e-10)
     assert gm == pytest.approx(float(1 / abs(L(wp))), rel=1e-9)
     assert pm == pytest.approx(float(mp.degrees(mp.arg(L(wg)))) + 180 - 360, abs=1e-8)
+
+
+def test_strong_stability_of_a_retarded_loop_is_its_stability():
+    G = ddesys.tf([1.0], [1.0, 1.0], delay=1.0)           # (s + 1) + k e^{-s}: critical gain 2.26
+    for k in (2.0, 3.0):
+        st = ddesys.feedback(k * G).strong_stability()
+        n = _rhp_zero_count(lambda s: (s + 1) + k * np.exp(-s))
+        assert st.gamma0 == 0.0 and st.n_unstable == n and st.strongly_stable == (n == 0) and st.certified
