@@ -6,8 +6,9 @@ torch and CuPy are never imported here. See the README for a tour.
 The names here are the analysis API: systems, roots and stability, transfer functions and kernels,
 contours, discretization, charts and their results. Plumbing is reached through its module
 (``ddesys.contour.next_pow2``, ``ddesys.contour.unit_roundoff``, ``ddesys.recurrence.numba_available``,
-``ddesys.discrete.MAX_DELAY_STEPS``); the matrix family's machinery lives in :mod:`ddesys.matrix`, the
-compiled decode runtime in :mod:`ddesys.cpu`. ``stability_margin`` (the old name of ``sufficient_margin``)
+``ddesys.discrete.MAX_DELAY_STEPS``); the matrix family's machinery lives in :mod:`ddesys.matrix`, control
+with dead time (interconnections, margins, design) in :mod:`ddesys.control`, the compiled decode runtime in
+:mod:`ddesys.cpu`. ``stability_margin`` (the old name of ``sufficient_margin``)
 still works, with a warning, but is not listed here (``stability_margins`` are a loop's margins).
 """
 from .contour import Contour, choose_contour, fft_length
@@ -28,13 +29,9 @@ from .matrix.chart import StabilityChart, delay_chart, stability_chart
 from .matrix.crossings import Crossing
 from .matrix.errors import AlgebraicLoopError, UndecidableStability
 from .matrix.roots import RootsResult
-from .matrix.iosystem import DelayIOSystem
-from .matrix.xferfcn import ss, tf
-from .matrix.bdalg import append, feedback, parallel, series
-from .matrix.freqplot import nyquist_response
-from .matrix.margins import SensitivityPeaks, margin, nyquist_plot, sensitivity_peaks, stability_margins
-from .matrix.convert import from_control, to_control
-from .matrix.design import DesignResult, abscissa_gradient, hinf_design, stabilize, static_output_feedback
+from .control import DelayIOSystem, append, feedback, from_control, margin, nyquist_plot, nyquist_response, parallel
+from .control import SensitivityPeaks, sensitivity_peaks, series, ss, stability_margins, tf, to_control
+from .control import DesignResult, abscissa_gradient, hinf_design, stabilize, static_output_feedback
 from .matrix.quasipoly import quasipolynomial_roots
 from .matrix.neutral import EssentialSpectrum, NeutralAbscissa, NeutralStateSpace, StrongStability
 from .matrix.timeresp import TimeResponse

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ddesys
-from ddesys.matrix.design import stabilize
+from ddesys.control.design import stabilize
 
 P = ddesys.tf([1.0], [1.0, 1.0], delay=1.0)
 

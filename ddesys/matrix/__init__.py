@@ -10,13 +10,8 @@ exported by ``ddesys`` itself; the modules here hold their machinery:
   ``rightmost`` (batched rightmost roots), ``crossings`` and ``sweeps`` (delay sweeps, delay margin),
   ``chart`` (stability charts), ``freqresp`` and ``norms`` (frequency response, H2, Hinf;
   ``_spectral_est``), ``timeresp`` and ``continuous_response`` (method of steps; the class's
-  ``simulate``/``impulse``/``step``), ``plot``;
-* control: ``iosystem`` (:class:`~ddesys.DelayIOSystem`: delays on inputs, outputs and inside loops;
-  ``_lft`` its algebra, ``_io_reduce`` the explicit form, ``_io_time`` its responses), ``xferfcn``
-  (``tf``, ``ss``), ``bdalg`` (``series``, ``parallel``, ``feedback``), ``margins`` (gain, phase and
-  stability margins, sensitivity peaks, Nyquist), ``convert`` (python-control), ``design`` (fixed-order
-  controllers: spectral abscissa and Hinf minimization), ``quasipoly`` (roots of quasi-polynomials given
-  by coefficients);
+  ``simulate``/``impulse``/``step``), ``plot`` (Bode and time-response plots), ``quasipoly`` (roots of
+  quasi-polynomials given by coefficients);
 * neutral: ``neutral`` (:class:`~ddesys.NeutralStateSpace`: essential spectrum, strong stability);
 * discrete: ``discrete`` (the class), ``discrete_response`` (kernels, simulation), ``discrete_stability``
   (lag form, certified winding count), ``discrete_radius`` (companion matrix, spectral radius),
@@ -24,4 +19,8 @@ exported by ``ddesys`` itself; the modules here hold their machinery:
 
 Every class takes its time responses from a ``*Responses`` mixin of its ``*_response`` module (as the
 diagonal classes do).
+
+Control with dead time (:class:`~ddesys.DelayIOSystem`, ``tf``, ``ss``, block diagrams, margins, Nyquist,
+python-control conversion, controller design) is the package :mod:`ddesys.control`, which builds on this
+one; nothing here imports it.
 """

@@ -75,7 +75,7 @@ def observed_order(diff_coarse, diff_fine, levels):
 class Readout:
     """``X (T, n, m) -> y (p, m, T) = C X + D`` per time (``D`` None: no feedthrough), remembering the last
     states read: the error control reads the returned states already. The identity ``C`` (the state
-    responses of :mod:`ddesys.matrix._io_time`) is a copy; otherwise NumPy's stacked product (an ``einsum``
+    responses of :class:`~ddesys.DelayIOSystem`) is a copy; otherwise NumPy's stacked product (an ``einsum``
     over the times took longer than the compiled steps)."""
 
     def __init__(self, C, D=None):

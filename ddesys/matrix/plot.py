@@ -8,7 +8,27 @@ from __future__ import annotations
 import numpy as np
 
 from ..plot import new_figure
-from .freqplot import unwrap_phase
+
+
+def unwrap_phase(response, deg=True):
+    """Phase of ``response`` unwrapped along its last axis, shifted by whole turns to start in
+    ``(-360, 0]`` degrees (python-control's convention: a positive gain starts at 0, an integrator at -90).
+
+    Parameters
+    ----------
+    response : array_like, complex ``(..., F)``
+    deg : bool, default True
+
+    Returns
+    -------
+    ndarray, real ``(..., F)``
+    """
+    G = np.asarray(response)
+    ph = np.unwrap(np.angle(G), axis=-1)
+    start = ph[..., :1]
+    turns = np.ceil(start / (2 * np.pi) - 1e-9)                  # start - 2 pi turns in (-2 pi, 0]
+    ph = ph - 2 * np.pi * turns
+    return np.degrees(ph) if deg else ph
 
 
 def plot_bode(omega, response=None, axes=None, title=None):
@@ -193,4 +213,4 @@ def _reference_lines(ax_mag, ax_phase, mag, phase):
         ax_phase.yaxis.set_major_locator(MaxNLocator(nbins=8, steps=[1.8, 3.6, 7.2, 9]))
 
 
-__all__ = ["plot_bode", "plot_time_response"]
+__all__ = ["plot_bode", "plot_time_response", "unwrap_phase"]

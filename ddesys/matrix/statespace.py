@@ -17,12 +17,11 @@ import numpy as np
 
 from .charmatrix import char_matrix, check_statespace
 from .continuous_response import ContinuousSSResponses
-from .margins import LoopAnalysis
 from .sweeps import DelaySweeps
 from ..lti import DelayLTI
 
 
-class DelayStateSpace(LoopAnalysis, ContinuousSSResponses, DelaySweeps, DelayLTI):
+class DelayStateSpace(ContinuousSSResponses, DelaySweeps, DelayLTI):
     """A continuous linear system with ``K`` discrete delays (docs/theory.md §9)::
 
         x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),      y(t) = C x(t) + D u(t)

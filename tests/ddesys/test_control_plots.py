@@ -11,9 +11,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import ddesys  # noqa: E402
-from ddesys.matrix.freqplot import (MAX_CURVE_MAGNITUDE, default_frequency_range, nyquist_response,  # noqa: E402
-                                    unwrap_phase)
-from ddesys.matrix.margins import default_omega  # noqa: E402
+from ddesys.control.freqplot import MAX_CURVE_MAGNITUDE, default_frequency_range, nyquist_response  # noqa: E402
+from ddesys.control.margins import default_omega  # noqa: E402
+from ddesys.matrix.plot import unwrap_phase  # noqa: E402
 from ddesys.plot import pyplot  # noqa: E402
 
 P = ddesys.tf([1.0], [3.0, 1.0], delay=1.0)

@@ -172,7 +172,7 @@ def _loop(p):
 ])
 def test_stabilize_refuses_bad_options_by_name(kw, exc, msg):
     """max_eval=-5 was blamed on the objective ("never finite"); max_iter=2.5 failed inside range()."""
-    from ddesys.matrix.design import stabilize
+    from ddesys.control.design import stabilize
 
     with pytest.raises(exc, match=msg):
         stabilize(_loop, [-0.1], **kw)
@@ -180,7 +180,7 @@ def test_stabilize_refuses_bad_options_by_name(kw, exc, msg):
 
 def test_stabilize_with_valid_options_still_reaches_the_known_minimum():
     """x' = k x(t - 1): the smallest abscissa is -1 at k = -1/e (a double root of s e^s = k)."""
-    from ddesys.matrix.design import stabilize
+    from ddesys.control.design import stabilize
 
     res = stabilize(_loop, [-0.1], max_iter=np.int64(200), max_eval=2000)
     assert res.success and abs(res.value + 1.0) < 1e-3 and abs(res.params[0] + np.exp(-1.0)) < 1e-3

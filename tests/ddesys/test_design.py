@@ -1,4 +1,4 @@
-"""Fixed-order design (ddesys.matrix.design): gradients, spectral abscissa and Hinf minimization.
+"""Fixed-order design (ddesys.control.design): gradients, spectral abscissa and Hinf minimization.
 
 References, all independent of the code under test: characteristic roots refined by mpmath's findroot at
 40 digits on closed-form characteristic functions written here, finite differences of those roots (and of
@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from ddesys import DelayStateSpace
-from ddesys.matrix.design import (abscissa_gradient, fopdt_pi_loop, hinf_design, hinf_gradient, pi_closed_loop,
+from ddesys.control.design import (abscissa_gradient, fopdt_pi_loop, hinf_design, hinf_gradient, pi_closed_loop,
                                   sof_closed_loop, stabilize, static_output_feedback)
 
 mp.mp.dps = 40

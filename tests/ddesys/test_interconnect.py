@@ -182,6 +182,29 @@ def test_a_delay_state_space_and_a_diagonal_system_take_part():
     assert abs(loop.spectral_abscissa() - P.spectral_abscissa()) > 0.05
 
 
+def test_ss_of_a_delay_state_space_is_its_io_system_and_the_loop_functions_take_either():
+    """python-control's ``ss(sys)``: a DelayStateSpace becomes the DelayIOSystem with its transfer function and
+    roots, which has the loop methods; the loop functions take the state-space system itself."""
+    P = ddesys.DelayStateSpace([[-1.0]], [[0.5]], 1.0, B=[1.0], C=[2.0])
+    G = ddesys.ss(P)
+    assert type(G) is ddesys.DelayIOSystem and (G.n_states, G.n_inputs, G.n_outputs) == (1, 1, 1)
+    np.testing.assert_allclose(G_of(G), 2 / (S + 1 - 0.5 * np.exp(-S)), rtol=1e-13)
+    assert abs(G.spectral_abscissa() - P.spectral_abscissa()) < 1e-10
+    assert not any(hasattr(P, name) for name in ("stability_margins", "sensitivity_peaks", "nyquist"))
+    np.testing.assert_allclose(ddesys.stability_margins(P), G.stability_margins(), rtol=1e-12)
+    gm, pm, wpc, wgc = ddesys.margin(P)
+    assert np.isfinite(pm) and wgc > 0
+    np.testing.assert_allclose(ddesys.sensitivity_peaks(P), G.sensitivity_peaks(), rtol=1e-12)
+    from ddesys.plot import pyplot
+
+    fig_p, fig_g = ddesys.nyquist_plot(P), G.nyquist()
+    assert fig_p.encirclements == fig_g.encirclements == 0
+    pyplot().close(fig_p)
+    pyplot().close(fig_g)
+    with pytest.raises(ValueError, match="SISO"):
+        ddesys.stability_margins(ddesys.DelayStateSpace(-np.eye(2), 0.1 * np.eye(2), 1.0))
+
+
 control = pytest.importorskip("control")
 
 

@@ -1,4 +1,4 @@
-"""The fast paths of the exact margins (``ddesys.matrix.margins``, ``_lft.transfer_at``, ``_zero_floor``) miss no
+"""The fast paths of the exact margins (``ddesys.control.margins``, ``_lft.transfer_at``, ``_zero_floor``) miss no
 crossing: loops whose crossings a coarse frequency grid would miss (two gain crossovers across a lightly damped
 resonance, phase crossovers 1% apart, the many phase crossovers of a long dead time at high gain), each crossing
 checked against mpmath (``findroot`` at 30 digits of ``|L| = 1`` or ``Im L = 0``), on the small-system (dense)
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import ddesys
-from ddesys.matrix import _lft, margins
-from ddesys.matrix._zero_floor import ZERO_TOL, zero_cluster
+from ddesys.control import _lft, margins
+from ddesys.control._zero_floor import ZERO_TOL, zero_cluster
 
 PAD_POLES = np.linspace(50.0, 200.0, 14)      # a 14-state flat factor M(s) = mean(a / (s + a)): the Schur path
 
@@ -176,7 +176,7 @@ def test_grid_values_are_the_margin_grid_and_the_response_on_it():
 
 def _zero_cluster_by_poly(g):
     """The definition of :func:`zero_cluster` with ``np.poly`` of each prefix."""
-    from ddesys.matrix._zero_floor import FLOOR_FACTOR, _static_matrix
+    from ddesys.control._zero_floor import FLOOR_FACTOR, _static_matrix
 
     A0 = _static_matrix(g)
     if A0 is None or A0.size == 0:

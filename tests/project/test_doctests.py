@@ -15,9 +15,10 @@ DDESYS = ["ddesys.discrete", "ddesys.discrete_response", "ddesys.continuous", "d
           "ddesys.matrix.timeresp", "ddesys.lti", "ddesys.matrix.charmatrix", "ddesys.matrix.discrete",
           "ddesys.matrix.discrete_response", "ddesys.matrix.discrete_stability", "ddesys.matrix.plot",
           "ddesys.matrix.continuous_response", "ddesys.matrix.sweeps", "ddesys.matrix.discretize",
-          "ddesys.matrix.freqresp", "ddesys.matrix.rightmost", "ddesys.matrix.iosystem", "ddesys.matrix.bdalg",
-          "ddesys.matrix.xferfcn", "ddesys.matrix.margins", "ddesys.matrix.convert", "ddesys.matrix._design_abscissa",
-          "ddesys.matrix.quasipoly", "ddesys.matrix._design_hinf", "ddesys.matrix.neutral"]
+          "ddesys.matrix.freqresp", "ddesys.matrix.rightmost", "ddesys.matrix.quasipoly", "ddesys.matrix.neutral",
+          "ddesys.control.iosys", "ddesys.control.bdalg", "ddesys.control.xferfcn", "ddesys.control.margins",
+          "ddesys.control.freqplot", "ddesys.control.convert", "ddesys.control._design_abscissa",
+          "ddesys.control._design_hinf"]
 NN = ["ddesys.nn.ds4d", "ddesys.nn.model", "ddesys.nn.optim", "ddesys.nn.s4compat"]
 
 

@@ -111,10 +111,22 @@ def test_no_import_circles():
     assert _cycles(_edges(modules())) == []
 
 
+def test_the_matrix_core_never_imports_control():
+    """``ddesys.control`` (interconnections, margins, design) builds on ``ddesys.matrix``; no module of the
+    matrix side imports it, lazy imports inside functions included."""
+    edges = _edges(modules())
+    matrix = [m for m in edges if m == "ddesys.matrix" or m.startswith("ddesys.matrix.")]
+    assert len(matrix) > 10 and "ddesys.control" in edges
+    bad = {m: sorted(t for t in edges[m] if t == "ddesys.control" or t.startswith("ddesys.control."))
+           for m in matrix}
+    assert not any(bad.values()), {m: t for m, t in bad.items() if t}
+
+
 def test_a_small_top_level():
     top = sorted(p.name for p in (ROOT / "ddesys").glob("*.py"))
     assert len(top) <= 32, top
-    assert {"matrix", "cpu"} <= {p.name for p in (ROOT / "ddesys").iterdir() if (p / "__init__.py").is_file()}
+    subpackages = {p.name for p in (ROOT / "ddesys").iterdir() if (p / "__init__.py").is_file()}
+    assert {"matrix", "control", "cpu"} <= subpackages
 
 
 def test_private_attributes_stay_home():
@@ -176,7 +188,7 @@ def test_the_wheel_installs_ddesys_only(tmp_path):
     if top_level:
         assert zipfile.ZipFile(wheel).read(top_level[0]).decode().split() == ["ddesys"]
     assert len(names) == len(set(names))
-    for sub in ("ddesys/nn/ds4d.py", "ddesys/matrix/statespace.py", "ddesys/cpu/step.py",
+    for sub in ("ddesys/nn/ds4d.py", "ddesys/matrix/statespace.py", "ddesys/control/iosys.py", "ddesys/cpu/step.py",
                 "ddesys/experiments/bench/decode.py", "ddesys/verification/__main__.py"):
         assert sub in names, sub
 
@@ -190,3 +202,4 @@ def test_a_folder_is_not_importable_under_its_own_name_from_the_clone(folder):
 
     r = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode != 0 and f"import ddesys.{folder}" in r.stderr, r.stderr[-500:]
+

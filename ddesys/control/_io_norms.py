@@ -1,7 +1,7 @@
 """H2 and Hinf norms of a :class:`~ddesys.DelayIOSystem` (a loop built with ``feedback``, a plant with
 dead time), exact with every delay (docs/theory.md §9.7).
 
-In the explicit form (:mod:`ddesys.matrix._io_reduce`) the transfer matrix is
+In the explicit form (:meth:`ddesys.DelayIOSystem.explicit_form`) the transfer matrix is
 ``G(s) = C(s) M(s)^{-1} B(s) + D(s)`` with ``M(s) = s I - A - sum_d Ad(d) e^{-s d}`` and
 ``B(s) = B0 + sum_d Bd(d) e^{-s d}`` (``C(s)``, ``D(s)`` alike). Without delayed inputs, outputs or
 feedthrough the system is a :class:`~ddesys.DelayStateSpace` and its norms are those of
@@ -22,8 +22,8 @@ import warnings
 import numpy as np
 from scipy.special import sici
 
-from ._spectral_est import estimate_roots
-from .norms import _adaptive, _check_rtol, _peak_points, peak_search, require_stable, top_singular
+from ..matrix._spectral_est import estimate_roots
+from ..matrix.norms import _adaptive, _check_rtol, _peak_points, peak_search, require_stable, top_singular
 
 
 def _norm_sum(mats, ord=2):
@@ -35,7 +35,7 @@ def _no_io_delays(f):
 
 
 def _state_part(f):
-    from .statespace import DelayStateSpace
+    from ..matrix.statespace import DelayStateSpace
 
     Ad = f.Ad if f.state_delays.size else np.zeros((1,) + f.A.shape)
     tau = f.state_delays if f.state_delays.size else np.ones(1)

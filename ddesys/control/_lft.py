@@ -4,7 +4,7 @@ A system is an :class:`IOData`: ``x' = A x + B1 u + B2 w``, ``y = C1 x + D11 u +
 ``z = C2 x + D21 u + D22 w``, ``w_j(t) = z_j(t - tau_j)``. Interconnections stack systems side by side
 (:func:`append`) and tie inputs to outputs by a static map (:func:`connect`); delays stay exact on
 their channels. This module knows no class: :class:`~ddesys.DelayIOSystem` and the block-diagram
-functions (:mod:`ddesys.matrix.bdalg`) wrap it, the margins (:mod:`ddesys.matrix.margins`) read it.
+functions (:mod:`ddesys.control.bdalg`) wrap it, the margins (:mod:`ddesys.control.margins`) read it.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import AlgebraicLoopError
+from ..matrix.errors import AlgebraicLoopError
 
 MAX_PADE_ORDER = 20         # the Pade denominator's coefficients span ~1e29 already at 20
 SMALL = 4                   # transfer_at: a dense solve per point up to this n + q (tiny systems)
@@ -83,7 +83,7 @@ def from_neutral(A, Ad, H, tau, B, C, D):
     """``x' - sum_k H[k] x'(t - tau[k]) = A x + sum_k Ad[k] x(t - tau[k]) + B u``, exact: channels
     ``x(t - tau_k)`` enter through ``Ad[k]`` and channels ``x'(t - tau_k)`` through ``H[k]``, the latter
     fed by ``z = x' = A x + B u + sum_k (Ad[k] x(t - tau_k) + H[k] x'(t - tau_k))`` (a delay-difference
-    loop whenever some ``H[k] != 0``: :class:`~ddesys.matrix._io_neutral.DifferenceLoop` analyses it)."""
+    loop whenever some ``H[k] != 0``: :meth:`ddesys.DelayIOSystem.difference_loop` analyses it)."""
     if any(np.iscomplexobj(v) for v in (A, Ad, H, B, C, D)):
         raise TypeError("interconnections take real systems; this one is complex")
     n, K = A.shape[0], len(tau)

@@ -24,7 +24,7 @@ import numpy as np
 
 
 def neutral_equivalent(g, a):
-    """The neutral system of the module docstring for the :class:`~ddesys.matrix._lft.IOData` ``g``.
+    """The neutral system of the module docstring for the matrices ``g`` (an ``IOData``).
 
     Returns
     -------
@@ -33,7 +33,7 @@ def neutral_equivalent(g, a):
     """
     from scipy.linalg import block_diag
 
-    from .neutral import NeutralStateSpace
+    from ..matrix.neutral import NeutralStateSpace
 
     n, q = g.A.shape[0], g.tau.size
     delays = np.unique(g.tau)

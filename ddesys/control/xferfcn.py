@@ -1,14 +1,14 @@
 """Transfer functions with dead time and state-space models with input, output and state delays:
-:func:`tf` and :func:`ss` (python-control's names), each returning a :class:`~ddesys.DelayIOSystem`.
+:func:`~ddesys.tf` and :func:`~ddesys.ss` (python-control's names), each returning a :class:`~ddesys.DelayIOSystem`.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..matrix.charmatrix import real_vector
+from ..matrix.statespace import DelayStateSpace
 from . import _lft
-from .charmatrix import real_vector
-from .iosystem import DelayIOSystem
-from .statespace import DelayStateSpace
+from .iosys import DelayIOSystem
 
 
 def _depth(x):

@@ -1,5 +1,18 @@
 """Spectral-abscissa design: the abscissa's gradient from the rightmost root and its minimization
-(:func:`stabilize`), with the result types shared by every design (see :mod:`ddesys.matrix.design`)."""
+(:func:`stabilize`), with the result types shared by every design (see :mod:`ddesys.control.design`).
+
+Neutral loops. A closed loop with a neutral part (a :class:`~ddesys.NeutralStateSpace`, or a
+:class:`~ddesys.DelayIOSystem` whose delay channels close a loop: a biproper controller around a plant
+with dead time) can be stable for its nominal delays and lose stability under arbitrarily small changes
+of them. Its robust (strong) spectral abscissa is ``max(C_D, alpha)``: ``C_D`` the supremum of the
+difference operator's essential bound over small delay changes (``C_D < 0`` iff ``gamma0 < 1``), and
+``alpha`` the rightmost characteristic root (Michiels, Vyhlidal, Zitek, Nijmeijer and Henrion, SIAM J.
+Control Optim. 48 (2009); TDS-CONTROL's ``tds_strong_stabilization`` minimizes the same quantity).
+:func:`stabilize` minimizes it for such loops (:func:`strong_minimize`, with the same nonsmooth minimizer
+and gradients by central differences: the objective is a maximum of a root's real part and of a quantity
+of the difference operator alone), which gives a controller whose loop is strongly stable once the value
+is negative.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,11 +20,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..matrix._roots_igd import single_blas_thread
+from ..matrix.charmatrix import char_matrix_ds
 from ._design_grad import call_system, rightmost, root_gradient, system_derivatives
-from ._design_neutral import neutral_part, strong_minimize
 from ._design_opt import minimize_nonsmooth
-from ._roots_igd import single_blas_thread
-from .charmatrix import char_matrix_ds
 
 
 class AbscissaGradient(NamedTuple):
@@ -178,7 +190,7 @@ def abscissa_gradient(system_fn, p, *, derivative=None, method="central", certif
 
     >>> import numpy as np
     >>> from ddesys import DelayStateSpace
-    >>> from ddesys.matrix.design import abscissa_gradient
+    >>> from ddesys.control.design import abscissa_gradient
     >>> r = abscissa_gradient(lambda p: DelayStateSpace([[0.0]], [[p[0]]], 1.0), [-0.2])
     >>> round(r.value, 8), round(float(r.gradient[0]), 6), round(r.value / (-0.2 * (1 + r.value)), 6)
     (-0.2591711, 1.749197, 1.749197)
@@ -194,6 +206,68 @@ def abscissa_gradient(system_fn, p, *, derivative=None, method="central", certif
     return AbscissaGradient(alpha, np.real(ds).astype(float), complex(z[0]), active, bool(den > 1e-6 * scale))
 
 
+# ------------------------------------------------------------------------------------------ neutral loops
+def neutral_part(sys):
+    """The object analysing ``sys``'s neutral part (with ``difference_spectrum``, ``spectral_abscissa``,
+    ``strong_stability``), or ``None`` for a retarded system."""
+    if hasattr(sys, "difference_loop"):
+        return sys.difference_loop()
+    if hasattr(sys, "difference_spectrum") and hasattr(sys, "strong_stability"):
+        return sys
+    return None
+
+
+def strong_abscissa(part):
+    """``max(C_D, spectral abscissa)`` of a neutral part (see the module docstring, "Neutral loops")."""
+    return float(max(part.difference_spectrum().C_D, part.spectral_abscissa()))
+
+
+def _strong_objective(system_fn, p):
+    part = neutral_part(system_fn(p))
+    if part is None:
+        raise ValueError("system_fn(p) lost its neutral part at some p: the structure must not depend on p")
+    return strong_abscissa(part)
+
+
+def strong_minimize(system_fn, p0, *, target=None, max_iter=200, max_eval=2000, sampling=True, seed=0):
+    """Minimize the strong spectral abscissa ``max(C_D, alpha)`` of a neutral closed loop (the work of
+    :func:`stabilize` for such loops).
+
+    Parameters
+    ----------
+    system_fn : callable
+        ``p (P,) -> NeutralStateSpace`` or ``DelayIOSystem`` with a delay-difference part.
+    p0 : float ndarray ``(P,)``
+    target, max_iter, max_eval, sampling, seed
+        As in :func:`stabilize`.
+
+    Returns
+    -------
+    opt : OptResult
+        The nonsmooth minimizer's result.
+    initial_value : float
+    system : the loop at ``opt.x``
+    strong : StrongStability
+        Its strong-stability test (``gamma0 < 1`` and no root in the closed right half-plane).
+    """
+    def f(p):
+        v = _strong_objective(system_fn, p)
+        g = np.empty(p.size)
+        for j in range(p.size):
+            h = np.finfo(float).eps ** (1 / 3) * max(1.0, abs(p[j]))
+            e = np.zeros(p.size)
+            e[j] = h
+            g[j] = (_strong_objective(system_fn, p + e) - _strong_objective(system_fn, p - e)) / (2 * h)
+        return v, g
+
+    with single_blas_thread():
+        v0 = _strong_objective(system_fn, p0)
+        opt = minimize_nonsmooth(f, p0, target=target, max_iter=max_iter, max_eval=max_eval, sampling=sampling,
+                                 seed=seed)
+    sys = system_fn(opt.x)
+    return opt, float(v0), sys, neutral_part(sys).strong_stability()
+
+
 # ------------------------------------------------------------------------------------------ stabilize
 def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", max_iter=200, max_eval=2000,
               sampling=True, seed=0, n_grid=None):
@@ -206,7 +280,7 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
         closed loop (a :class:`~ddesys.NeutralStateSpace`, or a ``DelayIOSystem`` with a delay-difference
         part such as a biproper controller around a plant with dead time) is strongly stabilized: the
         objective is then its strong spectral abscissa ``max(C_D, alpha)``
-        (:func:`~ddesys.matrix._design_neutral.strong_minimize`).
+        (the module docstring's "Neutral loops").
     p0 : array_like, real ``(P,)``
         Starting parameters.
     target : float, optional
@@ -250,7 +324,7 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
     is ``-1``, at ``k = -1/e``, a double root:
 
     >>> from ddesys import DelayStateSpace
-    >>> from ddesys.matrix.design import stabilize
+    >>> from ddesys.control.design import stabilize
     >>> res = stabilize(lambda p: DelayStateSpace([[0.0]], [[p[0]]], 1.0), [-0.1])
     >>> res.success, round(res.value, 3), round(float(res.params[0]), 4)
     (True, -1.0, -0.3679)
@@ -285,5 +359,5 @@ def stabilize(system_fn, p0, *, target=None, derivative=None, method="central", 
                         ok, f"{opt.message}; the closed loop is {state} (exact test)", "spectral abscissa")
 
 
-__all__ = ["AbscissaGradient", "DesignResult", "abscissa_gradient", "check_design_options", "params_vector",
-           "stabilize"]
+__all__ = ["AbscissaGradient", "DesignResult", "abscissa_gradient", "check_design_options", "neutral_part",
+           "params_vector", "stabilize", "strong_abscissa", "strong_minimize"]

@@ -145,7 +145,7 @@ def _compact(sys, why):
 
 def io_str(sys):
     """The text of ``str(sys)`` for a :class:`~ddesys.DelayIOSystem` (see the module docstring)."""
-    from .errors import AlgebraicLoopError
+    from ..matrix.errors import AlgebraicLoopError
 
     p, m = sys.n_outputs, sys.n_inputs
     try:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import timeresp
-from .charmatrix import real_vector
-from .timeresp import TimeResponse
+from ..matrix import timeresp
+from ..matrix.charmatrix import real_vector
+from ..matrix.timeresp import TimeResponse
 
 
 def _check_t(t):

@@ -1,16 +1,16 @@
-"""Hinf norm design (private helper of :mod:`ddesys.matrix.design`, which re-exports these names)."""
+"""Hinf norm design (private helper of :mod:`ddesys.control.design`, which re-exports these names)."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
 
+from ..matrix._roots_igd import single_blas_thread
+from ..matrix.norms import top_singular
+from ..matrix.statespace import DelayStateSpace
 from ._design_abscissa import DesignResult, check_design_options, params_vector, stabilize
 from ._design_grad import sigma_gradient, system_derivatives
 from ._design_opt import minimize_nonsmooth
-from ._roots_igd import single_blas_thread
-from .norms import top_singular
-from .statespace import DelayStateSpace
 
 
 class HinfGradient(NamedTuple):
@@ -58,7 +58,7 @@ def hinf_gradient(system_fn, p, *, derivative=None, method="central", rtol=1e-9)
     ``G(s) = 1 / (s + 2)`` scaled by ``p``: ``||p G|| = p / 2``, gradient ``1 / 2``:
 
     >>> from ddesys import DelayStateSpace
-    >>> from ddesys.matrix.design import hinf_gradient
+    >>> from ddesys.control.design import hinf_gradient
     >>> r = hinf_gradient(lambda p: DelayStateSpace([[-2.0]], [[0.0]], 1.0, B=[1.0], C=[p[0]]), [3.0])
     >>> round(r.value, 9), round(float(r.gradient[0]), 9), r.omega_peak
     (1.5, 0.5, 0.0)
@@ -78,7 +78,7 @@ def performance_system(system_fn, p):
     """``system_fn(p)``: a :class:`~ddesys.DelayStateSpace` or a :class:`~ddesys.DelayIOSystem` (a loop
     built with ``ddesys.feedback``), kept whole: its delayed inputs, outputs and feedthrough are part
     of the transfer function whose norm is taken (its internal dynamics alone would drop them)."""
-    from .iosystem import DelayIOSystem
+    from .iosys import DelayIOSystem
 
     sys = system_fn(p)
     if not isinstance(sys, (DelayStateSpace, DelayIOSystem)):
@@ -152,7 +152,7 @@ def hinf_design(system_fn, p0, *, derivative=None, method="central", stabilize_f
     Disturbance to output of ``x' = -k x(t - 1) + d``, ``y = x``: ``G(s) = 1 / (s + k e^{-s})``:
 
     >>> from ddesys import DelayStateSpace
-    >>> from ddesys.matrix.design import hinf_design
+    >>> from ddesys.control.design import hinf_design
     >>> res = hinf_design(lambda p: DelayStateSpace([[0.0]], [[-p[0]]], 1.0, B=[1.0], C=[1.0]), [0.3])
     >>> res.success, res.value < res.initial_value
     (True, True)

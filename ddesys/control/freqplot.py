@@ -2,17 +2,16 @@
 
 python-control's conventions (``_default_frequency_range``, ``nyquist_response``), exact with the delays:
 
-* :func:`default_frequency_range`: the features of the system decide the grid: the moduli of the
+* ``default_frequency_range``: the features of the system decide the grid: the moduli of the
   eigenvalues of ``A``, the inverse delays, the gain crossovers (``|G| = 1``) and the first phase
   crossovers (``G`` real negative, ``|G| >= 0.1``), a decade on either side of them. A delay turns the
   phase without bound, so with delays the grid stops a few times after the last crossover (about
-  :data:`CROSSOVER_FACTOR` times it): the phase that decides the margins is in view and does not wind to
+  ``CROSSOVER_FACTOR`` times it): the phase that decides the margins is in view and does not wind to
   thousands of degrees;
-* :func:`unwrap_phase`: the phase unwrapped along the grid, starting in ``(-360, 0]`` degrees;
-* :func:`nyquist_response`: the number of clockwise encirclements of ``-1`` by ``L(s)`` along the Nyquist
+* :func:`~ddesys.nyquist_response`: the number of clockwise encirclements of ``-1`` by ``L(s)`` along the Nyquist
   contour (the imaginary axis, indented to the right around poles on it, closed by a large half circle),
-  counted by the argument principle on ``1 + L`` with the adaptive sampling of
-  :func:`ddesys.matrix._roots_count.winding_numbers`: ``N = Z - P`` (``Z`` closed-loop roots in the open
+  counted by the argument principle on ``1 + L`` with the adaptive sampling that certifies the roots of
+  ``ddesys.matrix.roots``: ``N = Z - P`` (``Z`` closed-loop roots in the open
   right half-plane, ``P`` open-loop poles there).
 """
 from __future__ import annotations
@@ -53,7 +52,7 @@ def _nice_up(x):
 
 
 def _zero_cluster(g):
-    """``(m, floor)``: the poles at ``s = 0`` to rounding (:func:`ddesys.matrix._zero_floor.zero_cluster`)."""
+    """``(m, floor)``: the poles at ``s = 0`` to rounding (the margins' rounding floor, ``zero_cluster``)."""
     return zero_cluster(g)
 
 
@@ -140,7 +139,7 @@ def default_frequency_range(sys, points=None):
     Examples
     --------
     >>> import ddesys
-    >>> from ddesys.matrix.freqplot import default_frequency_range
+    >>> from ddesys.control.freqplot import default_frequency_range
     >>> L = ddesys.tf([0.8, 0.3], [1.0, 0.0]) * ddesys.tf([1.0], [3.0, 1.0], delay=1.0)
     >>> w = default_frequency_range(L)
     >>> float(w[0]), float(w[-1])
@@ -168,27 +167,6 @@ def default_frequency_range(sys, points=None):
     w = np.logspace(np.log10(lo), np.log10(hi), n)
     w[0], w[-1] = lo, hi                                     # the round ends exactly
     return w
-
-
-def unwrap_phase(response, deg=True):
-    """Phase of ``response`` unwrapped along its last axis, shifted by whole turns to start in
-    ``(-360, 0]`` degrees (python-control's convention: a positive gain starts at 0, an integrator at -90).
-
-    Parameters
-    ----------
-    response : array_like, complex ``(..., F)``
-    deg : bool, default True
-
-    Returns
-    -------
-    ndarray, real ``(..., F)``
-    """
-    G = np.asarray(response)
-    ph = np.unwrap(np.angle(G), axis=-1)
-    start = ph[..., :1]
-    turns = np.ceil(start / (2 * np.pi) - 1e-9)                  # start - 2 pi turns in (-2 pi, 0]
-    ph = ph - 2 * np.pi * turns
-    return np.degrees(ph) if deg else ph
 
 
 # ---------------------------------------------------------------------------------------------- Nyquist
@@ -228,7 +206,7 @@ class NyquistResponse(NamedTuple):
 
 def _transfer_and_derivative(g, s):
     """``L(s)`` and ``L'(s)`` of a SISO ``IOData`` at the points ``s``: with ``K [X; W] = R`` the linear
-    system of :func:`ddesys.matrix._lft.transfer`, ``K [X'; W'] = R' - K' [X; W]``, ``E' = -diag(tau) E``."""
+    system of :meth:`ddesys.DelayIOSystem.transfer`, ``K [X'; W'] = R' - K' [X; W]``, ``E' = -diag(tau) E``."""
     s = np.asarray(s, complex).reshape(-1)
     n, q = g.A.shape[0], g.tau.size
     if n + q == 0:
@@ -259,7 +237,7 @@ def _poles(g):
     """``(poles, axis_tol)`` of the SISO loop ``g`` (eigenvalues, or characteristic roots with a real part
     above ``-1e-6`` when a state is read late), or ``(None, reason)`` if they cannot be had."""
     from ._io_reduce import explicit_form
-    from .errors import AlgebraicLoopError
+    from ..matrix.errors import AlgebraicLoopError
 
     try:
         f = explicit_form(*g)
@@ -270,7 +248,7 @@ def _poles(g):
         m = _zero_cluster(g)[0]
         ev[np.argsort(np.abs(ev), kind="stable")[:m]] = 0.0        # a multiple integrator split by rounding
         return ev, ""
-    from .roots import characteristic_roots
+    from ..matrix.roots import characteristic_roots
 
     try:
         r = characteristic_roots(f.A, f.Ad, f.state_delays, -1e-6)
@@ -280,8 +258,8 @@ def _poles(g):
 
 
 class _NyquistContour:
-    """The Nyquist contour traversed counterclockwise around the right half-plane (as the argument principle
-    of :func:`ddesys.matrix._roots_count.winding_numbers` wants): down the imaginary axis from ``i R`` to
+    """The Nyquist contour traversed counterclockwise around the right half-plane (as the argument principle's
+    count of the matrix roots wants): down the imaginary axis from ``i R`` to
     ``-i R``, around each pole ``i w_k`` on it by a half circle of radius ``r_k`` to its right, back up by
     the half circle ``R e^{i theta}``. ``t in [0, 1)``; the pieces share ``t`` by their initial samples."""
 
@@ -344,7 +322,7 @@ def nyquist_response(L, max_samples=2 ** 18):
     The winding number of ``1 + L`` along the imaginary axis (indented to the right around poles of ``L``
     on it) closed by a half circle of radius ``R`` in the right half-plane, on which ``|L| < 1/2`` is
     checked (``R`` grows tenfold, up to three times, until it holds). The argument principle's adaptive
-    sampling (:func:`ddesys.matrix._roots_count.winding_numbers`) bisects every arc along which the phase
+    sampling (that of the certified roots, :mod:`ddesys.matrix.roots`) bisects every arc along which the phase
     of ``1 + L`` could turn unseen, so the count does not depend on a plotting grid.
 
     Parameters
@@ -364,12 +342,12 @@ def nyquist_response(L, max_samples=2 ** 18):
     ``3 e^{-s} / (s + 1)`` is past its critical gain 2.26: two closed-loop roots in the right half-plane.
 
     >>> import ddesys
-    >>> from ddesys.matrix.freqplot import nyquist_response
+    >>> from ddesys.control.freqplot import nyquist_response
     >>> r = nyquist_response(3.0 * ddesys.tf([1.0], [1.0, 1.0], delay=1.0))
     >>> r.count, r.open_loop_rhp_poles, r.closed_loop_rhp_roots
     (2, 0, 2)
     """
-    from ._roots_count import winding_numbers
+    from ..matrix._roots_count import winding_numbers
 
     g = _siso(L)
     poles, why = _poles(g)
@@ -604,4 +582,4 @@ def nyquist_figure(L, omega=None, ax=None, max_curve_magnitude=None):
     return fig
 
 __all__ = ["CROSSOVER_FACTOR", "Crossovers", "MAX_CURVE_MAGNITUDE", "NyquistResponse", "SPIRAL_END", "crossovers",
-           "default_frequency_range", "nyquist_figure", "nyquist_frequencies", "nyquist_response", "unwrap_phase"]
+           "default_frequency_range", "nyquist_figure", "nyquist_frequencies", "nyquist_response"]

@@ -1,4 +1,4 @@
-"""Nonsmooth minimization for fixed-order design (private helper of :mod:`ddesys.matrix.design`).
+"""Nonsmooth minimization for fixed-order design (private helper of :mod:`ddesys.control.design`).
 
 The strategy of HANSO (Lewis & Overton, "Nonsmooth optimization via quasi-Newton methods", Math.
 Program. 141, 2013; Burke, Lewis & Overton, "A robust gradient sampling algorithm for nonsmooth,

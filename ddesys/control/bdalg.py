@@ -1,8 +1,8 @@
-"""Block-diagram algebra of delay systems with python-control's names: :func:`series`,
-:func:`parallel`, :func:`feedback`, :func:`append` (docs/theory.md §9.7).
+"""Block-diagram algebra of delay systems with python-control's names: :func:`~ddesys.series`,
+:func:`~ddesys.parallel`, :func:`~ddesys.feedback`, :func:`~ddesys.append` (docs/theory.md §9.7).
 
-Each builds the exact interconnection as a :class:`~ddesys.DelayIOSystem` (the algebra is
-:mod:`ddesys.matrix._lft`): systems side by side, inputs tied to outputs by a static map; solving for
+Each builds the exact interconnection as a :class:`~ddesys.DelayIOSystem` (the algebra works on
+its matrices): systems side by side, inputs tied to outputs by a static map; solving for
 the outputs needs ``I - D F`` invertible, and a singular one (a loop with no dynamics and no delay) is
 refused by name. Delays are never approximated. Operands may be :class:`~ddesys.DelayIOSystem`,
 :class:`~ddesys.DelayStateSpace`, :class:`~ddesys.DelaySystem`, python-control continuous systems,
@@ -11,7 +11,7 @@ numbers (``k I``) and gain matrices.
 from __future__ import annotations
 
 from . import _lft
-from .iosystem import DelayIOSystem
+from .iosys import DelayIOSystem
 
 
 def series(*systems):

@@ -75,7 +75,7 @@ def _scales(g, floor=0.0):
 def default_omega(sys, points=None):
     """Log-spaced frequencies for plots, chosen from the system's features as python-control does: a decade
     around the eigenvalue moduli, inverse delays and crossovers; with delays, ending a few times after
-    the last crossover so the phase stays readable (:func:`ddesys.matrix.freqplot.default_frequency_range`)."""
+    the last crossover so the phase stays readable (:func:`ddesys.control.freqplot.default_frequency_range`)."""
     from .freqplot import default_frequency_range
 
     return default_frequency_range(sys, points=points)
@@ -92,8 +92,8 @@ def margin_grid(sys, floor=1e-3):
 
 
 def _grid_values(sys, G, w_floor, floor=1e-3):
-    """:func:`margin_grid` and the response ``G(i w)`` ``(p, m, F)`` on it (``G`` the evaluator of
-    :func:`ddesys.matrix._lft.transfer_at`), each point evaluated once: the log grid's values decide
+    """:func:`margin_grid` and the response ``G(i w)`` ``(p, m, F)`` on it (``G`` the fast evaluator of the
+    transfer matrix), each point evaluated once: the log grid's values decide
     how far the linear grid goes, and only its new points are evaluated."""
     lo, hi = _scales(sys, w_floor)
     w_lo, w_hi = max(lo * 1e-4, 2 * w_floor), hi * 1e4
@@ -349,14 +349,14 @@ def nyquist_plot(L, omega=None, ax=None, max_curve_magnitude=None):
     part of the curve beyond ``max_curve_magnitude`` (near a pole on the imaginary axis, such as an
     integrator) is drawn on that circle, dash-dotted, with its phase kept. The title gives the number of
     encirclements of ``-1``, counted over the whole Nyquist contour
-    (:func:`ddesys.matrix.freqplot.nyquist_response`), not on the plotted grid.
+    (:func:`ddesys.nyquist_response`), not on the plotted grid.
 
     Parameters
     ----------
     L : DelayIOSystem, DelayStateSpace, python-control LTI
     omega : array_like, optional
         Positive frequencies; default: from a decade below the system's features to where ``|L|`` has
-        fallen below 0.05 for good (the delay's spiral, :func:`ddesys.matrix.freqplot.nyquist_frequencies`).
+        fallen below 0.05 for good (the delay's spiral, :func:`ddesys.control.freqplot.nyquist_frequencies`).
     ax : matplotlib Axes, optional
     max_curve_magnitude : float, optional
         Radius beyond which the curve is drawn on the circle (default: chosen from the curve, 2 to 20).
@@ -365,7 +365,7 @@ def nyquist_plot(L, omega=None, ax=None, max_curve_magnitude=None):
     -------
     matplotlib.figure.Figure
         Also carries ``encirclements`` (``N``, clockwise, ``None`` if not resolved) and
-        ``nyquist_response`` (:class:`ddesys.matrix.freqplot.NyquistResponse`: ``N``, ``P``, ``Z = N + P``).
+        ``nyquist_response`` (:class:`ddesys.control.freqplot.NyquistResponse`: ``N``, ``P``, ``Z = N + P``).
 
     Examples
     --------

@@ -13,7 +13,7 @@ weight ``c = D22[j0, j1] ... `` adds ``c B2[:, j0] C2[k]`` to ``Ad(d)`` (and lik
 others), ``d = tau_j0 + ... + tau_k``. Its state part is a retarded :class:`~ddesys.DelayStateSpace`,
 whose characteristic roots are the system's (``det(I - Delta(s) D22) = 1`` for such a ``D22``).
 A cycle is a delay-algebraic loop (a neutral or difference-equation part): the explicit form refuses it
-by name, and :mod:`ddesys.matrix._io_neutral` gives its roots and stability.
+by name, and :meth:`ddesys.DelayIOSystem.difference_loop` gives its roots and stability.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import AlgebraicLoopError
+from ..matrix.errors import AlgebraicLoopError
 
 MAX_PATHS = 20_000          # paths through the channel graph before the expansion is refused
 _GROUP_RTOL = 1e-13         # path delays closer than this (relative) are one delay

@@ -1,7 +1,7 @@
 """Conversion to and from python-control (optional: ``pip install control``).
 
-:func:`from_control` takes a continuous ``StateSpace`` or ``TransferFunction`` with input and output
-dead times; :func:`to_control` gives a ``StateSpace`` with every delay replaced by its Pade
+:func:`~ddesys.from_control` takes a continuous ``StateSpace`` or ``TransferFunction`` with input and output
+dead times; :func:`~ddesys.to_control` gives a ``StateSpace`` with every delay replaced by its Pade
 approximation, for tools that need a rational model (in ddesys the delays stay exact).
 """
 from __future__ import annotations

@@ -1,28 +1,30 @@
-"""Linear systems with delays on inputs, outputs and inside loops: :class:`DelayIOSystem` (docs/theory.md §9.7).
+"""Linear systems with delays on inputs, outputs and inside loops: :class:`~ddesys.DelayIOSystem`
+(docs/theory.md §9.7).
 
 The form is the one MATLAB calls a state-space model with internal delays, and it is closed under
-every interconnection (:mod:`ddesys.matrix.bdalg`)::
+every interconnection (:mod:`ddesys.control.bdalg`)::
 
     x'(t) = A x + B1 u + B2 w          y = C1 x + D11 u + D12 w
     z(t)  = C2 x + D21 u + D22 w       w_j(t) = z_j(t - tau_j)
 
 Dead time on an input, a transfer function ``e^{-L s} N(s) / D(s)``, and the closed loop of a plant
 with dead time are all of this form. Its transfer function is exact at every ``s``; its roots,
-stability and time responses come from the explicit form (:mod:`ddesys.matrix._io_reduce`), a
+stability and time responses come from the explicit form (:meth:`~ddesys.DelayIOSystem.explicit_form`), a
 retarded :class:`~ddesys.DelayStateSpace` with delayed inputs and outputs, whenever the delay
 channels close no loop among themselves.
 """
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from ..lti import DelayLTI
+from ..matrix.charmatrix import real_vector
+from ..matrix.statespace import DelayStateSpace
 from . import _lft
 from ._io_neutral import DifferenceLoop
 from ._io_reduce import delay_cycle, explicit_form
-from .charmatrix import real_vector
 from .margins import LoopAnalysis
-from .statespace import DelayStateSpace
 
 
 def _real(name, value, shape):
@@ -40,6 +42,72 @@ def _real(name, value, shape):
         raise ValueError(f"{name} must be finite")
     arr.setflags(write=False)
     return arr
+
+
+# ------------------------------------------------------------------------------------------ zeros
+def _single_delays(f, axis):
+    """Per input (``axis=1``) or output (``axis=0``): the one dead time of its delayed terms, or ``None``
+    when the terms of one input (output) carry different delays or mix with undelayed ones."""
+    delays = f.input_delays if axis == 1 else f.output_delays
+    mats = f.Bd if axis == 1 else f.Cd
+    base = f.B0 if axis == 1 else f.C0
+    size = base.shape[1] if axis == 1 else base.shape[0]
+    out = np.zeros(size)
+    for j in range(size):
+        sel = (lambda M: M[:, j]) if axis == 1 else (lambda M: M[j])
+        used = [d for d, M in zip(delays, mats) if np.any(sel(M) != 0)]
+        if len(used) > 1 or (used and np.any(sel(base) != 0)):
+            return None
+        out[j] = used[0] if used else 0.0
+    return out
+
+
+def _rational_feedthrough(f, hin, hout):
+    """``D`` of the rational part: entry ``(i, j)`` carries the dead time ``hout_i + hin_j`` or is zero;
+    ``None`` when some feedthrough term has another delay."""
+    total = hout[:, None] + hin[None, :]
+    D = np.where(total == 0, f.D0, 0.0)
+    if np.any(f.D0[total > 0] != 0):
+        return None
+    for d, M in zip(f.feed_delays, f.Dd):
+        on = M != 0
+        if np.any(np.abs(total[on] - d) > 1e-12 * (1 + d)):
+            return None
+        D = D + np.where(on, M, 0.0)
+    return D
+
+
+def transmission_zeros(sys):
+    """The transmission zeros of ``sys`` (see :meth:`DelayIOSystem.zeros`), sorted by descending real part.
+
+    Raises
+    ------
+    ValueError
+        A non-square system, a state read late, a feedthrough with dead time, or an input or output with
+        more than one dead time: the zeros are then roots of a quasi-polynomial, not computed here.
+    """
+    f = sys.explicit_form()
+    p, m = f.C0.shape[0], f.B0.shape[1]
+    if p != m:
+        raise ValueError(f"transmission zeros are defined here for square systems; this one is {p}x{m}")
+    hin, hout = _single_delays(f, 1), _single_delays(f, 0)
+    D = _rational_feedthrough(f, hin, hout) if hin is not None and hout is not None else None
+    if f.state_delays.size or D is None:
+        raise ValueError("the zeros of this system are roots of a quasi-polynomial (a state read late, or an input "
+                         "or output with more than one dead time); transmission zeros are computed for systems "
+                         "with one dead time per input and output")
+    B = f.B0 + sum(f.Bd) if f.input_delays.size else f.B0       # the rational part R(s)
+    C = f.C0 + sum(f.Cd) if f.output_delays.size else f.C0
+    n = f.A.shape[0]
+    if n == 0:
+        return np.zeros(0, complex)
+    P = np.block([[f.A, B], [C, D]])
+    Q = np.zeros_like(P)
+    Q[:n, :n] = np.eye(n)
+    with np.errstate(all="ignore"):
+        z = scipy.linalg.eigvals(P, Q)
+    z = z[np.isfinite(z) & (np.abs(z) < 1e12 * (1 + np.linalg.norm(P)))]
+    return z[np.argsort(-z.real, kind="stable")]
 
 
 class DelayIOSystem(LoopAnalysis, DelayLTI):
@@ -230,8 +298,9 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
                 return np.full((self.n_outputs, self.n_inputs), np.inf)
 
     def hinf_norm(self, rtol=1e-9):
-        """Hinf norm ``sup_w sigma_max(G(i w))`` and a peak frequency, exact with every delay (see
-        :func:`ddesys.matrix._io_norms.io_hinf_norm`).
+        """Hinf norm ``sup_w sigma_max(G(i w))`` and a peak frequency, exact with every delay (the
+        transfer matrix of the explicit form on the grids of :meth:`ddesys.DelayStateSpace.hinf_norm`, the
+        rest of the axis bounded; docs/theory.md §9.7).
 
         Returns
         -------
@@ -258,7 +327,7 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
 
     def h2_norm(self, rtol=1e-8):
         """H2 norm ``sqrt((1/2 pi) int ||G(i w)||_F^2 dw)``, exact with every delay (``inf`` with a
-        feedthrough; see :func:`ddesys.matrix._io_norms.io_h2_norm`).
+        feedthrough; the tail beyond the grid integrated exactly with the sine integral, docs/theory.md §9.7).
 
         Raises
         ------
@@ -276,7 +345,9 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         Returns
         -------
         ExplicitForm
-            See :mod:`ddesys.matrix._io_reduce`.
+            ``x' = A x + sum_d Ad(d) x(t - d) + B0 u + sum_d Bd(d) u(t - d)``, ``y = C0 x + sum_d Cd(d) x(t - d)
+            + D0 u + sum_d Dd(d) u(t - d)``: the fields ``A, B0, C0, D0``, and per distinct delay
+            ``state_delays, Ad``, ``input_delays, Bd``, ``output_delays, Cd``, ``feed_delays, Dd``.
 
         Raises
         ------
@@ -288,7 +359,7 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         return self._cache["explicit"]
 
     def difference_loop(self):
-        """The delay-difference part's analysis (:class:`~ddesys.matrix._io_neutral.DifferenceLoop`: roots,
+        """The delay-difference part's analysis (a ``DifferenceLoop``: roots,
         stability, strong stability and essential spectrum through an equivalent neutral system), or
         ``None`` when the delay channels close no loop among themselves (a retarded system)."""
         if "difference" not in self._cache:
@@ -329,9 +400,19 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         return sys.roots(re_min, **kwargs)
 
     def zeros(self):
-        """Transmission zeros (python-control's name), where finitely many: a square system with no state
-        read late and one dead time per input and output has the zeros of its rational part; others raise
-        ``ValueError`` (see :func:`ddesys.matrix._io_zeros.transmission_zeros`).
+        """Transmission zeros (python-control's name), where finitely many, sorted by descending real part.
+
+        With no state read late, a square system whose every input and output carries at most one dead time
+        (``G(s) = diag(e^{-s h_out}) R(s) diag(e^{-s h_in})``, ``R`` rational) has the zeros of ``R``: the finite
+        generalized eigenvalues of the Rosenbrock pencil ``[[A, B], [C, D]] - s [[I, 0], [0, 0]]``
+        (python-control's ``zeros``).
+
+        Raises
+        ------
+        ValueError
+            A non-square system, a state read late, a feedthrough with dead time, or an input or output with
+            more than one dead time: the zeros are then roots of a quasi-polynomial (infinitely many in
+            general), not computed here.
 
         Examples
         --------
@@ -339,8 +420,6 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         >>> ddesys.tf([1.0, 2.0], [1.0, 3.0, 1.0], delay=0.5).zeros()
         array([-2.+0.j])
         """
-        from ._io_zeros import transmission_zeros
-
         return transmission_zeros(self)
 
     def poles(self, re_min=None, **kwargs):
@@ -368,7 +447,7 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         -------
         StrongStability
         """
-        from .neutral import StrongStability
+        from ..matrix.neutral import StrongStability
 
         loop = self.difference_loop()
         if loop is not None:
@@ -441,7 +520,7 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
     def bode(self, omega=None, axes=None):
         """Bode plot of every input-output pair, exact with the delays; returns the figure."""
         from .margins import default_omega
-        from .plot import plot_bode
+        from ..matrix.plot import plot_bode
 
         return plot_bode(*self.frequency_response(default_omega(self) if omega is None else omega), axes=axes)
 

@@ -1,4 +1,4 @@
-"""Derivatives for fixed-order design (private helper of :mod:`ddesys.matrix.design`).
+"""Derivatives for fixed-order design (private helper of :mod:`ddesys.control.design`).
 
 * :func:`system_derivatives`: the derivatives of a parameterized system's matrices ``(A, Ad, tau, B, C, D)``
   with respect to the real parameters, from the caller, by complex step or by central differences;
@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._roots_igd import igd_matrix, newton
-from .charmatrix import char_matrix, char_matrix_ds
+from ..matrix._roots_igd import igd_matrix, newton
+from ..matrix.charmatrix import char_matrix, char_matrix_ds
 
 _FIELDS = ("A", "Ad", "tau", "B", "C", "D")
 
@@ -35,7 +35,7 @@ class SystemDerivative(NamedTuple):
 def call_system(system_fn, p):
     """``system_fn(p)`` as a :class:`~ddesys.DelayStateSpace`: a :class:`~ddesys.DelayIOSystem` (a loop
     built with ``ddesys.feedback``) gives its internal dynamics, whose roots are the loop's."""
-    from .statespace import DelayStateSpace
+    from ..matrix.statespace import DelayStateSpace
 
     sys = system_fn(p)
     if not isinstance(sys, DelayStateSpace) and hasattr(sys, "internal_dynamics"):

@@ -1,6 +1,6 @@
 """The poles of a loop at ``s = 0`` to rounding, and the frequency floor below which its response is
-rounding only (python-control's conventions for integrators; used by :mod:`ddesys.matrix.margins` and
-:mod:`ddesys.matrix.freqplot`)."""
+rounding only (python-control's conventions for integrators; used by :mod:`ddesys.control.margins` and
+:mod:`ddesys.control.freqplot`)."""
 from __future__ import annotations
 
 import numpy as np
