@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from ..lti import DelayLTI
+from ..matrix.base import MatrixLTI
 from ..matrix.charmatrix import real_vector
 from ..matrix.statespace import DelayStateSpace
 from . import _lft
@@ -110,7 +110,7 @@ def transmission_zeros(sys):
     return z[np.argsort(-z.real, kind="stable")]
 
 
-class DelayIOSystem(LoopAnalysis, DelayLTI):
+class DelayIOSystem(LoopAnalysis, MatrixLTI):
     """A linear system with delays on its inputs, outputs and internal loops (docs/theory.md §9.7)::
 
         x'(t) = A x + B1 u + B2 w,      y = C1 x + D11 u + D12 w,
@@ -156,6 +156,7 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
     """
 
     dt = 0
+    _input_matrix, _output_matrix = "B1", "C1"
 
     def __init__(self, A, B, C, D=None, *, B2=None, C2=None, D12=None, D21=None, D22=None, tau=()):
         tau = real_vector(tau, "tau", "delays (time units)")
@@ -178,22 +179,7 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         self.tau = tau
         self._freeze()
 
-    # ---------------------------------------------------------------- shapes
-    @property
-    def n_states(self):
-        """State dimension ``n``."""
-        return int(self.A.shape[0])
-
-    @property
-    def n_inputs(self):
-        """Number of inputs ``m``."""
-        return int(self.B1.shape[1])
-
-    @property
-    def n_outputs(self):
-        """Number of outputs ``p``."""
-        return int(self.C1.shape[0])
-
+    # ---------------------------------------------------------------- shapes (n_states, n_inputs, n_outputs: MatrixLTI)
     @property
     def n_channels(self):
         """Number of delay channels ``q``."""
@@ -241,9 +227,8 @@ class DelayIOSystem(LoopAnalysis, DelayLTI):
         (see :func:`ddesys.to_control`)."""
         return _lft.to_control(self.io_data(), pade_order)
 
-    def __repr__(self):
-        return (f"{type(self).__name__}(n_states={self.n_states}, n_inputs={self.n_inputs}, "
-                f"n_outputs={self.n_outputs}, delays={sorted({float(t) for t in self.tau})})")
+    def _repr_delays(self):                      # the distinct delays (tau holds one per channel)
+        return "delays", sorted({float(t) for t in self.tau})
 
     def __str__(self):
         """The transfer function of each input-output pair with its dead time, in python-control's layout

@@ -19,17 +19,17 @@ import warnings
 
 import numpy as np
 
-from ..lti import DelayLTI
 from ._neutral_difference import commensurate_base, difference_data
 from ._neutral_roots import find_roots, neutral_char_matrix, relative_residual, root_box
 from ._neutral_types import EssentialSpectrum, NeutralAbscissa, StrongStability, check_h
+from .base import MatrixLTI
 from .charmatrix import check_statespace, real_vector
 from .roots import RootsResult
 
 __all__ = ["EssentialSpectrum", "NeutralAbscissa", "NeutralStateSpace", "StrongStability"]
 
 
-class NeutralStateSpace(DelayLTI):
+class NeutralStateSpace(MatrixLTI):
     """A continuous linear neutral system with ``K`` discrete delays::
 
         x'(t) - sum_k H[k] x'(t - tau[k]) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),   y = C x + D u
@@ -99,30 +99,11 @@ class NeutralStateSpace(DelayLTI):
         self.H = Hm
         self._freeze()
 
-    # ---------------------------------------------------------------- shapes
-    @property
-    def n_states(self):
-        """State dimension ``n``."""
-        return int(self.A.shape[0])
-
-    @property
-    def n_inputs(self):
-        """Input dimension ``m``."""
-        return int(self.B.shape[1])
-
-    @property
-    def n_outputs(self):
-        """Output dimension ``p``."""
-        return int(self.C.shape[0])
-
+    # ---------------------------------------------------------------- shapes (n_states, n_inputs, n_outputs: MatrixLTI)
     @property
     def n_delays(self):
         """Number of delays ``K``."""
         return int(self.tau.size)
-
-    def __repr__(self):
-        return (f"{type(self).__name__}(n_states={self.n_states}, n_inputs={self.n_inputs}, "
-                f"n_outputs={self.n_outputs}, tau={[float(t) for t in self.tau]})")
 
     def _sys(self):
         return self.A, self.Ad, self.H, self.tau

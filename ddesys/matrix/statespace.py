@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import MatrixLTI
 from .charmatrix import char_matrix, check_statespace
 from .continuous_response import ContinuousSSResponses
 from .sweeps import DelaySweeps
-from ..lti import DelayLTI
 
 
-class DelayStateSpace(ContinuousSSResponses, DelaySweeps, DelayLTI):
+class DelayStateSpace(ContinuousSSResponses, DelaySweeps, MatrixLTI):
     """A continuous linear system with ``K`` discrete delays (docs/theory.md §9)::
 
         x'(t) = A x(t) + sum_k Ad[k] x(t - tau[k]) + B u(t),      y(t) = C x(t) + D u(t)
@@ -89,22 +89,7 @@ class DelayStateSpace(ContinuousSSResponses, DelaySweeps, DelayLTI):
             setattr(self, name, value)
         self._freeze()
 
-    # ---------------------------------------------------------------- shapes
-    @property
-    def n_states(self):
-        """State dimension ``n``."""
-        return int(self.A.shape[0])
-
-    @property
-    def n_inputs(self):
-        """Input dimension ``m``."""
-        return int(self.B.shape[1])
-
-    @property
-    def n_outputs(self):
-        """Output dimension ``p``."""
-        return int(self.C.shape[0])
-
+    # ---------------------------------------------------------------- shapes (n_states, n_inputs, n_outputs: MatrixLTI)
     @property
     def n_delays(self):
         """Number of delays ``K``."""
@@ -115,10 +100,6 @@ class DelayStateSpace(ContinuousSSResponses, DelaySweeps, DelayLTI):
 
     def _full(self):
         return self.A, self.Ad, self.tau, self.B, self.C, self.D
-
-    def __repr__(self):
-        return (f"{type(self).__name__}(n_states={self.n_states}, n_inputs={self.n_inputs}, "
-                f"n_outputs={self.n_outputs}, tau={[float(t) for t in self.tau]})")
 
     def characteristic_matrix(self, s):
         """``M(s) = s I - A - sum_k Ad[k] e^{-s tau[k]}`` at the points ``s``.

@@ -205,6 +205,23 @@ def test_ss_of_a_delay_state_space_is_its_io_system_and_the_loop_functions_take_
         ddesys.stability_margins(ddesys.DelayStateSpace(-np.eye(2), 0.1 * np.eye(2), 1.0))
 
 
+def test_the_continuous_matrix_systems_share_their_shapes_and_repr():
+    """DelayStateSpace, NeutralStateSpace and DelayIOSystem take ``n_states``, ``n_inputs``, ``n_outputs`` and
+    ``repr`` from one base; the IO system's repr lists its distinct delays (its ``tau`` holds one per channel)."""
+    from ddesys.matrix.base import MatrixLTI
+
+    A, Ad, B, C = -np.eye(3), 0.1 * np.eye(3), np.ones((3, 2)), np.ones((4, 3))
+    systems = [ddesys.DelayStateSpace(A, Ad, 0.5, B, C), ddesys.NeutralStateSpace(A, Ad, 0.2 * np.eye(3), 0.5, B, C)]
+    systems.append(ddesys.ss(systems[0], input_delay=[0.0, 0.25]))
+    for sys in systems:
+        assert isinstance(sys, MatrixLTI)
+        assert not {"n_states", "n_inputs", "n_outputs", "__repr__"} & set(vars(type(sys)))
+        assert (sys.n_states, sys.n_inputs, sys.n_outputs) == (3, 2, 4)
+    assert [repr(s) for s in systems] == ["DelayStateSpace(n_states=3, n_inputs=2, n_outputs=4, tau=[0.5])",
+                                          "NeutralStateSpace(n_states=3, n_inputs=2, n_outputs=4, tau=[0.5])",
+                                          "DelayIOSystem(n_states=3, n_inputs=2, n_outputs=4, delays=[0.25, 0.5])"]
+
+
 control = pytest.importorskip("control")
 
 
