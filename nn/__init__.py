@@ -17,17 +17,18 @@ del extra_message, missing_modules
 
 from .branch import Branch
 from .clock import Clocked, ClockedCache, TokenClock
+from .clocked_layer import ClockedLayer
 from .common import NonFiniteInputError
 from .ds4d import DS4D, DS4DCache
 from .model import SequenceBlock, SequenceModel
 from .optim import param_groups
 from .s4d import S4D, S4DCache
-from .learned_clock import HardClocked, HardGateClock, TimeCost
-from .selective import GateClock, SoftClocked
+from .learned_clock import BinaryClock, HardClocked, HardGateClock, TimeCost
+from .selective import GateClock, SoftClock, SoftClocked
 from .tap import TapWidthSchedule, set_tap_width
 
 __all__ = [
-    "Branch", "Clocked", "ClockedCache", "DS4D", "DS4DCache", "GateClock", "HardClocked", "HardGateClock",
-    "NonFiniteInputError", "param_groups", "S4D", "S4DCache", "SequenceBlock", "SequenceModel", "set_tap_width",
-    "SoftClocked", "TapWidthSchedule", "TimeCost", "TokenClock",
+    "BinaryClock", "Branch", "Clocked", "ClockedCache", "ClockedLayer", "DS4D", "DS4DCache", "GateClock",
+    "HardClocked", "HardGateClock", "NonFiniteInputError", "param_groups", "S4D", "S4DCache", "SequenceBlock",
+    "SequenceModel", "set_tap_width", "SoftClock", "SoftClocked", "TapWidthSchedule", "TimeCost", "TokenClock",
 ]

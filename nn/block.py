@@ -7,12 +7,12 @@ from torch import nn
 
 from .clock import Clocked
 from .ds4d import DS4D
-from .decode.generate import allocate_caches, split_dtype_arg
+from .decode.cache import allocate_caches, split_dtype_arg
 from .s4d import S4D
-from .learned_clock import HardClocked, HardGateClock
-from .selective import GateClock, SoftClocked
+from .learned_clock import BinaryClock
+from .selective import SoftClock
 
-__all__ = ["BlockForm", "SequenceBlock", "norm_layer", "runs_hooks"]
+__all__ = ["BlockForm", "SequenceBlock", "clock_parts", "make_layer", "named_clock", "norm_layer", "runs_hooks"]
 
 LAYERS = {"ds4d": DS4D, "s4d": S4D}
 NORMS = ("layer", "none")
@@ -47,10 +47,55 @@ class BlockForm(NamedTuple):
     glu: bool                       #: r = o[:H] * sigmoid(o[H:]) over the last axis
 
 
-LEARNED_CLOCKS = {                  # name -> (layer, H, seed) -> the layer run in the time its own gate sets
-    "learned": lambda layer, d_model, seed: SoftClocked(layer, GateClock(d_model, seed=seed)),
-    "binary": lambda layer, d_model, seed: HardClocked(layer, HardGateClock(d_model, seed=seed)),
-}
+def make_layer(layer, d_model, index=0, layer_kw=None):
+    """A block's layer: ``layer`` a name of :data:`LAYERS` (built with ``layer_kw``), a module (used as
+    it is) or a factory ``(d_model, index) -> module`` (``index``: the block's place in the model)."""
+    if isinstance(layer, str):
+        if layer not in LAYERS:
+            raise ValueError(f"layer must be one of {sorted(LAYERS)}, a module or a factory (d_model, index) -> "
+                             f"module, got {layer!r}")
+        return LAYERS[layer](d_model, **(layer_kw or {}))
+    if layer_kw:
+        raise ValueError("layer_kw configures a layer named by a string; a module or a factory is built as it is "
+                         "(pass its options to it)")
+    out = layer if isinstance(layer, nn.Module) else layer(d_model, index) if callable(layer) else None
+    if not isinstance(out, nn.Module):
+        raise TypeError(f"layer must be a name ({', '.join(sorted(LAYERS))}), a module or a factory (d_model, index) "
+                        f"-> module, got {type(layer if out is None else out).__name__}"
+                        + ("" if out is None else " from the factory"))
+    return out
+
+
+def named_clock(clock, seed=None):
+    """``clock`` with its sugar resolved: ``"learned"`` is :class:`nn.selective.SoftClock` ``(seed=seed)``,
+    ``"binary"`` :class:`nn.learned_clock.BinaryClock` ``(seed=seed)``; anything else is returned as it is
+    (a part, a given clock or None: :func:`clock_parts`)."""
+    if not isinstance(clock, str):
+        return clock
+    if clock == "learned":
+        return SoftClock(seed=seed)
+    if clock == "binary":
+        return BinaryClock(seed=seed)
+    raise ValueError(f"a learned clock by name is 'learned' or 'binary', got {clock!r}")
+
+
+def clock_parts(clock):
+    """``(ticks, wrap)`` of a model's ``clock``: the function from the model's input to bool ticks (a given
+    clock: :class:`nn.clock.TokenClock` or any callable; None for a part that clocks each layer by
+    itself) and ``wrap(layer, index)``, the clocked layer of each block (None without a clock).
+
+    A part (an object with ``wrap``) clocks each layer itself; any other callable is a given clock, whose
+    blocks run in :class:`nn.clock.Clocked`."""
+    if clock is None:
+        return None, None
+    wrap = getattr(clock, "wrap", None)
+    if callable(wrap):
+        return None, wrap
+    if callable(clock):
+        return clock, lambda layer, index: Clocked(layer)
+    raise TypeError(f"clock must be a clock part (an object with wrap(layer, index), e.g. nn.BinaryClock()), a "
+                    f"given clock (a callable from the input to ticks, e.g. nn.TokenClock), 'learned' or 'binary', "
+                    f"got {type(clock).__name__}")
 
 
 class SequenceBlock(nn.Module):
@@ -60,10 +105,11 @@ class SequenceBlock(nn.Module):
     ----------
     d_model : int
         Channels ``H``.
-    layer : {"ds4d", "s4d"}
-        The SSM layer (:class:`nn.DS4D` or :class:`nn.S4D`).
+    layer : "ds4d", "s4d", module or callable
+        The SSM layer: a name (:class:`nn.DS4D` or :class:`nn.S4D`, built with ``layer_kw``), a module,
+        or a factory ``(d_model, index) -> module``.
     layer_kw : dict, optional
-        Keyword arguments of the layer.
+        Keyword arguments of a layer named by string.
     activation : str, default "gelu"
         ``"gelu"`` or the name of any ``torch.nn`` activation class.
     dropout : float, default 0.0
@@ -74,18 +120,21 @@ class SequenceBlock(nn.Module):
         Normalize the layer's input; ``False``: normalize the block's output (post-norm).
     norm : {"layer", "none"}, default "layer"
         ``nn.LayerNorm`` or the identity (no normalization).
-    clocked : bool, "learned" or "binary", default False
-        Run the layer in its own time (:class:`nn.clock.Clocked`): ``forward`` / ``prefill`` take
-        ``ticks`` ``(B, L)``, ``step`` takes ``tick`` ``(B,)``. A learned clock (:data:`LEARNED_CLOCKS`):
-        the layer's own gate sets its clock, ``"learned"`` a soft one (:class:`nn.selective.GateClock`,
-        a scan instead of the FFT), ``"binary"`` ticks or pauses per token
-        (:class:`nn.learned_clock.HardGateClock`: trained by the scan, validated and decoded as the given
-        clock).
+    clock : part, given clock, "learned", "binary" or None
+        Run the layer in its own time (``forward`` / ``prefill`` then take ``ticks`` ``(B, L)``, ``step``
+        a ``tick`` ``(B,)``): a part's ``wrap(layer, index)`` builds the clocked layer
+        (:class:`nn.selective.SoftClock`, :class:`nn.learned_clock.BinaryClock` or any object with
+        ``wrap``; ``"learned"`` and ``"binary"`` build those two); a given clock (:class:`nn.clock.TokenClock`,
+        any other callable) runs the layer in :class:`nn.clock.Clocked` on the ticks passed in.
+    index : int, default 0
+        The block's place in its model (passed to a layer factory and a clock's ``wrap``).
 
     Raises
     ------
     ValueError
-        An unknown ``layer`` or ``norm``.
+        An unknown ``layer``, ``norm`` or clock name; ``layer_kw`` with a layer that is not a name.
+    TypeError
+        A ``layer`` or ``clock`` of another kind.
 
     Notes
     -----
@@ -93,18 +142,13 @@ class SequenceBlock(nn.Module):
     """
 
     def __init__(self, d_model, layer="ds4d", layer_kw=None, activation="gelu", dropout=0.0, glu=True,
-                 prenorm=True, norm="layer", clocked=False):
+                 prenorm=True, norm="layer", clock=None, index=0):
         super().__init__()
-        if layer not in LAYERS:
-            raise ValueError(f"layer must be one of {sorted(LAYERS)}, got {layer!r}")
+        _, wrap = clock_parts(named_clock(clock, (layer_kw or {}).get("seed")))
         self.norm = norm_layer(norm, d_model)
-        self.layer = LAYERS[layer](d_model, **(layer_kw or {}))
-        if isinstance(clocked, str):
-            if clocked not in LEARNED_CLOCKS:
-                raise ValueError(f"a learned clock is one of {tuple(LEARNED_CLOCKS)}, got {clocked!r}")
-            self.layer = LEARNED_CLOCKS[clocked](self.layer, d_model, (layer_kw or {}).get("seed"))
-        elif clocked:
-            self.layer = Clocked(self.layer)
+        self.layer = make_layer(layer, d_model, index, layer_kw)
+        if wrap is not None:
+            self.layer = wrap(self.layer, index)
         self.act = nn.GELU() if activation == "gelu" else getattr(nn, activation)()
         self.drop = nn.Dropout(dropout)
         self.out = nn.Linear(d_model, 2 * d_model if glu else d_model)
@@ -135,7 +179,7 @@ class SequenceBlock(nn.Module):
         """This block's :class:`BlockForm`, or None when its step is not one (:meth:`unfused_reason` says
         why: another activation or norm, an overridden ``step``, active dropout (training mode), hooks on
         its modules). What the layer and its cache can run compiled is the decode step's to judge
-        (:mod:`nn.decode.model_step`)."""
+        (:mod:`nn.model_step`)."""
         if self.unfused_reason() is not None:
             return None
         norm = None if type(self.norm) is nn.Identity else self.norm

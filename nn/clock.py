@@ -22,16 +22,18 @@ Shapes: ``forward`` ``x (B, L, H)``, ``ticks (B, L)`` bool ``-> (B, L, H)``; ``s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 from torch import nn
 
 from ddesys.clock import clock_index, compact, expand
 
-from .common import check_clocked_cache, check_clocked_input, check_clocked_step, check_ticks
-from .decode.cache import RingCache, cpu_ring
-from .decode.clocked import ring_slots, select_clock_engine
+from .common import check_clocked_cache, check_clocked_step, check_ticks
+from .clocked_layer import ClockedLayer
+from .decode.cache import RingCache
+from .decode.clocked import ring_slots
+from .decode.select import select_engine
 
 __all__ = ["TokenClock", "Clocked", "ClockedCache", "check_ticks"]
 
@@ -79,53 +81,45 @@ class ClockedCache(RingCache):
     max_seqlen: int | None = field(default=None, repr=False)
 
     def tensors(self):
-        return [self.buf, self.w, self.n]
+        """The ring, the positions and any tensor a subclass adds (a clock's own state)."""
+        return [v for v in (getattr(self, f.name) for f in fields(self)) if torch.is_tensor(v)]
 
     @property
     def n_slots(self):
         return self.buf.shape[1]
 
 
-class Clocked(nn.Module):
+class Clocked(ClockedLayer):
     """A DS4D / S4D layer run in its own time: the given clock's ticks advance it, other steps hold it.
 
     Parameters
     ----------
     inner : nn.DS4D or nn.S4D
-        The layer (``transposed=False``). Its delays count ticks: build it with ``l_max`` the longest
-        *tick count* a sequence has (``None``: from the first compacted batch).
+        The layer (``transposed=False``; any :class:`nn.clocked_layer.InnerLayer`). Its delays count
+        ticks: build it with ``l_max`` the longest *tick count* a sequence has (``None``: from the first
+        compacted batch).
 
     Notes
     -----
-    The learned clock is its own layer, :class:`nn.selective.SoftClocked` ``(inner, gate)``.
+    The learned clocks are their own layers, :class:`nn.selective.SoftClocked` ``(inner, gate)`` and
+    :class:`nn.learned_clock.HardClocked`; all share :class:`nn.clocked_layer.ClockedLayer`.
 
     The layer's training path is exact (the inner FFT path on the compacted sequence);
     ``mode="recurrent"`` runs the inner recurrence on it. Decoding (``allocate_inference_cache``, ``step``,
-    ``prefill``) needs a decodable inner layer without optional branches (the input tap; refused by
-    name otherwise), and runs on the cache's engine (:mod:`nn.decode.clocked`).
+    ``prefill``) needs a decodable inner layer without optional branches (refused by name otherwise),
+    and runs on the cache's engine (:mod:`nn.decode.clocked`); ``forward(state=, return_state=)``
+    carries the decode state across chunks (without gradients).
     """
 
     cache_type = ClockedCache
-    #: forward / prefill take ``ticks`` (B, L) and step a ``tick`` (B,): forced pauses (a model marks a
-    #: right-padded batch's padding so)
-    takes_ticks = True
-
-    def __init__(self, inner):
-        super().__init__()
-        if inner.transposed:
-            raise ValueError("Clocked needs an inner layer with transposed=False (inputs (B, L, H))")
-        self.inner = inner
-        self.H, self.N2 = inner.H, inner.N2
 
     # ------------------------------------------------------------------ training path
-    def forward(self, x, ticks=None, mode="fft", lengths=None):
+    def run(self, x, ticks, mode):
         """``x`` ``(B, L, H)``, ``ticks`` ``(B, L)`` bool (None: every step ticks, the inner layer itself)
-        -> ``(B, L, H)``. ``lengths`` (a right-padded batch) is refused with a clock: mark the padding as
-        pauses instead (``ticks`` False), which is what the clock is for."""
-        check_clocked_input(self, x, lengths)
+        -> ``(B, L, H)``: the inner layer on the compacted sequence, expanded back."""
         if ticks is None:
             return self.inner(x, mode=mode)
-        idx = clock_index(check_ticks(ticks, x.shape[0], x.shape[1], x.device))
+        idx = clock_index(ticks)
         xt = x.transpose(1, 2)                                          # (B, H, L)
         xc = compact(xt, idx)                                           # (B, H, Lc), left-padded
         yc = self.inner(xc.transpose(1, 2), mode=mode).transpose(1, 2)  # (B, H, Lc)
@@ -133,34 +127,34 @@ class Clocked(nn.Module):
         return expand(yc, xt, D, idx).transpose(1, 2)                   # (B, L, H)
 
     # ------------------------------------------------------------------ decoding
-    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, *, engine=None, **kwargs):
-        """A fresh :class:`ClockedCache` (complex128 for ``dtype=torch.float64``, else complex64), bound to a
-        decode engine (:mod:`nn.decode.clocked`: ``"fused"`` on the CPU with Numba, else
-        ``"reference"``; ``engine=`` or ``DDESYS_REFERENCE=1`` choose)."""
-        if self.inner.branches():
-            raise NotImplementedError("decoding a Clocked layer with the input tap is not implemented (the tap's "
-                                      "input ring would have to be clocked too); build the inner DS4D without tap")
-        if kwargs:
-            raise TypeError(f"Clocked.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
-        max_seqlen, rdt = self.inner.prepare_decode(batch_size, max_seqlen, dtype)
+    def new_cache(self, batch_size, max_seqlen, rdt, engine=None):
+        """A fresh :class:`ClockedCache` bound to a decode engine (:mod:`nn.decode.clocked`: ``"fused"``
+        on the CPU with Numba, else ``"reference"``; ``engine=`` or ``DDESYS_REFERENCE=1`` choose)."""
         R = ring_slots(self.inner.decode_constants(rdt).slots)
         dev = self.inner.D.device
         shape, cdt = (batch_size, R, self.H, self.inner.N2), self.inner.cache_dtype(rdt)
-        # on the CPU each row's ring channel-major on its own (the fused engine steps rows one at a time)
-        buf = cpu_ring(shape, cdt, per_row=True) if dev.type == "cpu" else torch.zeros(shape, dtype=cdt, device=dev)
+        eng = select_engine("clock", dev, engine)
+        buf = eng.allocate(shape, cdt, dev)
         z = torch.zeros(batch_size, dtype=torch.int64, device=dev)
-        return ClockedCache(buf, z, z.clone()).bind(self, select_clock_engine(buf, engine), max_seqlen)
+        own = self.clock_state(batch_size, dev)
+        return self.cache_type(buf, z, z.clone(), **own).bind(self, eng, max_seqlen)
 
     @torch.no_grad()
     def step(self, x_t, cache, tick=None):
         """``x_t`` ``(B, H)``, ``tick`` ``(B,)`` bool (None: all tick) -> ``(B, H)``; updates ``cache``."""
-        tick = check_clocked_step(self, x_t, cache, tick)
-        consts = self.inner.decode_constants(cache.real_dtype)
+        return self.advance(x_t, cache, check_clocked_step(self, x_t, cache, tick))
+
+    @torch.no_grad()
+    def advance(self, x_t, cache, tick):
+        """One token ``x_t`` ``(B, H)`` at the ticks ``tick`` ``(B,)`` bool as they are (checked; a clock of
+        its own has already applied itself): the step of the given clock, which the engine's prefill of
+        a cache that holds tokens runs per token."""
+        consts = self.decode_constants(cache.real_dtype)
         if consts.slots > cache.n_slots:
             raise RuntimeError(f"the layer's delays now reach {consts.slots - 1} ticks, past the cache's "
                                f"{cache.n_slots - 1}: allocate a new cache")
         cache.bound(consts)
-        y = cache.engine.step(cache, x_t, tick, consts)                 # (B, H), the cache's real dtype
+        y = cache.engine.step(cache, x_t, consts, tick)                 # (B, H), the cache's real dtype
         cache.w += tick
         cache.n += tick
         cache.t += 1

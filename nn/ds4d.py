@@ -20,9 +20,10 @@ from ddesys.transfer import synthesize_kernel
 from .autograd import kernel_sampler
 from .base import DiagonalSSM, split_channels
 from .common import check_finite_params, check_kernel_dtype, check_step_input
-from .decode.cache import DS4DCache, cpu_ring
+from .decode.cache import DS4DCache
 from .decode.carry import ds4d_forward_state
-from .decode.engine import DS4DConstants, check_history16, host_views, select_engine
+from .decode.engine import DS4DConstants, check_history16, host_views
+from .decode.select import select_engine
 from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .optim import register_optim
@@ -332,12 +333,9 @@ class DS4D(DelayRange, DiagonalSSM):
             shape, dt = shape + (2,), history_dtype
         states = tuple(b.allocate(batch_size, rdt, self.D.device)
                        for b in self.branches())     # the tap's ring (B, Rx, H)
-        if self.D.device.type == "cpu":              # channel-major, huge pages, touched (ddesys.cpu.step.new_ring)
-            buf = cpu_ring(shape, dt)
-        else:
-            buf = torch.zeros(shape, dtype=dt, device=self.D.device)
-        eng = select_engine(buf, engine, parallel)
-        return DS4DCache(eng.layout(buf), branch_states=states).bind(self, eng, max_seqlen)
+        eng = select_engine("ds4d", self.D.device, engine, parallel)
+        buf = eng.allocate(shape, dt, self.D.device)   # the engine's layout (CPU: channel-major, huge pages)
+        return DS4DCache(buf, branch_states=states).bind(self, eng, max_seqlen)
 
     def step_constants(self, rdt):
         """:class:`nn.decode.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused
@@ -384,7 +382,7 @@ class DS4D(DelayRange, DiagonalSSM):
         return y.to(x_t.dtype)
 
     def compiled_step(self, cache):
-        """A compiled model plan's :meth:`step` (:mod:`nn.decode.model_step`): the engine's for this class's
+        """A compiled model plan's :meth:`step` (:mod:`nn.model_step`): the engine's for this class's
         step, no tap."""
         return cache.engine.compiled_step(self, cache) if type(self).step is DS4D.step and not self.branches() else None
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .base import DiagonalSSM
+from .clocked_layer import ClockedLayer
 from .decode.cache import describe_layer
 from .lengths import check_lengths, valid_mask, zero_padding
 
@@ -90,10 +91,12 @@ def check_owned_caches(layers, caches, what):
 
 
 def check_carry(model):
-    """``forward(state=, return_state=)`` needs layers that carry state: DS4D / S4D, no clock."""
-    if model.clock is not None or not all(isinstance(blk.layer, DiagonalSSM) for blk in model.blocks):
-        raise ValueError("state= and return_state= carry the states of DS4D / S4D layers; a model with a clock "
-                         "runs its layers in their own time and has no state to carry (use prefill and step)")
+    """``forward(state=, return_state=)`` needs layers that carry state: DS4D / S4D, or clocked layers
+    (:class:`nn.clocked_layer.ClockedLayer`: their decode state, without gradients)."""
+    bad = [type(blk.layer).__name__ for blk in model.blocks if not isinstance(blk.layer, (DiagonalSSM, ClockedLayer))]
+    if bad:
+        raise ValueError(f"state= and return_state= carry the states of DS4D / S4D layers and clocked layers; "
+                         f"this model's {', '.join(sorted(set(bad)))} carry none (use prefill and step)")
 
 
 def warn_dropout(model, what):

@@ -19,7 +19,8 @@ every clock, an O(1) ring per row for decoding). Only the training signal is rel
   per row, the tick decided by the gate on the token's own input.
 
 Parts: :class:`HardGateClock` (the gate, ``(B, L, H) -> (B, L)`` in ``{0, 1}``), :class:`HardClocked`
-(a DS4D / S4D layer run in the ticks its gate sets) and :class:`TimeCost` (the training prior that makes a
+(a DS4D / S4D layer run in the ticks its gate sets), :class:`BinaryClock` (the same as a part of a model,
+``SequenceModel(clock=BinaryClock())``) and :class:`TimeCost` (the training prior that makes a
 learned clock find its pauses: internal time is spent only where the loss needs it).
 """
 from __future__ import annotations
@@ -28,11 +29,10 @@ import torch
 from torch import nn
 
 from .clock import Clocked
-from .common import check_clocked_input, check_ticks
 from .selective import GateClock, soft_forward
 from .tick_grad import TickGrad
 
-__all__ = ["HardClocked", "HardGateClock", "TimeCost"]
+__all__ = ["BinaryClock", "HardClocked", "HardGateClock", "TimeCost"]
 
 
 class HardGateClock(nn.Module):
@@ -121,20 +121,19 @@ class HardClocked(Clocked):
         super().__init__(inner)
         self.gate = gate
 
-    def forward(self, x, ticks=None, mode="fft", lengths=None):
+    def run(self, x, ticks, mode):
         """``x`` ``(B, L, H)`` -> ``(B, L, H)``; ``mode`` selects the inner path of the compacted run (no
         gradients) and is ignored by the scan."""
-        check_clocked_input(self, x, lengths)
         c = self.gate(x)                                                # (B, L) in {0, 1}
         if ticks is not None:
-            c = c * check_ticks(ticks, x.shape[0], x.shape[1], x.device).to(c.dtype)
+            c = c * ticks.to(c.dtype)
         if not torch.is_grad_enabled():
-            return super().forward(x, ticks=c > 0.5, mode=mode)
+            return super().run(x, c > 0.5, mode)
         tick = c.detach() > 0.5
         kernels = self.inner.time_kernel(int(tick.sum(1).max()) + 1 if x.shape[1] else 1)
         if kernels is None:                                             # a delayed branch: the scan
             return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
-        y = super().forward(x, ticks=tick, mode=mode)                   # the FFT on the compacted ticks
+        y = super().run(x, tick, mode)                                  # the FFT on the compacted ticks
         return TickGrad.apply(y, c, *kernels, x.detach(), tick)         # and the clock's gradient by FFT
 
     def _ticks(self, x, ticks):
@@ -150,6 +149,33 @@ class HardClocked(Clocked):
     def prefill(self, x, cache, ticks=None):
         """A prompt ``x`` ``(B, L, H)`` -> ``(B, L, H)``, in the ticks the gate sets."""
         return super().prefill(x, cache, self._ticks(x, ticks))
+
+
+class BinaryClock:
+    """The binary learned clock as a part of a model: ``SequenceModel(clock=BinaryClock())`` runs every
+    block's layer in the ticks its own :class:`HardGateClock` sets (:class:`HardClocked`);
+    ``clock="binary"`` is ``BinaryClock(seed=layer_kw["seed"])``. Train it with :class:`TimeCost`.
+
+    Parameters
+    ----------
+    init, temperature, input_grad :
+        Every gate's (:class:`HardGateClock`).
+    seed : int or None
+        Seeds every gate's ``w`` (the same seed for each block; the global RNG is untouched when given).
+    """
+
+    def __init__(self, init=0.9, temperature=1.0, seed=None, input_grad=True):
+        self.init, self.temperature, self.seed, self.input_grad = init, temperature, seed, input_grad
+
+    def wrap(self, layer, index):
+        """Block ``index``'s ``layer`` in the ticks of a new gate: a :class:`HardClocked`."""
+        gate = HardGateClock(layer.H, init=self.init, temperature=self.temperature, seed=self.seed,
+                             input_grad=self.input_grad)
+        return HardClocked(layer, gate)
+
+    def __repr__(self):
+        return (f"BinaryClock(init={self.init}, temperature={self.temperature}, seed={self.seed}, "
+                f"input_grad={self.input_grad})")
 
 
 class TimeCost:

@@ -28,8 +28,8 @@ __all__ = ["Unpickler", "load", "loads", "upgrade_layer_state", "MOVED_MODULES"]
 
 #: modules of the top-level ``nn`` package that live elsewhere now (the others kept their names)
 MOVED_MODULES = {"nn.cache": "ddesys.nn.decode.cache", "nn.engine": "ddesys.nn.decode.engine",
-                 "nn.generate": "ddesys.nn.decode.generate", "nn.history": "ddesys.nn.decode.history",
-                 "nn.prefill": "ddesys.nn.decode.prefill", "nn.model_step": "ddesys.nn.decode.model_step",
+                 "nn.generate": "ddesys.nn.generate", "nn.history": "ddesys.nn.decode.history",
+                 "nn.prefill": "ddesys.nn.decode.prefill", "nn.model_step": "ddesys.nn.model_step",
                  "nn.clock_step": "ddesys.nn.decode.clocked"}
 
 

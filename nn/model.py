@@ -6,11 +6,12 @@ from operator import is_
 import torch
 from torch import nn
 
-from .block import SequenceBlock, norm_layer
-from .decode.generate import allocate_caches, generate, reset_caches, split_dtype_arg
+from .block import SequenceBlock, clock_parts, named_clock, norm_layer
+from .decode.cache import allocate_caches, reset_caches, split_dtype_arg
+from .generate import generate
 from .inputs import check_carry, check_owned_caches, checked_input, warn_dropout
 from .lengths import left_align, right_align, valid_mask, zero_padding
-from .decode.model_step import StepPlan
+from .model_step import StepPlan
 
 __all__ = ["SequenceBlock", "SequenceModel"]
 
@@ -30,7 +31,10 @@ class SequenceModel(nn.Module):
         Channels ``H`` of the blocks.
     n_layers : int, default 4
         Number of :class:`SequenceBlock`.
-    layer, layer_kw, dropout, glu, activation :
+    layer : "ds4d", "s4d" or callable, default "ds4d"
+        Every block's layer: a name (built with ``layer_kw``) or a factory ``(d_model, index) -> module``
+        called once per block (``index`` 0 .. ``n_layers - 1``), e.g. to give each block its own branches.
+    layer_kw, dropout, glu, activation :
         Passed to every :class:`SequenceBlock`.
     pool : {None, "mean", "last"}
         Pooling over the sequence before the decoder.
@@ -40,16 +44,19 @@ class SequenceModel(nn.Module):
         Pre-norm blocks; ``False``: post-norm (see :class:`SequenceBlock`).
     norm : {"layer", "none"}, default "layer"
         The blocks' and the final normalization: ``nn.LayerNorm`` or the identity.
-    clock : callable, "learned", "binary" or None
-        A selective clock (docs/theory.md §10): a module mapping the model's input ``(B, L)`` token ids
-        (or ``(B,)`` for a step) to bool ticks, e.g. :class:`nn.clock.TokenClock` ``(pause_tokens=(0,))``.
-        Every block's layer then runs in its own time (:class:`nn.clock.Clocked`): frozen at pauses, its
-        delays counted in ticks; build its layers with ``layer_kw["l_max"]`` the longest tick count
-        (None: from the first batch); ``lengths=`` marks the right padding as pauses. ``"learned"``: each
-        layer's own gate sets its clock (:class:`nn.selective.GateClock`, trained by a scan, §10.4;
-        decoding needs ``max_seqlen``); ``"binary"``: each layer's gate ticks or pauses per token
-        (:class:`nn.learned_clock.HardGateClock`, trained by the scan with a straight-through gradient,
-        validated by the FFT on the ticks, decoded in O(1); train it with :class:`nn.learned_clock.TimeCost`).
+    clock : given clock, part, "learned", "binary" or None
+        A selective clock (docs/theory.md §10). A *given clock* maps the model's input ``(B, L)`` token
+        ids (or ``(B,)`` for a step) to bool ticks, e.g. :class:`nn.clock.TokenClock` ``(pause_tokens=(0,))``
+        or any callable: every block's layer then runs in its own time (:class:`nn.clock.Clocked`): frozen
+        at pauses, its delays counted in ticks; build its layers with ``layer_kw["l_max"]`` the longest
+        tick count (None: from the first batch); ``lengths=`` marks the right padding as pauses. A *part*
+        (an object with ``wrap(layer, index)``, :class:`nn.clocked_layer.ClockPart`) clocks each block's
+        layer itself: :class:`nn.learned_clock.BinaryClock` (``"binary"``: each layer's gate ticks or
+        pauses per token, trained by the scan with a straight-through gradient, validated by the FFT on
+        the ticks, decoded in O(1); train it with :class:`nn.learned_clock.TimeCost`),
+        :class:`nn.selective.SoftClock` (``"learned"``: each layer's own gate sets its clock, trained by a
+        scan, §10.4; decoding needs ``max_seqlen``), or a clock of your own
+        (:class:`nn.clocked_layer.ClockedLayer`).
     device, dtype : optional
         Where and in which floating dtype the parameters live. The model is built on the CPU in
         float32 and then moved, so a seed gives the same weights on every device.
@@ -57,7 +64,10 @@ class SequenceModel(nn.Module):
     Raises
     ------
     ValueError
-        An unknown ``pool``, ``layer`` or ``norm``, or a ``dtype`` that is not a floating dtype.
+        An unknown ``pool``, ``layer``, ``norm`` or clock name, ``layer_kw["branches"]`` shared by several
+        blocks, or a ``dtype`` that is not a floating dtype.
+    TypeError
+        A ``clock`` or ``layer`` of another kind.
 
     See Also
     --------
@@ -103,10 +113,14 @@ class SequenceModel(nn.Module):
                  dropout=0.0, pool=None, embedding=False, glu=True, activation="gelu", *, prenorm=True,
                  norm="layer", clock=None, device=None, dtype=None):
         super().__init__()
-        if clock is not None and not isinstance(clock, str) and not callable(clock):
-            raise TypeError(f"clock must be a callable (e.g. nn.clock.TokenClock), 'learned' or 'binary', got "
-                            f"{type(clock).__name__}")
-        learned = isinstance(clock, str)
+        clock = named_clock(clock, (layer_kw or {}).get("seed"))
+        ticks, _ = clock_parts(clock)                        # TypeError for a clock of another kind
+        if isinstance(layer, nn.Module):
+            raise TypeError("layer must be a name or a factory (d_model, index) -> module: one module cannot be "
+                            "every block's layer")
+        if n_layers > 1 and (layer_kw or {}).get("branches"):
+            raise ValueError("layer_kw['branches'] would put the same branch objects (one set of parameters) in "
+                             "every block: pass a factory, layer=lambda d_model, i: DS4D(d_model, branches=[...])")
         if pool not in (None, "mean", "last"):
             raise ValueError(f"pool must be None, 'mean' or 'last', got {pool!r}")
         if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
@@ -118,10 +132,9 @@ class SequenceModel(nn.Module):
                 raise ValueError(f"device must name a torch device ('cpu', 'cuda:0', ...), got {device!r}") from err
         self.encoder = nn.Embedding(d_input, d_model) if embedding else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(SequenceBlock(d_model, layer, layer_kw, activation, dropout, glu,
-                                                  prenorm=prenorm, norm=norm,
-                                                  clocked=clock if learned else clock is not None)
-                                    for _ in range(n_layers))
-        self.clock = None if learned else clock
+                                                  prenorm=prenorm, norm=norm, clock=clock, index=i)
+                                    for i in range(n_layers))
+        self.clock = ticks                                   # the given clock (ticks from the input), or None
         self.norm = norm_layer(norm, d_model)
         self.decoder = nn.Linear(d_model, d_output)
         self.pool = pool
@@ -168,8 +181,9 @@ class SequenceModel(nn.Module):
         state : list, optional
             One state per block, each its layer's cache (from :meth:`allocate_inference_cache`,
             :meth:`prefill`, decoding, or a previous ``return_state``): the sequences continue from it
-            (read, never modified), as each layer's ``forward(state=)``. Not with a clock, nor with
-            ``lengths``.
+            (read, never modified), as each layer's ``forward(state=)``. Not with ``lengths`` (except
+            with a clock: the padding is a pause). Clocked layers carry their decode state exactly but
+            without gradients (under autograd they refuse: carry under ``torch.no_grad()``).
         return_state : bool, default False
             Also return the state after the sequence, one new cache per block: differentiable (autograd
             flows across chunks; ``cache.detach()`` truncates it), it continues a later ``forward``
@@ -185,9 +199,9 @@ class SequenceModel(nn.Module):
         ------
         ValueError, TypeError
             ``x`` of another shape or dtype, ids outside the vocabulary, a state that is not one cache
-            per block (each named); ``state`` / ``return_state`` with a clock.
+            per block (each named); ``state`` / ``return_state`` with layers that carry none.
         RuntimeError
-            A state of another model's layers.
+            A state of another model's layers; a clocked layer's carry under autograd.
         """
         x, _, n = checked_input(self, x, "forward", lengths=lengths)   # padding replaced
         carry = state is not None or return_state
@@ -352,7 +366,7 @@ class SequenceModel(nn.Module):
 
         On the CPU, with blocks that publish a fused form (:meth:`SequenceBlock.fused_form`: LayerNorm
         or none, GELU), the plan runs one compiled pass per block for the norm, GELU, GLU linear and
-        residual (:mod:`nn.decode.model_step`), and each layer's compiled step (a DS4D layer without a
+        residual (:mod:`nn.model_step`), and each layer's compiled step (a DS4D layer without a
         tap on a ``"fused"`` cache) or its own ``step`` (any other layer: S4D, a tap, a given or learned
         clock); otherwise, and per token under autograd, it steps through the modules.
 

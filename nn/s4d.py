@@ -10,7 +10,8 @@ from .base import DiagonalSSM, split_channels
 from .common import check_finite_params, check_step_input
 from .decode.cache import S4DCache
 from .decode.carry import s4d_forward_state
-from .decode.engine import S4DConstants, select_s4d_engine
+from .decode.engine import S4DConstants
+from .decode.select import select_engine
 from .optim import register_optim
 
 
@@ -93,8 +94,9 @@ class S4D(DiagonalSSM):
         if kwargs:
             raise TypeError(f"S4D.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
         check_finite_params(self)
-        h = torch.zeros(batch_size, self.H, self.N2, dtype=self.cache_dtype(rdt), device=self.D.device)
-        return S4DCache(h).bind(self, select_s4d_engine(h), max_seqlen)
+        eng = select_engine("s4d", self.D.device)
+        h = eng.allocate((batch_size, self.H, self.N2), self.cache_dtype(rdt), self.D.device)   # (B, H, N2)
+        return S4DCache(h).bind(self, eng, max_seqlen)
 
     def step_constants(self, rdt):
         """:class:`nn.decode.engine.S4DConstants` in real precision ``rdt``; names non-finite parameters."""

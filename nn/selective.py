@@ -10,7 +10,8 @@ near zero neither decays the state nor moves the delays' clock.
   -> (B, L)``;
 * :class:`SoftScan`: the autograd function of the scan (float64 on the CPU; other devices round-trip);
 * :func:`soft_forward`: a DS4D (or S4D) layer's outputs under a soft clock;
-* :class:`SoftClocked`: a DS4D / S4D layer run in the time its gate sets (``SoftClocked(inner, GateClock(H))``).
+* :class:`SoftClocked`: a DS4D / S4D layer run in the time its gate sets (``SoftClocked(inner, GateClock(H))``);
+* :class:`SoftClock`: the same as a part of a model (``SequenceModel(clock=SoftClock())``).
 
 No FFT path: the system is time-varying; the scan is ``O(B H N L)`` (compiled, parallel over (row,
 channel) pairs). Decoding (:class:`SoftClockCache`, the engine :class:`nn.decode.clocked.SoftEngine`)
@@ -20,7 +21,7 @@ since with a slow clock a read can reach back any number of real steps.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -28,12 +29,14 @@ from torch import nn
 
 from ddesys.selective import soft_scan, soft_scan_grad
 
-from .common import NonFiniteInputError, check_clocked_cache, check_clocked_input, check_clocked_step, check_ticks
+from .clocked_layer import ClockedLayer
+from .common import NonFiniteInputError, check_clocked_cache, check_clocked_step, check_ticks
 from .decode.cache import RingCache
-from .decode.clocked import SoftEngine, soft_constants
+from .decode.clocked import soft_constants
 from .decode.engine import StepMemo
+from .decode.select import select_engine
 
-__all__ = ["GateClock", "SoftClockCache", "SoftClocked", "SoftScan", "soft_forward"]
+__all__ = ["GateClock", "SoftClock", "SoftClockCache", "SoftClocked", "SoftScan", "soft_forward"]
 
 
 class GateClock(nn.Module):
@@ -115,16 +118,17 @@ class SoftClockCache(RingCache):
     max_seqlen: int | None = field(default=None, repr=False)
 
     def tensors(self):
-        return [self.buf, self.tau]
+        """The states, their times and any tensor a subclass adds (a clock's own state)."""
+        return [v for v in (getattr(self, f.name) for f in fields(self)) if torch.is_tensor(v)]
 
 
-class SoftClocked(nn.Module):
+class SoftClocked(ClockedLayer):
     """A DS4D / S4D layer run in the time its learned clock sets: ``c_t = gate(x_t)`` in ``(0, 1)``.
 
     Parameters
     ----------
     inner : nn.DS4D or nn.S4D
-        The layer (``transposed=False``).
+        The layer (``transposed=False``; any :class:`nn.clocked_layer.InnerLayer`).
     gate : nn.Module
         The clock, ``(B, L, H) -> (B, L)`` (and ``(B, H) -> (B,)`` per token): :class:`GateClock`.
 
@@ -136,45 +140,34 @@ class SoftClocked(nn.Module):
     """
 
     cache_type = SoftClockCache
-    takes_ticks = True                  #: forward / prefill take forced pauses ``ticks`` (see nn.clock.Clocked)
 
     def __init__(self, inner, gate):
-        super().__init__()
-        if inner.transposed:
-            raise ValueError("SoftClocked needs an inner layer with transposed=False (inputs (B, L, H))")
-        self.inner, self.gate = inner, gate
-        self.H, self.N2 = inner.H, inner.N2
+        super().__init__(inner)
+        self.gate = gate
         self._memo = StepMemo()
 
-    def forward(self, x, ticks=None, mode="fft", lengths=None):
+    def run(self, x, ticks, mode):
         """``x`` ``(B, L, H)`` -> ``(B, L, H)`` by the scan (``mode`` is ignored: the system is time-varying,
         there is no FFT path); ``ticks`` ``(B, L)`` bool: pauses forced on top of the learned clock."""
-        check_clocked_input(self, x, lengths)
         c = self.gate(x)                                                # (B, L) in (0, 1)
         if ticks is not None:
-            c = c * check_ticks(ticks, x.shape[0], x.shape[1], x.device).to(c.dtype)
+            c = c * ticks.to(c.dtype)
         return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
 
-    def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
-        """A fresh :class:`SoftClockCache` (complex128 for ``dtype=torch.float64``, else complex64)."""
-        if self.inner.branches():
-            raise NotImplementedError("decoding a clocked layer with the input tap is not implemented (the tap's "
-                                      "input ring would have to be clocked too); build the inner DS4D without tap")
-        if kwargs:
-            raise TypeError(f"SoftClocked.allocate_inference_cache got unexpected keyword argument(s) {sorted(kwargs)}")
-        max_seqlen, rdt = self.inner.prepare_decode(batch_size, max_seqlen, dtype)
+    def new_cache(self, batch_size, max_seqlen, rdt):
+        """A fresh :class:`SoftClockCache` (every state of the sequence: ``max_seqlen`` required)."""
         if max_seqlen is None:
             raise ValueError("a gated Clocked layer's decode cache keeps every state (a delayed read may reach back "
                              "any number of real steps): pass max_seqlen to allocate_inference_cache")
         dev = self.inner.D.device
-        buf = torch.zeros(batch_size, max_seqlen, self.H, self.N2, dtype=self.inner.cache_dtype(rdt), device=dev)
+        eng = select_engine("soft", dev)
+        buf = eng.allocate((batch_size, max_seqlen, self.H, self.N2), self.inner.cache_dtype(rdt), dev)
         tau = torch.zeros(batch_size, max_seqlen, dtype=torch.float64, device=dev)
-        return SoftClockCache(buf, tau).bind(self, SoftEngine(), max_seqlen)
+        return SoftClockCache(buf, tau, **self.clock_state(batch_size, dev)).bind(self, eng, max_seqlen)
 
-    def _bound(self, cache):
-        consts = self._memo.get(self.inner, cache.real_dtype, lambda r: soft_constants(self.inner, r))
-        cache.bound(consts)
-        return consts
+    def decode_constants(self, rdt):
+        """:func:`nn.decode.clocked.soft_constants` of the inner layer, memoized."""
+        return self._memo.get(self.inner, rdt, lambda r: soft_constants(self.inner, r))
 
     @torch.no_grad()
     def step(self, x_t, cache, tick=None):
@@ -185,8 +178,8 @@ class SoftClocked(nn.Module):
                                       "are not supported")
         if cache.t >= cache.max_seqlen:
             raise RuntimeError(f"the cache is full: it holds max_seqlen = {cache.max_seqlen} tokens")
-        consts = self._bound(cache)
-        y = cache.engine.step(cache, x_t, self.gate(x_t).to(torch.float64), consts)
+        consts = self.bind_cache(cache)
+        y = cache.engine.step(cache, x_t, consts, self.gate(x_t).to(torch.float64))
         cache.t += 1
         return y.to(x_t.dtype)
 
@@ -205,7 +198,30 @@ class SoftClocked(nn.Module):
                                       "are not supported")
         if L > cache.max_seqlen:
             raise ValueError(f"the prompt has {L} tokens, the cache holds max_seqlen = {cache.max_seqlen}")
-        consts = self._bound(cache)
-        y = cache.engine.prefill(cache, x, self.gate(x), consts)
+        y = cache.engine.prefill(self, cache, x, self.gate(x))
         cache.t = L
         return y.to(x.dtype)
+
+
+class SoftClock:
+    """The soft learned clock as a part of a model: ``SequenceModel(clock=SoftClock())`` runs every block's
+    layer in the time its own :class:`GateClock` sets (:class:`SoftClocked`); ``clock="learned"`` is
+    ``SoftClock(seed=layer_kw["seed"])``.
+
+    Parameters
+    ----------
+    init : float, default 0.9
+        Every gate's initial clock value (:class:`GateClock`).
+    seed : int or None
+        Seeds every gate's ``w`` (the same seed for each block; the global RNG is untouched when given).
+    """
+
+    def __init__(self, init=0.9, seed=None):
+        self.init, self.seed = init, seed
+
+    def wrap(self, layer, index):
+        """Block ``index``'s ``layer`` in the time of a new gate: a :class:`SoftClocked`."""
+        return SoftClocked(layer, GateClock(layer.H, init=self.init, seed=self.seed))
+
+    def __repr__(self):
+        return f"SoftClock(init={self.init}, seed={self.seed})"

@@ -1,4 +1,4 @@
-"""The compiled loops of the fused model step (:mod:`ddesys.nn.decode.model_step`): a residual block's
+"""The compiled loops of the fused model step (:mod:`ddesys.nn.model_step`): a residual block's
 parts after its layer, for a few batch rows in NumPy arrays. Numba only (:func:`available`; without it
 the loops are plain Python, and the model step runs through the modules).
 

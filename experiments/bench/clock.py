@@ -73,7 +73,7 @@ def _ssm_decoder(model, ids, n_tok):
     def run():
         caches = model.allocate_inference_cache(1, max_seqlen=ids.shape[1] + n_tok)
         model.prefill(ids, caches)
-        plan = model.compile_step(caches)                       # the compiled model step (nn.decode.model_step)
+        plan = model.compile_step(caches)                       # the compiled model step (nn.model_step)
         tok = ids[:, -1]
         t0 = time.perf_counter()
         for _ in range(n_tok):

@@ -10,7 +10,7 @@ Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer token
    (<= 1.1), and beside each figure the memory bound: the bytes the step must move
    (:mod:`verification.bounds`) over this machine's bandwidth, measured in the same run (goal: DS4D
    within 3x of it at batch 8).
-2. ``model``: a 4-layer ``SequenceModel`` step (compiled, :mod:`nn.decode.model_step`, and its modules)
+2. ``model``: a 4-layer ``SequenceModel`` step (compiled, :mod:`nn.model_step`, and its modules)
    against the sum of its layer steps (goal <= 1.3x): its 4 layers, each stepped on a cache of its own
    in turn, as the model steps them; beside it one layer stepped 4 times (a cache that stays hot in L2,
    a lower bound the model cannot reach) and the ratio the bytes alone imply (the GLU linears' weights
@@ -85,7 +85,7 @@ def model_section(H, N, l_max, n_tok, reps):
     plan = model.compile_step(decoder(model, H, l_max // 2, n_tok)[1])      # prefilled caches, compiled step
     xs = torch.randn(n_tok, 1, H)
 
-    def fused():                                                # the compiled model step (nn.decode.model_step)
+    def fused():                                                # the compiled model step (nn.model_step)
         with torch.no_grad():
             for x in xs:
                 plan.step(x)

@@ -34,8 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import nn as dnn
-from ddesys.nn.learned_clock import HardClocked, HardGateClock, TimeCost
-from ddesys.nn.selective import GateClock
+from ddesys.nn.learned_clock import BinaryClock, HardClocked, HardGateClock, TimeCost
+from ddesys.nn.selective import SoftClock
 from ddesys.selective import soft_scan, soft_scan_grad
 
 from .._dist import single
@@ -89,19 +89,16 @@ CANDIDATES = {
 
 # ---------------------------------------------------------------------------------------------- models
 def make_model(cand, task, width, d_state, seed):
-    """The study's token model (2 blocks) for ``cand``; the soft and hard gates replace ds4d-gate's."""
+    """The study's token model (2 blocks) for ``cand``: its clock a part (:class:`nn.selective.SoftClock` or
+    :class:`nn.learned_clock.BinaryClock`) configured by the candidate."""
     torch.manual_seed(seed)
     if cand.gate == "given":
         return build(ModelSpec.from_label("ds4d-clock"), task.vocab, width, 2, task.length, d_state, seed=seed,
                      ticks=task.ticks)
     horizon = task.ticks if cand.tick_horizon else task.length              # DS4D's delay range
-    model = build(ModelSpec(cand.layer, clock="learned"), task.vocab, width, 2, horizon, d_state, seed=seed)
-    for blk in model.blocks:
-        if cand.gate == "hard":
-            blk.layer = HardClocked(blk.layer.inner, HardGateClock(width, cand.init, cand.temperature, seed=seed))
-        else:
-            blk.layer.gate = GateClock(width, init=cand.init, seed=seed)
-    return model
+    clock = BinaryClock(cand.init, cand.temperature, seed=seed) if cand.gate == "hard" else \
+        SoftClock(cand.init, seed=seed)
+    return build(ModelSpec(cand.layer), task.vocab, width, 2, horizon, d_state, seed=seed, clock=clock)
 
 
 def gated(model):

@@ -12,6 +12,8 @@ binding to the layer (a weak reference) and is refused by every layer after load
 from __future__ import annotations
 
 import copy
+import inspect
+import numbers
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -21,8 +23,8 @@ import torch
 
 from ddesys.cpu.step import is_channel_major, new_ring
 
-__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "cpu_ring", "describe_layer", "channel_major",
-           "check_history16"]
+__all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "allocate_caches", "check_count", "cpu_ring",
+           "describe_layer", "channel_major", "check_history16", "reset_caches", "split_dtype_arg"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 
@@ -278,3 +280,66 @@ def check_history16(cache, y, x_t):
     warnings.warn("DS4D: a float16 decode history overflowed (a state passed 65504, float16's largest value, and "
                   "became infinite), so outputs are inf or NaN from here on; use history_dtype=torch.bfloat16 "
                   "(float32's range), a complex cache, or smaller inputs", RuntimeWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------------------------- a model's caches
+def split_dtype_arg(max_seqlen, dtype, owner):
+    """Mamba's ``(batch_size, max_seqlen, dtype=None)``, accepting the old ``(batch_size, dtype)``:
+    a dtype given second is taken as ``dtype``, with a ``DeprecationWarning``."""
+    if isinstance(max_seqlen, torch.dtype):
+        if dtype is not None:
+            raise TypeError(f"{owner}.allocate_inference_cache got a dtype as max_seqlen and dtype={dtype}")
+        warnings.warn(f"{owner}.allocate_inference_cache(batch_size, dtype) is deprecated: the second argument "
+                      "is max_seqlen (Mamba's signature); pass dtype=... by keyword", DeprecationWarning,
+                      stacklevel=3)
+        return None, max_seqlen
+    return max_seqlen, dtype
+
+
+def check_count(name, value, lo, owner, optional=False):
+    """``ValueError`` unless ``value`` is an integer ``>= lo`` (or None with ``optional``), naming it."""
+    if optional and value is None:
+        return
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < lo:
+        raise ValueError(f"{owner}: {name} must be an integer >= {lo}{' or None' if optional else ''}, "
+                         f"got {value!r}")
+
+
+def allocate_caches(layers, batch_size, max_seqlen, dtype, kwargs):
+    """One fresh cache per layer: ``layer.allocate_inference_cache(batch_size, dtype=dtype, **kwargs)``,
+    plus ``max_seqlen`` for layers whose method takes it (the old and Mamba's signature both work)."""
+    owner = "allocate_inference_cache"
+    check_count("batch_size", batch_size, 0, owner)
+    check_count("max_seqlen", max_seqlen, 1, owner, optional=True)
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and (dtype.is_floating_point or dtype.is_complex)):
+        raise ValueError(f"{owner}: dtype must be a torch floating dtype (torch.float64 for complex128 states) "
+                         f"or None, got {dtype!r}")
+    caches = []
+    for i, layer in enumerate(layers):
+        fn = layer.allocate_inference_cache
+        params = inspect.signature(fn).parameters
+        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        for k in kwargs:
+            if k not in params and not var_kw:
+                takes = [n for n in params if n != "batch_size"]
+                raise TypeError(f"{type(layer).__name__}.allocate_inference_cache (layer {i}) does not take "
+                                f"{k!r}; it takes {takes}")
+        kw = dict(kwargs, dtype=dtype)
+        if "max_seqlen" in params:
+            kw["max_seqlen"] = max_seqlen
+        caches.append(fn(batch_size, **kw))
+    return caches
+
+
+def reset_caches(caches):
+    """Each cache back to its empty state, in place: its own ``reset()`` when it has one, else every
+    tensor it holds zeroed and its position ``t`` set to 0."""
+    for c in caches:
+        reset = getattr(c, "reset", None)
+        if callable(reset):
+            reset()
+            continue
+        for v in vars(c).values():
+            if torch.is_tensor(v):
+                v.zero_()
+        c.t = 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .cache import DS4DCache, S4DCache
-from .engine import select_engine, select_s4d_engine
+from .select import select_engine
 from ..autograd import chunk_scan_available, scan_chunk
 from ..common import compute_dtype, fft_conv
 from .history import check_ring, ds4d_chunk, ring_past, s4d_chunk
@@ -34,7 +34,7 @@ def ds4d_carry(layer, xb, cache, states, R, engine=None):
     perm = (torch.arange(R, device=xb.device) - t0 - L) % R                         # slot s holds past[..., perm[s]]
     ring = past.index_select(-1, perm).permute(0, 3, 1, 2)                          # (B, R, H, N2)
     if engine is None:
-        engine = cache.engine if cache is not None else select_engine(ring.detach())
+        engine = cache.engine if cache is not None else select_engine("ds4d", ring.device)
     ring = engine.carry_layout(ring)
     h16 = None if cache is None else cache.history16
     if h16 is not None:
@@ -74,7 +74,7 @@ def _ds4d_cache(layer, x, state, ring, wide):
     """The cache after the chunk ``x`` from the scan's new ``ring`` ``(B, R, H, N2)`` (channel-major):
     the cache's history dtype and engine, the branches' states carried."""
     t0 = 0 if state is None else state.t
-    engine = state.engine if state is not None else select_engine(ring.detach())
+    engine = state.engine if state is not None else select_engine("ds4d", ring.device)
     ring = engine.carry_layout(ring)
     if state is not None and state.history16 is not None:
         ring = torch.view_as_real(ring.to(torch.complex64)).to(state.history16)      # (B, R, H, N2, 2)
@@ -148,6 +148,6 @@ def s4d_forward_state(layer, xin, state, return_state):
     cdt = state.h.dtype if state is not None else layer.cache_dtype(wide)
     t0 = 0 if state is None else state.t
     h = h.to(cdt)
-    engine = state.engine if state is not None else select_s4d_engine(h.detach())
+    engine = state.engine if state is not None else select_engine("s4d", h.device)
     new = S4DCache(h, t=t0 + L)
     return y, new.bind(layer, engine, None if state is None else state.max_seqlen)

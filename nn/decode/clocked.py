@@ -1,6 +1,7 @@
 """The decode engines of the clocked layers (:class:`nn.clock.Clocked`, given clock; :class:`nn.selective.SoftClocked`,
 learned clock): one per cache, chosen at allocation, implementing :class:`nn.decode.engine.DecodeEngine`
-with the tick as one more argument of ``step`` / ``prefill``.
+with the ticks (given clock) or the gate's values (learned clock) as the ``clock`` argument of ``step`` /
+``prefill``.
 
 Given clock. ``ClockedFused`` (the CPU default): each ticking row is one call of
 the fused decode step (:func:`ddesys.cpu.step.bind_step`, the loop of ``DS4D.step``) on that row's ring
@@ -10,9 +11,9 @@ clocked ring's slots before a row's first tick hold zero states (a fresh or rese
 prefill writes the compacted run, whose left padding has zero inputs), so both tests read the same
 numbers. An S4D inner layer runs the same step without delayed terms on a ring of two slots
 (:func:`ring_slots`). ``ClockedReference``: the torch update :func:`ddesys.recurrence.delay_update` (every
-device). ``DDESYS_REFERENCE=1`` at allocation, or
-``engine="reference"``, selects it. Both prefill a fresh cache by the compacted FFT path (the inner
-layer's ``forward(..., return_state=True)``) and a used one by stepping.
+device). ``DDESYS_REFERENCE=1`` at allocation, or ``engine="reference"``, selects it
+(:func:`nn.decode.select.select_engine`). Both prefill a fresh cache by the compacted FFT path (the inner
+layer's ``forward(..., return_state=True)``) and a used one by stepping (the layer's ``advance``).
 
 Learned clock. :class:`SoftEngine`: the recurrence of :mod:`ddesys.selective` one token at a time
 (``O(H N)`` per token plus a binary search of the internal times per delayed read) and its scan for a
@@ -20,38 +21,46 @@ prompt.
 
 The inner layer is used through its public decoding interface only: ``decode_constants(rdt)`` (its
 constants; ``.recurrence()`` the update's terms, ``.slots`` the ring it needs, ``.host`` NumPy views on
-the CPU), ``delay_form(dtype)``, ``D``, ``forward(..., return_state=True)`` and ``cache.ring()``.
+the CPU), ``delay_form(dtype)``, ``D``, ``forward(..., return_state=True)`` and ``cache.ring()``
+(:class:`nn.clocked_layer.InnerLayer` declares them).
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from ddesys.backend import force_reference
 from ddesys.clock import clock_index, compact, expand
 from ddesys.cpu.step import bind_step, step_available
 from ddesys.recurrence import delay_update, readout
 from ddesys.selective import soft_scan
 
-from .cache import channel_major
+from .cache import channel_major, cpu_ring
 from .engine import DecodeEngine, Handle
 
-__all__ = ["CLOCK_ENGINES", "ClockedFused", "ClockedReference", "SoftEngine", "ring_slots", "select_clock_engine",
-           "soft_constants"]
+__all__ = ["ClockedFused", "ClockedReference", "SoftEngine", "ring_slots", "soft_constants"]
 
 
 class _GivenClock(DecodeEngine):
-    """What both engines of the given clock share: the prefill (module docstring)."""
+    """What both engines of the given clock share: the ring (each row's own, channel-major on the CPU)
+    and the prefill (module docstring)."""
+
+    def allocate(self, shape, dtype, device):
+        """A zero ring ``(B, R, H, N2)``; on the CPU each row's ring channel-major on its own (the fused
+        engine steps rows one at a time)."""
+        if device.type == "cpu":
+            return cpu_ring(shape, dtype, per_row=True)
+        return torch.zeros(shape, dtype=dtype, device=device)
 
     @staticmethod
-    def prefill(clocked, cache, x, ticks):
+    def prefill(clocked, cache, x, clock):
         """A prompt ``x`` ``(B, L, H)`` with its ``ticks`` ``(B, L)`` -> outputs ``(B, L, H)``; moves ``w``,
-        ``n`` and ``t``. A fresh cache runs the compacted FFT path once (the inner layer's
+        ``n`` and ``t`` (``clock``: the ticks). A fresh cache runs the compacted FFT path once (the inner layer's
         ``return_state``): its final ring is every row's state after its own last tick. A cache that
         holds tokens steps through the prompt (O(1) per token)."""
-        L = x.shape[1]
+        L, ticks = x.shape[1], clock
         if cache.t != 0 or L == 0:
-            return torch.stack([clocked.step(x[:, t], cache, ticks[:, t]) for t in range(L)], dim=1) if L else x.clone()
+            return torch.stack([clocked.advance(x[:, t], cache, ticks[:, t]) for t in range(L)], dim=1) if L \
+                else x.clone()
         inner = clocked.inner
         idx = clock_index(ticks)
         xt = x.transpose(1, 2)                                          # (B, H, L)
@@ -90,9 +99,10 @@ class ClockedReference(_GivenClock):
         return Handle(consts)
 
     @staticmethod
-    def step(cache, x_t, tick, consts):
-        """``x_t`` ``(B, H)``, ``tick`` ``(B,)`` bool -> ``y`` ``(B, H)`` in the cache's real dtype; writes the
-        ticking rows' states (the caller advances ``w``, ``n`` and ``t``)."""
+    def step(cache, x_t, consts, clock):
+        """``x_t`` ``(B, H)``, ``clock`` ``(B,)`` bool (the ticks) -> ``y`` ``(B, H)`` in the cache's real
+        dtype; writes the ticking rows' states (the caller advances ``w``, ``n`` and ``t``)."""
+        tick = clock
         lam, m1, m2, bbar, c, d, k = consts.recurrence()
         buf, R = cache.buf, cache.n_slots
         B, H, N2 = buf.shape[0], buf.shape[2], buf.shape[-1]
@@ -125,6 +135,11 @@ class ClockedHandle(Handle):
 class ClockedFused(_GivenClock):
     """Per ticking row, the fused CPU step on that row's ring (see the module docstring)."""
     name = "fused"
+    needs = "a CPU cache and Numba"
+
+    @staticmethod
+    def usable(device):
+        return device.type == "cpu" and step_available()
 
     @staticmethod
     def layout(buf):
@@ -140,8 +155,9 @@ class ClockedFused(_GivenClock):
         return ClockedHandle(consts, ring, host, [bind_step(ring[b:b + 1], *host) for b in range(ring.shape[0])])
 
     @staticmethod
-    def step(cache, x_t, tick, consts):
+    def step(cache, x_t, consts, clock):
         """As :meth:`ClockedReference.step`, by the fused step per ticking row."""
+        tick = clock
         rdt = cache.real_dtype
         xn = (x_t if x_t.dtype == rdt else x_t.to(rdt)).detach().numpy()  # (B, H)
         y = torch.empty(x_t.shape, dtype=rdt)                           # (B, H), returned
@@ -158,24 +174,6 @@ class ClockedFused(_GivenClock):
             else:                                                       # nothing written yet: the feedthrough
                 yn[b] = d * xn[b]
         return y
-
-
-#: The one table from a user-facing engine name to its class (``Clocked.allocate_inference_cache(engine=...)``).
-CLOCK_ENGINES = {"fused": ClockedFused, "reference": ClockedReference}
-
-
-def select_clock_engine(buf, engine=None):
-    """The engine for a new clocked ring ``buf`` ``(B, R, H, N2)``: ``engine`` (a name of
-    :data:`CLOCK_ENGINES`) or the default: fused on the CPU with Numba (DS4D or S4D inner layer), unless
-    ``DDESYS_REFERENCE=1``; else the reference."""
-    if engine is not None and engine not in CLOCK_ENGINES:
-        raise ValueError(f"engine must be None or one of {tuple(CLOCK_ENGINES)}, got {engine!r}")
-    ok = buf.device.type == "cpu" and step_available() and buf.shape[1] >= 2     # rings of ring_slots()
-    cls = CLOCK_ENGINES[engine] if engine is not None else ClockedFused if ok and not force_reference() else \
-        ClockedReference
-    if cls is ClockedFused and not ok:
-        raise ValueError("engine='fused' needs a CPU cache and Numba")
-    return cls()
 
 
 # ---------------------------------------------------------------------------------------------- learned clock
@@ -199,9 +197,10 @@ class SoftEngine(DecodeEngine):
         return Handle(consts)
 
     @staticmethod
-    def step(cache, x_t, c, consts):
+    def step(cache, x_t, consts, clock):
         """One token ``x_t`` ``(B, H)`` with its clock ``c`` ``(B,)`` float64 -> ``(B, H)`` in the cache's
         real dtype; appends its state and internal time (the caller advances ``t``)."""
+        c = clock
         loglam, mu, bbar, c_out, d, s = consts
         rdt = cache.real_dtype
         B, t, buf = x_t.shape[0], cache.t, cache.buf
@@ -227,11 +226,12 @@ class SoftEngine(DecodeEngine):
         return 2 * (c_out * h).real.sum(-1) + d * xt
 
     @staticmethod
-    def prefill(cache, x, c, consts):
+    def prefill(layer, cache, x, clock):
         """A prompt ``x`` ``(B, L, H)`` with its clock ``c`` ``(B, L)`` into a fresh cache: one scan, its
         states kept; returns ``(B, L, H)`` in the cache's real dtype (the caller sets ``t``)."""
-        L = x.shape[1]
+        L, c = x.shape[1], clock
         rdt = cache.real_dtype
+        consts = layer.bind_cache(cache)
         loglam, mu, bbar, c_out, d, s = consts
         xt = x.transpose(1, 2).to(rdt)                                            # (B, H, L)
         y, (h, tau, *_) = soft_scan(*(a.cpu().numpy() for a in (loglam, mu, bbar, c_out, s, xt, c.to(rdt))),

@@ -11,24 +11,29 @@ engine           runs                                                        cac
 S4D (DS4D without delay) has two: :class:`S4DFusedEngine` (CPU with Numba: the compiled prefill pass)
 and :class:`S4DEngine` (anywhere: the Vandermonde prefill); both step with the torch update.
 
-:func:`select_engine` picks the default from :func:`ddesys.backend.choose` on the new ring (``"numba"``
--> fused, ``"triton"`` -> triton, else reference; ``DDESYS_REFERENCE=1`` at allocation forces the
-reference). ``DS4D.step`` then calls ``cache``'s engine directly: no dispatch, no backend choice per token.
+:func:`nn.decode.select.select_engine` picks the default (the first engine of the family's row of
+:data:`nn.decode.select.ENGINES` that can run on the cache's device; ``DDESYS_REFERENCE=1`` at allocation
+forces the reference). ``DS4D.step`` then calls ``cache``'s engine directly: no dispatch, no backend
+choice per token.
 
 The protocol (:class:`DecodeEngine`), one object per cache (``cache.engine``):
 
-* ``layout(buf)``: the ring in the memory order the engine reads (channel-major for the fused engine,
-  ``ddesys.cpu.step.new_ring``; slot-major for Triton; a copy where ``buf`` is not), applied at allocation;
+* ``allocate(shape, dtype, device)``: a zero ring ``(B, R, H, N2)`` (``(..., 2)`` for a 16-bit history)
+  in the memory order the engine reads (channel-major on the CPU, ``ddesys.cpu.step.new_ring``;
+  slot-major for Triton);
+* ``layout(buf)``: a ring made elsewhere in that order (a copy where ``buf`` is not);
 * ``carry_layout(ring)``: the same order for a carried state's ring, differentiably (no copy out of autograd);
 * ``bind(cache, consts) -> handle``, run when a cache first meets a set of constants (after allocation,
   a reset, and every recomputation of the constants; ``layer.bind_cache(cache)`` does it): the
   token-independent checks (device, the delays still fit the ring) and the per-cache views, returned as
   the handle the cache keeps in its one slot ``cache.handle`` (``handle.consts``: the constants bound);
-* ``step(cache, x_t, consts)``: ``y_t`` ``(B, H)`` in the cache's real dtype, without optional branches;
-* ``prefill(layer, cache, xb)``: a chunk ``xb`` ``(B, H, L)`` through the cache's ring (positions
-  ``cache.t ..``): the outputs ``(B, H, L)`` without optional branches; ``cache.t`` is the caller's;
+* ``step(cache, x_t, consts, clock=None)``: ``y_t`` ``(B, H)`` in the cache's real dtype, without
+  optional branches;
+* ``prefill(layer, cache, x, clock=None)``: a chunk ``x`` ``(B, H, L)`` through the cache's ring
+  (positions ``cache.t ..``): the outputs ``(B, H, L)`` without optional branches; ``cache.t`` is the
+  caller's. ``clock``: a clocked layer's ticks or gate values (:mod:`nn.decode.clocked`; None here);
 * ``compiled_step(layer, cache)``: the step a compiled model plan runs for a layer whose step is the
-  SSM alone (:mod:`nn.decode.model_step`), or None (the plan calls ``layer.step``).
+  SSM alone (:mod:`nn.model_step`), or None (the plan calls ``layer.step``).
 
 Determinism. The fused engine's default (``parallel=None``) is a fixed rule: the serial loop below
 :data:`ddesys.cpu.step.PARALLEL_MIN_WORK`, else the parallel loop over a fixed partition of channel blocks
@@ -45,16 +50,15 @@ from __future__ import annotations
 
 import torch
 
-from ddesys.backend import NUMBA, TRITON, choose, force_reference
 from ddesys.cpu.prefill import prefill_available
 from ddesys.cpu.step import bind_step, decode_step, step_available
 from ddesys.recurrence import delay_update, readout
 
-from .cache import channel_major, check_history16  # noqa: F401 (re-exported)
+from .cache import channel_major, check_history16, cpu_ring  # noqa: F401 (re-exported)
 from .constants import DS4DConstants, S4DConstants, StepMemo, host_views  # noqa: F401 (re-exported)
 from .prefill import fused_ds4d, fused_s4d, spectral_ds4d, spectral_s4d
 
-__all__ = ["DS4DConstants", "S4DConstants", "StepMemo", "ENGINES", "select_engine", "select_s4d_engine",
+__all__ = ["DS4DConstants", "S4DConstants", "StepMemo", "PARALLEL",
            "DecodeEngine", "FusedEngine", "TritonEngine", "ReferenceEngine", "S4DEngine", "S4DFusedEngine",
            "Handle", "FusedHandle", "check_history16"]
 
@@ -118,6 +122,19 @@ class DecodeEngine:
     """The decode-engine protocol (module docstring): ``layout``, ``carry_layout``, ``bind``, ``step``,
     ``prefill``. ``name`` is for display only; engines are told apart by their class."""
     name = None
+    #: what the engine needs to run (an explicit ``engine=`` that cannot run says so)
+    needs = "nothing"
+    #: the engine takes ``parallel=`` (the fused CPU engine)
+    takes_parallel = False
+
+    @staticmethod
+    def usable(device):
+        """Whether the engine runs on ``device`` (here and now: Numba, Triton present)."""
+        return True
+
+    def allocate(self, shape, dtype, device):
+        """A zero ring of ``shape`` and ``dtype`` on ``device`` in the memory layout this engine reads."""
+        return self.layout(torch.zeros(shape, dtype=dtype, device=device))
 
     @staticmethod
     def layout(buf):
@@ -138,12 +155,14 @@ class DecodeEngine:
         then calls ``layer.step``."""
         return None
 
-    def step(self, cache, x_t, consts):
-        """``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)`` in the cache's real dtype; updates the state in place."""
+    def step(self, cache, x_t, consts, clock=None):
+        """``x_t`` ``(B, H)`` -> ``y_t`` ``(B, H)`` in the cache's real dtype; updates the state in place
+        (``clock``: a clocked layer's tick or gate value per row)."""
         raise NotImplementedError
 
-    def prefill(self, layer, cache, xb):
-        """A chunk ``xb`` ``(B, H, L)`` through the cache (positions ``cache.t ..``) -> outputs ``(B, H, L)``."""
+    def prefill(self, layer, cache, x, clock=None):
+        """A chunk ``x`` through the cache (positions ``cache.t ..``) -> its outputs (``clock``: a clocked
+        layer's ticks or gate values)."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -162,8 +181,13 @@ class SpectralPrefill:
     fresh cache, :mod:`nn.decode.history` for one holding tokens): any device."""
 
     @staticmethod
-    def prefill(layer, cache, xb):
-        return spectral_ds4d(layer, xb, cache)
+    def prefill(layer, cache, x, clock=None):
+        return spectral_ds4d(layer, x, cache)
+
+
+def _cpu_ring(shape, dtype, device):
+    """A zero ring, channel-major on the CPU (:func:`nn.decode.cache.cpu_ring`: huge pages, touched)."""
+    return cpu_ring(shape, dtype) if device.type == "cpu" else torch.zeros(shape, dtype=dtype, device=device)
 
 
 class ReferenceEngine(SpectralPrefill, DecodeEngine):
@@ -171,15 +195,14 @@ class ReferenceEngine(SpectralPrefill, DecodeEngine):
     name = "reference"
     carry_layout = staticmethod(_channel_major_carry)
 
-    @staticmethod
-    def usable(buf):
-        return True
+    def allocate(self, shape, dtype, device):
+        return _cpu_ring(shape, dtype, device)
 
     def bind(self, cache, consts):
         _check_fits(cache, consts)
         return Handle(consts)
 
-    def step(self, cache, x_t, consts):
+    def step(self, cache, x_t, consts, clock=None):
         buf, t, R = cache.buf, cache.t, cache.n_slots
         lam, m1, m2, bbar, c, d, k, k_max, ar = consts[:9]
         rdt = cache.real_dtype
@@ -204,6 +227,8 @@ class FusedEngine(DecodeEngine):
     or a state from another layout) gets a channel-major copy of it when first bound. Prefill: one
     compiled pass of the same recurrence (:func:`nn.decode.prefill.fused_ds4d`)."""
     name = "fused"
+    needs = "a CPU cache and Numba"
+    takes_parallel = True
     carry_layout = staticmethod(_channel_major_carry)
 
     def __init__(self, parallel=None):
@@ -216,8 +241,11 @@ class FusedEngine(DecodeEngine):
         return f"FusedEngine(parallel={self.parallel!r})"
 
     @staticmethod
-    def usable(buf):
-        return buf.device.type == "cpu" and step_available()
+    def usable(device):
+        return device.type == "cpu" and step_available()
+
+    def allocate(self, shape, dtype, device):
+        return _cpu_ring(shape, dtype, device)
 
     @staticmethod
     def layout(buf):
@@ -239,7 +267,7 @@ class FusedEngine(DecodeEngine):
         run = None if self.parallel == "auto" else bind_step(ring, *consts.host, fmt16=fmt16, parallel=self.parallel)
         return FusedHandle(consts, ring, fmt16, run)
 
-    def step(self, cache, x_t, consts):
+    def step(self, cache, x_t, consts, clock=None):
         rdt = cache.real_dtype
         xn = (x_t if x_t.dtype == rdt else x_t.to(rdt)).detach().numpy()
         y = torch.empty(x_t.shape, dtype=rdt)                       # (B, H), returned to the caller
@@ -253,17 +281,17 @@ class FusedEngine(DecodeEngine):
         return y
 
     @staticmethod
-    def prefill(layer, cache, xb):
+    def prefill(layer, cache, x, clock=None):
         consts = layer.bind_cache(cache)
         hd = cache.handle
-        return fused_ds4d(hd.ring, hd.fmt16, consts.host, xb, cache)
+        return fused_ds4d(hd.ring, hd.fmt16, consts.host, x, cache)
 
     def compiled_step(self, layer, cache):
         return None if self.parallel == "auto" else FusedStep(layer, cache)     # "auto" times each call
 
 
 class FusedStep:
-    """The fused engine's step as a compiled model plan runs it (:mod:`nn.decode.model_step`): ``z -> s``
+    """The fused engine's step as a compiled model plan runs it (:mod:`nn.model_step`): ``z -> s``
     ``(B, H)`` NumPy arrays of the model's dtype (``z_t``, ``s_t`` their tensor views), the cache's bound
     compiled step. A ``tick`` is refused as ``layer.step`` refuses it (a clock needs a clocked layer)."""
 
@@ -288,15 +316,16 @@ class TritonEngine(SpectralPrefill, DecodeEngine):
     """The Triton kernel (:mod:`gpu.decode`): CUDA rings, complex or 16-bit. Triton is imported here, when
     the first such cache is allocated."""
     name = "triton"
+    needs = "a CUDA cache and Triton"
 
     def __init__(self):
         from ddesys.gpu import decode as gpu_decode                        # imports Triton
         self.gpu = gpu_decode
 
     @staticmethod
-    def usable(buf):
+    def usable(device):
         from ddesys import gpu
-        return gpu.usable_for(buf)
+        return gpu.usable_for(torch.empty(0, device=device))
 
     @staticmethod
     def layout(buf):
@@ -309,7 +338,7 @@ class TritonEngine(SpectralPrefill, DecodeEngine):
         return TritonHandle(consts, self.gpu.prepare_step(cache.buf, consts.lam, consts.m1, consts.m2, consts.bbar,
                                                           consts.c, consts.d, consts.k))
 
-    def step(self, cache, x_t, consts):
+    def step(self, cache, x_t, consts, clock=None):
         return cache.handle.run(x_t, cache.t)
 
 
@@ -325,21 +354,26 @@ class S4DEngine(DecodeEngine):
             raise _device_error(cache, consts)
         return Handle(consts)
 
-    def step(self, cache, x_t, consts):
+    def step(self, cache, x_t, consts, clock=None):
         lam, bbar, c, dd = consts
         xt = x_t.to(cache.real_dtype)
         cache.h.copy_(delay_update(cache.h, 0, 0, xt[..., None], lam, 0, 0, bbar))  # (B, H, N2), mu = 0
         return readout(cache.h, c, dd, xt)
 
     @staticmethod
-    def prefill(layer, cache, xb):
-        return spectral_s4d(layer, xb, cache)
+    def prefill(layer, cache, x, clock=None):
+        return spectral_s4d(layer, x, cache)
 
 
 class S4DFusedEngine(S4DEngine):
     """S4D's engine on the CPU with Numba: the torch update per token, the prefill in one compiled pass
     (:func:`nn.decode.prefill.fused_s4d`: a ring of one slot, no delayed terms)."""
     name = "fused"
+    needs = "a CPU cache and Numba"
+
+    @staticmethod
+    def usable(device):
+        return device.type == "cpu" and prefill_available()
 
     def bind(self, cache, consts):
         super().bind(cache, consts)
@@ -348,48 +382,6 @@ class S4DFusedEngine(S4DEngine):
         return hd
 
     @staticmethod
-    def prefill(layer, cache, xb):
+    def prefill(layer, cache, x, clock=None):
         layer.bind_cache(cache)
-        return fused_s4d(cache.handle.host, xb, cache)
-
-
-#: The one table from a user-facing engine name to its class (``allocate_inference_cache(engine=...)``).
-ENGINES = {"fused": FusedEngine, "triton": TritonEngine, "reference": ReferenceEngine}
-
-
-def select_engine(buf, engine=None, parallel=None):
-    """The engine for a new DS4D ring ``buf``: ``engine`` (a name of :data:`ENGINES`) or the default for its
-    device (:func:`ddesys.backend.choose`: Numba -> fused, Triton -> triton, else the reference);
-    ``parallel`` configures the fused engine (None for the others)."""
-    if engine is not None and engine not in ENGINES:
-        raise ValueError(f"engine must be None or one of {tuple(ENGINES)}, got {engine!r}")
-    if parallel not in PARALLEL:
-        raise ValueError(f"parallel must be None, False, True or 'auto', got {parallel!r}")
-    if engine is None:
-        cls = {NUMBA: FusedEngine, TRITON: TritonEngine}.get(choose(buf), ReferenceEngine)
-        if cls is FusedEngine and not step_available():
-            cls = ReferenceEngine
-    else:
-        cls = ENGINES[engine]
-    if parallel is not None and cls is not FusedEngine:
-        raise ValueError(f"parallel={parallel!r} configures the fused CPU engine; this cache's engine is "
-                         f"{cls.name!r}")
-    if cls is FusedEngine:
-        if engine is not None and not cls.usable(buf):
-            raise ValueError(f"engine='fused' needs a CPU cache and Numba (cache on {buf.device}, Numba "
-                             f"{'available' if step_available() else 'missing or disabled'})")
-        return FusedEngine(parallel)
-    if cls is TritonEngine and engine is not None and not cls.usable(buf):
-        from ddesys import gpu
-        raise ValueError(f"engine='triton' needs a CUDA cache and Triton (cache on {buf.device}, Triton "
-                         f"{'available' if gpu.triton_available() else 'missing'})")
-    return cls()
-
-
-def select_s4d_engine(h):
-    """The engine of a new S4D state ``h``: the compiled prefill on the CPU with Numba (unless
-    ``DDESYS_REFERENCE=1``, read here, once per cache), else :class:`S4DEngine`."""
-    if h.device.type == "cpu" and prefill_available() and not force_reference():
-        return S4DFusedEngine()
-    return S4DEngine()
-
+        return fused_s4d(cache.handle.host, x, cache)

@@ -15,7 +15,8 @@ import torch
 from ddesys import DiscreteDelaySystem
 from ddesys import nn as dnn
 from ddesys.clock import clocked_simulate
-from ddesys.nn.decode.clocked import CLOCK_ENGINES, ClockedFused, ClockedReference
+from ddesys.nn.decode.clocked import ClockedFused, ClockedReference
+from ddesys.nn.decode.select import ENGINES
 
 F64 = torch.float64
 L = 24
@@ -304,7 +305,7 @@ def test_bad_input_is_named():
         clocked.step(x[:, 0], foreign, ticks[:, 0])
     with pytest.raises(ValueError, match="cache"):
         dnn.Clocked(dnn.S4D(3, d_state=4).double()).step(x[:, 0], cache, ticks[:, 0])
-    with pytest.raises(NotImplementedError, match="tap"):
+    with pytest.raises(NotImplementedError, match="TapBranch"):
         dnn.Clocked(dnn.DS4D(3, d_state=4, l_max=L, tap=True)).allocate_inference_cache(2)
     with pytest.raises(ValueError, match="pause_tokens"):
         dnn.TokenClock(())
@@ -356,7 +357,7 @@ def test_clocked_decode_engines_match_oracle(engine, inner):
     clocked, x, ticks = dnn.Clocked(layer), _x(), torch.from_numpy(make_ticks())
     ref = oracle_nn(layer, x, ticks)
     cache = clocked.allocate_inference_cache(6, dtype=F64, engine=engine)
-    assert type(cache.engine) is CLOCK_ENGINES[engine] and cache.engine.name == engine
+    assert type(cache.engine) is ENGINES["clock"][engine] and cache.engine.name == engine
     with torch.no_grad():
         y_pre = clocked.prefill(x[:, :10], cache, ticks[:, :10])
         y_rest, _ = _decode(clocked, x[:, 10:], ticks[:, 10:], cache)

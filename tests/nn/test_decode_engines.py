@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import ddesys.nn.decode.engine as engine_mod
+import ddesys.nn.decode.select as select_mod
 from ddesys import backend
 from ddesys.cpu import step as fstep
 from ddesys.nn import DS4D, S4D
@@ -41,7 +42,7 @@ def test_engine_is_chosen_once_at_allocation(monkeypatch):
     assert (type(fused.engine), type(ref.engine)) == (engine_mod.FusedEngine, engine_mod.ReferenceEngine)
     calls = []
     monkeypatch.setattr(backend, "choose", lambda *a, **k: calls.append(1))
-    monkeypatch.setattr(engine_mod, "choose", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(select_mod, "force_reference", lambda *a, **k: calls.append(1))
     orig = engine_mod.bind_step
     fused_calls, binds = [], []
 

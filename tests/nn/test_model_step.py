@@ -1,4 +1,4 @@
-"""The compiled model step (nn/decode/model_step.py, ``model.compile_step``) against an independent
+"""The compiled model step (nn/model_step.py, ``model.compile_step``) against an independent
 float64 NumPy model, the module path, and its fallbacks: the plan runs compiled exactly where the blocks
 publish fused forms, and follows parameter changes."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 from ddesys.cpu import block_loops
 from ddesys.nn import DS4D, SequenceModel
-from ddesys.nn.decode import model_step as ms
+from ddesys.nn import model_step as ms
 from nn_helpers import spec_discrete, vec_recurrence
 from torch import nn
 

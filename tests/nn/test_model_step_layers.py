@@ -1,4 +1,4 @@
-"""The compiled model step (nn/decode/model_step.py) around every kind of layer: a layer without a compiled
+"""The compiled model step (nn/model_step.py) around every kind of layer: a layer without a compiled
 step of its own (the tap, the reference engine, S4D, a given or learned clock) runs its own ``step`` while
 the rest of its block stays compiled; the outputs equal the module path and the model's forward pass (the
 FFT path, computed independently) in float64."""
@@ -8,7 +8,7 @@ import pytest
 import torch
 from ddesys.cpu import block_loops
 from ddesys.nn import SequenceModel, TokenClock
-from ddesys.nn.decode import model_step as ms
+from ddesys.nn import model_step as ms
 
 pytestmark = pytest.mark.skipif(not block_loops.available(), reason="the compiled model step needs Numba")
 

@@ -1,84 +1,22 @@
-"""Decoding a :class:`nn.SequenceModel`: its per-layer caches (allocation, reset) and token generation.
+"""Token generation with a :class:`nn.SequenceModel` (model-level, above the layers' decode engines).
 
 :func:`generate` is the prefill / step / sample loop of a token model; :func:`sample` draws the next
-tokens from logits (greedy, temperature, top-k). The model's methods (``allocate_inference_cache``,
-``reset_cache``, ``generate``) call the functions here.
+tokens from logits (greedy, temperature, top-k). :meth:`nn.SequenceModel.generate` calls it; the
+per-layer caches are :mod:`nn.decode.cache`'s.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import warnings
 
 import torch
 
-from ..inputs import check_token_ids
-from ..lengths import check_lengths, valid_mask
+from .decode.cache import check_count
+from .inputs import check_token_ids
+from .lengths import check_lengths, valid_mask
 
 __all__ = ["generate", "sample"]
-
-
-# ------------------------------------------------------------------ caches
-def split_dtype_arg(max_seqlen, dtype, owner):
-    """Mamba's ``(batch_size, max_seqlen, dtype=None)``, accepting the old ``(batch_size, dtype)``:
-    a dtype given second is taken as ``dtype``, with a ``DeprecationWarning``."""
-    if isinstance(max_seqlen, torch.dtype):
-        if dtype is not None:
-            raise TypeError(f"{owner}.allocate_inference_cache got a dtype as max_seqlen and dtype={dtype}")
-        warnings.warn(f"{owner}.allocate_inference_cache(batch_size, dtype) is deprecated: the second argument "
-                      "is max_seqlen (Mamba's signature); pass dtype=... by keyword", DeprecationWarning,
-                      stacklevel=3)
-        return None, max_seqlen
-    return max_seqlen, dtype
-
-
-def _check_int(name, value, lo, owner, optional=False):
-    if optional and value is None:
-        return
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < lo:
-        raise ValueError(f"{owner}: {name} must be an integer >= {lo}{' or None' if optional else ''}, "
-                         f"got {value!r}")
-
-
-def allocate_caches(layers, batch_size, max_seqlen, dtype, kwargs):
-    """One fresh cache per layer: ``layer.allocate_inference_cache(batch_size, dtype=dtype, **kwargs)``,
-    plus ``max_seqlen`` for layers whose method takes it (the old and Mamba's signature both work)."""
-    owner = "allocate_inference_cache"
-    _check_int("batch_size", batch_size, 0, owner)
-    _check_int("max_seqlen", max_seqlen, 1, owner, optional=True)
-    if dtype is not None and not (isinstance(dtype, torch.dtype) and (dtype.is_floating_point or dtype.is_complex)):
-        raise ValueError(f"{owner}: dtype must be a torch floating dtype (torch.float64 for complex128 states) "
-                         f"or None, got {dtype!r}")
-    caches = []
-    for i, layer in enumerate(layers):
-        fn = layer.allocate_inference_cache
-        params = inspect.signature(fn).parameters
-        var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        for k in kwargs:
-            if k not in params and not var_kw:
-                takes = [n for n in params if n != "batch_size"]
-                raise TypeError(f"{type(layer).__name__}.allocate_inference_cache (layer {i}) does not take "
-                                f"{k!r}; it takes {takes}")
-        kw = dict(kwargs, dtype=dtype)
-        if "max_seqlen" in params:
-            kw["max_seqlen"] = max_seqlen
-        caches.append(fn(batch_size, **kw))
-    return caches
-
-
-def reset_caches(caches):
-    """Each cache back to its empty state, in place: its own ``reset()`` when it has one, else every
-    tensor it holds zeroed and its position ``t`` set to 0."""
-    for c in caches:
-        reset = getattr(c, "reset", None)
-        if callable(reset):
-            reset()
-            continue
-        for v in vars(c).values():
-            if torch.is_tensor(v):
-                v.zero_()
-        c.t = 0
 
 
 # ------------------------------------------------------------------ sampling
@@ -118,10 +56,10 @@ def _check_generate_args(model, prompt, max_new_tokens, temperature, top_k, samp
                         f"{getattr(prompt, 'dtype', type(prompt).__name__)}")
     if prompt.dim() != 2 or prompt.shape[1] == 0:
         raise ValueError(f"generate: prompt must have shape (B, L) with L >= 1, got {tuple(prompt.shape)}")
-    _check_int("max_new_tokens", max_new_tokens, 0, "generate")
+    check_count("max_new_tokens", max_new_tokens, 0, "generate")
     if not isinstance(temperature, numbers.Real) or not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"generate: temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
-    _check_int("top_k", top_k, 1, "generate", optional=True)
+    check_count("top_k", top_k, 1, "generate", optional=True)
     if sampler is not None:
         if not callable(sampler):
             raise TypeError(f"generate: sampler must be callable (logits (B, V) -> ids (B,)), got {sampler!r}")
@@ -209,7 +147,7 @@ def generate(model, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler
     if "dtype" not in ckw and model.decoder.weight.dtype == torch.float64:
         ckw["dtype"] = torch.float64
     caches = model.allocate_inference_cache(B, max_seqlen=L + max_new_tokens, **ckw)
-    plan = model.compile_step(caches)                               # the model step (nn.decode.model_step)
+    plan = model.compile_step(caches)                               # the model step (nn.model_step)
     if lengths is None:
         logits = model.prefill(ids, caches)[:, -1]                 # (B, V)
     else:

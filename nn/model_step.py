@@ -44,7 +44,7 @@ from torch import nn
 
 from ddesys.cpu import block_loops as loops
 
-from ..block import runs_hooks
+from .block import runs_hooks
 
 __all__ = ["MATVEC_MAX_BATCH", "StepPlan"]
 
