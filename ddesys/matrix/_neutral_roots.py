@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._neutral_difference import sigma_min_min
+from ._neutral_types import RegionTooClose
 
 __all__ = ["find_roots", "neutral_char_matrix", "neutral_char_matrix_ds", "relative_residual", "root_box"]
 
@@ -80,7 +81,7 @@ def root_box(A, Ad, H, tau, re_min, commensurate):
             P = np.eye(Ha.shape[0])
         m, _ = sigma_min_min(Ha, radii, P, rtol=0.5, atol=0.0, max_evals=400_000)
         if not m > 0:
-            raise ValueError(f"re_min = {re_min:.6g} is too close to the essential spectrum: no positive "
+            raise RegionTooClose(f"re_min = {re_min:.6g} is too close to the essential spectrum: no positive "
                              "lower bound of sigma_min(I - sum_k H_k e^{-s tau_k}) on Re s >= re_min could be "
                              "certified; raise re_min")
     R = np.linalg.norm(A, 2) + float(np.exp(-re_min * tau) @ np.array([np.linalg.norm(x, 2) for x in Ad]))

@@ -1,11 +1,17 @@
-"""Result types and input checks of :mod:`ddesys.matrix.neutral` (private helpers)."""
+"""Result types, an exception and input checks of :mod:`ddesys.matrix.neutral` (private helpers)."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["EssentialSpectrum", "NeutralAbscissa", "StrongStability", "check_h"]
+__all__ = ["EssentialSpectrum", "NeutralAbscissa", "RegionTooClose", "StrongStability", "check_h"]
+
+
+class RegionTooClose(ValueError):
+    """The half-plane ``Re s >= re_min`` asked for lies too close to the essential spectrum to be searched:
+    it may hold too many roots, or no lower bound of the difference operator on it can be certified. The
+    message says which; raising ``re_min`` helps (callers that walk towards ``c_D`` stop at this type)."""
 
 
 class EssentialSpectrum(NamedTuple):

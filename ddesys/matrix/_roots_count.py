@@ -15,8 +15,8 @@ import numpy as np
 
 from .charmatrix import char_matrix, char_matrix_ds
 
-__all__ = ["region_box", "Rectangle", "Circle", "winding_numbers", "clusters", "centroid", "evaluate",
-           "group", "MERGE_RTOL"]
+__all__ = ["region_box", "Rectangle", "Circle", "CountFailure", "winding_numbers", "clusters", "centroid",
+           "evaluate", "group", "MERGE_RTOL"]
 
 MERGE_RTOL = 1e-6          # approximations closer than this (relative to 1 + |s|) are one cluster
 ARG_STEP = np.pi / 4       # largest phase increment accepted on one arc
@@ -142,6 +142,25 @@ def _evaluate_batch(A, Ad, tau, s):
     return logabs, sign, g
 
 
+class CountFailure(str):
+    """Why :func:`winding_numbers` has no count for a curve: the message (a ``str``, ``""`` when counted),
+    with its cause in attributes for the callers' decisions (never read from the text):
+
+    * ``at_root``: ``det M(s) = 0`` (numerically) at a sample of the curve;
+    * ``near_root``: an arc shorter than the rounding of ``s`` is still not resolved: the curve passes
+      within rounding of a root;
+    * neither: the sample budget ran out.
+    """
+
+    at_root = False
+    near_root = False
+
+    def __new__(cls, message="", *, at_root=False, near_root=False):
+        out = super().__new__(cls, message)
+        out.at_root, out.near_root = bool(at_root), bool(near_root)
+        return out
+
+
 def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1e-12, fn=None):
     """Number of zeros of ``det M(s)`` inside each closed curve (argument principle).
 
@@ -171,12 +190,12 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
     -------
     counts : list of int or None
         ``None`` for a curve that could not be resolved.
-    reasons : list of str
-        ``""``, or why the count is missing (with the point where it failed).
+    reasons : list of CountFailure
+        ``""``, or why the count is missing (with the point where it failed; its cause in the attributes).
     """
     h0 = 0.5 / float(np.max(tau)) if h0 is None else h0
     ev_fn = (lambda s: evaluate(A, Ad, tau, s)) if fn is None else fn             # noqa: E731
-    ts, vals, counts, reasons = [], [], [None] * len(curves), [""] * len(curves)
+    ts, vals, counts, reasons = [], [], [None] * len(curves), [CountFailure()] * len(curves)
     for cv in curves:
         t = cv.initial(min(h0, cv.length / 16))
         ts.append(t)
@@ -192,7 +211,7 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
             j = np.roll(np.arange(t.size), -1)
             if not np.all((sign != 0) & np.isfinite(g)):
                 k = int(np.nonzero((sign == 0) | ~np.isfinite(g))[0][0])
-                reasons[i] = f"det M(s) = 0 (numerically) on the curve at s = {s[k]:.6g}"
+                reasons[i] = CountFailure(f"det M(s) = 0 (numerically) on the curve at s = {s[k]:.6g}", at_root=True)
                 continue
             d_arg = np.angle(sign[j] * np.conj(sign))
             actual = (logabs[j] - logabs) + 1j * d_arg
@@ -205,7 +224,8 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
             tiny = bad & (seg < h_rel * (1 + np.abs(s)))
             if tiny.any():
                 k = int(np.nonzero(tiny)[0][0])
-                reasons[i] = f"the curve passes within {seg[k]:.1e} of a root near s = {s[k]:.6g}"
+                reasons[i] = CountFailure(f"the curve passes within {seg[k]:.1e} of a root near s = {s[k]:.6g}",
+                                          near_root=True)
                 continue
             tb = t[bad]
             te = np.where(j[bad] == 0, 1.0, t[j[bad]])
@@ -214,7 +234,7 @@ def winding_numbers(A, Ad, tau, curves, *, h0=None, max_samples=2 ** 18, h_rel=1
         total += sum(v.size for v in new_t.values())
         if total > max_samples:
             for i in pending:
-                reasons[i] = f"more than {max_samples} samples needed to resolve the curve"
+                reasons[i] = CountFailure(f"more than {max_samples} samples needed to resolve the curve")
             break
         if not pending:
             break

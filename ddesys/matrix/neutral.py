@@ -21,7 +21,7 @@ import numpy as np
 
 from ._neutral_difference import commensurate_base, difference_data
 from ._neutral_roots import find_roots, neutral_char_matrix, relative_residual, root_box
-from ._neutral_types import EssentialSpectrum, NeutralAbscissa, StrongStability, check_h
+from ._neutral_types import EssentialSpectrum, NeutralAbscissa, RegionTooClose, StrongStability, check_h
 from .base import MatrixLTI
 from .charmatrix import check_statespace, real_vector
 from .roots import RootsResult
@@ -198,8 +198,8 @@ class NeutralStateSpace(MatrixLTI):
                                    "no root can lie in the region (a priori bound)")
             n_est = self.n_states * (box[3] - box[2]) * tmax / (2 * np.pi) + self.n_states
             if n_est > 5000:
-                raise ValueError(f"the region Re s >= {r0:.6g} may hold about {int(n_est)} roots (box "
-                                 f"|Im s| <= {box[3]:.3g}): re_min is too close to c_D = {e.c_D:.6g}; raise it")
+                raise RegionTooClose(f"the region Re s >= {r0:.6g} may hold about {int(n_est)} roots (box "
+                                     f"|Im s| <= {box[3]:.3g}): re_min is too close to c_D = {e.c_D:.6g}; raise it")
             z, mult, total, cert, msg = find_roots(self._sys(), box, 0.5 / tmax)
             last = (r0, z, mult, total, cert, msg)
             if total is not None:
@@ -276,8 +276,8 @@ class NeutralStateSpace(MatrixLTI):
         while True:
             try:
                 r = self.roots(e.c_D + d)
-            except ValueError as exc:
-                if last is None or "too close" not in str(exc):
+            except RegionTooClose as exc:
+                if last is None:
                     raise
                 warnings.warn(f"spectral_abscissa: no root right of Re s = {last[0].re_min:.6g}, and the region "
                               f"further left cannot be searched ({exc}); the abscissa is in [c_D, c_D + "

@@ -204,7 +204,7 @@ def characteristic_roots(A, Ad, tau, re_min, *, n_grid="auto", max_grid=None, to
             if re_used not in counted:
                 counted[re_used] = winding_numbers(A, Ad, tau, [Rectangle(*box)], fn=fn)
             (cnt,), (why,) = counted[re_used]
-            if cnt is None and "passes within" in why and shifts < 3:
+            if cnt is None and why.near_root and shifts < 3:
                 shifts += 1                         # a root we have not found sits on the left edge
                 re_used -= 1e-4 * (1 + abs(re_min)) * 10 ** shifts
                 box = box_of(re_used)
@@ -385,7 +385,7 @@ def is_stable(A, Ad, tau):
     (cnt,), (why,) = winding_numbers(A, Ad, tau, [Rectangle(*box)], fn=fn)
     if cnt is not None:
         return cnt == 0
-    if "passes within" in why or "det M(s) = 0" in why:
+    if why.near_root or why.at_root:
         # a root on or next to the imaginary axis
         return edge_decision(A, Ad, tau, box, fn, find_roots=characteristic_roots, abscissa=spectral_abscissa)
     warnings.warn(f"is_stable: the count on Re s = 0 failed ({why}); deciding by the spectral abscissa",

@@ -294,6 +294,27 @@ def test_bad_systems_name_the_argument():
         spectral_abscissa([[np.nan]], [[1.0]], [1.0])
 
 
+def test_a_failed_root_count_carries_its_cause():
+    """The argument principle's count says why it failed in attributes, which ``is_stable`` and the root
+    search decide on (not the message): a root on the curve (``x' = -x(t - pi/2)`` has roots at ``+-i``; ``s``
+    exactly at a root of ``x' = 0``), or the sample budget."""
+    from ddesys.matrix._roots_count import CountFailure, Rectangle, winding_numbers
+
+    A, Ad, tau = np.array([[0.0]]), np.array([[[-1.0]]]), np.array([np.pi / 2])
+    cases = [(dict(curves=[Rectangle(-1.0, 1.0, -2.0, 1.0)]), (False, True)),     # an edge through s = i
+             (dict(curves=[Rectangle(-3.0, 1.0, -30.0, 30.0)], h0=10.0, max_samples=10), (False, False))]
+    for kw, cause in cases:
+        (count,), (why,) = winding_numbers(A, Ad, tau, **kw)
+        assert count is None and isinstance(why, CountFailure) and why and (why.at_root, why.near_root) == cause
+    zero = np.zeros((1, 1))                                                   # x' = 0: a root at s = 0, a corner
+    (count,), (why,) = winding_numbers(zero, zero[None], np.ones(1), [Rectangle(0.0, 1.0, 0.0, 1.0)])
+    assert count is None and (why.at_root, why.near_root) == (True, False)
+    (count,), (why,) = winding_numbers(A, Ad, tau, [Rectangle(-1.0, 1.0, -2.0, 2.0)])
+    assert count == 2 and why == "" and not (why.at_root or why.near_root)
+    with pytest.warns(ddesys.UndecidableStability):
+        assert not is_stable([[0.0]], [[-1.0]], [np.pi / 2])              # roots on the axis: not proven stable
+
+
 def test_batched_rightmost_roots_vs_lambert_w():
     a = np.array([-0.5 + 1j, 0.3, -1.0])
     b = np.array([0.8, -1.7, 0.2 - 0.9j])

@@ -69,6 +69,18 @@ def test_validation_and_shapes():
         NeutralStateSpace([[-1.0]], [[0.1]], "a", 1.0)
 
 
+def test_a_region_too_close_to_the_essential_spectrum_is_refused_by_its_type():
+    """``roots(re_min)`` just right of ``c_D`` would need millions of roots: a ``RegionTooClose`` (a
+    ``ValueError``), the type ``spectral_abscissa``'s walk towards ``c_D`` stops at (not its message)."""
+    from ddesys.matrix._neutral_types import RegionTooClose
+
+    sys = NeutralStateSpace([[-2.0]], [[0.5]], 0.5, 1.0)              # c_D = ln 0.5
+    assert sys.roots(sys.essential_bound() + 1e-3).roots.size == 0
+    with pytest.raises(RegionTooClose, match="too close to c_D"):
+        sys.roots(sys.essential_bound() + 1e-6)
+    assert issubclass(RegionTooClose, ValueError)
+
+
 def test_immutable():
     sys = NeutralStateSpace([[-1.0]], [[0.1]], 0.5, 1.0)
     with pytest.raises(AttributeError, match="immutable"):
