@@ -251,6 +251,35 @@ def test_sof_closed_loop_with_feedthrough():
         sof_closed_loop(plant, [[1.0, 2.0]])
 
 
+
+def test_the_closed_loop_builders_are_the_loops_feedback_builds():
+    """The builders write the loop's matrices themselves (the module docstring says why they do not call
+    ``feedback``); each is the loop ``ddesys.feedback`` builds: static output feedback with the same matrices
+    (the plant's coordinates and delays), the PI loops with the same roots, and the PI loop with the same
+    transfer function from the reference (``fopdt_pi_loop`` leaves out the proportional path's delayed
+    reference by design)."""
+    import ddesys
+
+    S = np.array([0.3 + 0.7j, -0.2 + 5.0j, 2.0 + 0.0j])
+    plants = [DelayStateSpace([[-1.0, 0.5], [0.0, -2.0]], [[0.1, 0.0], [0.0, 0.2]], 1.0, B=[[1.0], [1.0]],
+                              C=[[1.0, 0.0]], D=[[0.5]]),
+              DelayStateSpace(np.zeros((2, 2)), [[0.0, 1.0], [0.0, 0.0]], 1.0, B=[0.0, 1.0], C=np.eye(2))]
+    for plant, K in zip(plants, ([[0.8]], [[-0.1, -0.5]])):
+        ours, theirs = sof_closed_loop(plant, K), ddesys.feedback(plant, K, sign=1).internal_dynamics()
+        for name in ("A", "Ad", "tau", "B", "C", "D"):
+            np.testing.assert_allclose(getattr(theirs, name), getattr(ours, name), rtol=1e-14, atol=1e-15)
+    plant = DelayStateSpace([[0.0, 1.0], [-1.0, -0.5]], [[0.0, 0.0], [-0.6, 0.0]], 1.0, B=[0.0, 1.0], C=[1.0, 0.0])
+    pi = ddesys.tf([0.8, 0.3], [1.0, 0.0])
+    fopdt = ddesys.tf([1.0], [2.0, 1.0], delay=0.5)
+    pairs = [(pi_closed_loop(plant, 0.8, 0.3), ddesys.feedback(pi * plant)),
+             (fopdt_pi_loop(1.0, 2.0, 0.5, 0.8, 0.3), ddesys.feedback(pi * fopdt))]
+    for ours, theirs in pairs:
+        a, b = ours.roots(-8.0).roots, theirs.roots(-8.0)
+        b = b if isinstance(b, np.ndarray) else b.roots
+        assert a.size == b.size >= 5
+        assert max(np.min(np.abs(b - z)) / (1 + abs(z)) for z in a) < 1e-9
+    np.testing.assert_allclose(pairs[0][1].transfer(S), pairs[0][0].transfer(S), rtol=1e-12)
+
 @pytest.mark.parametrize("kd", [0.0, 0.4])
 def test_pi_closed_loop_roots_solve_loop_equation(kd):
     """Roots of the augmented loop solve 1 + (kp + ki/s + kd s) G(s) = 0, G(s) = 1 / (s^2 + 0.5 s + 1 + 0.6 e^{-s})."""
