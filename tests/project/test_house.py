@@ -203,3 +203,23 @@ def test_a_folder_is_not_importable_under_its_own_name_from_the_clone(folder):
     r = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode != 0 and f"import ddesys.{folder}" in r.stderr, r.stderr[-500:]
 
+
+def test_clocks_are_parts_not_strings():
+    """Clocks reach a model as parts (``wrap(layer, index)``) or given clocks: no table keyed by a clock's
+    name anywhere in ``ddesys.nn`` (the names ``"learned"`` / ``"binary"`` are sugar resolved in one function,
+    :func:`nn.block.named_clock`), and the block takes its clock as ``clock=``, not a flag."""
+    import inspect
+
+    from ddesys.nn import SequenceBlock
+
+    names = {"learned", "binary", "given"}
+    bad = []
+    for name, f in modules().items():
+        if not name.startswith("ddesys.nn"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Dict) and any(isinstance(k, ast.Constant) and k.value in names for k in node.keys):
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, bad
+    params = inspect.signature(SequenceBlock).parameters
+    assert "clock" in params and "clocked" not in params
