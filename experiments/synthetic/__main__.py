@@ -186,7 +186,7 @@ def _rekey(run):
 SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   # what report.py reads (the
                    types={"n_params": "int", "seconds": "number", "world_size": "int", "mechanism": "dict",  # others
                           "by_position": "list", "best_step": "int"},                                 # when present)
-                   point_types={"step": "int", "clock": "list"})
+                   point_types={"step": "int", "clock": "list", "test_acc": "number"})
 
 
 def _plan(args, ctx):
@@ -208,7 +208,7 @@ def _plan(args, ctx):
                 for seed in s["seeds"]:
                     configs.append(RunConfig(task, spec, w, n_layers, N, lr, seed=seed, steps=s["steps"],
                                              batch=s["batch"], eval_every=s["eval_every"],
-                                             val_size=s["val_size"], amp=args.amp,
+                                             val_size=s["val_size"], test_size=s["val_size"], amp=args.amp,
                                              init=args.lstm_init if spec.layer == "lstm" else None,
                                              time_cost=args.time_cost if spec.clock == "binary" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,

@@ -1,4 +1,6 @@
-"""Tables and figures from a synthetic results file: the paper's Figure 2 (learning curves with seed
+"""Tables and figures from a synthetic results file: held-out test accuracy (the learning rate and each
+run's checkpoint chosen on validation, the test set choosing nothing; at the chosen checkpoint and at the
+last step, per seed and mean +- std), the paper's Figure 2 (learning curves with seed
 bands), Table 6 (best validation accuracy, mean +- std over seeds, each family at its best learning
 rate), the learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within
 fixed step budgets, steps to reach 90% / 95% accuracy), accuracy by lag bucket and by output position, and
@@ -76,6 +78,21 @@ def best_lr_runs(runs):
     return out
 
 
+def held_out(curve):
+    """The held-out reading of a learning curve (points with ``step``, ``val_acc`` and, under the held-out
+    protocol, ``test_acc``): ``{"step", "val", "test", "val_final", "test_final"}``, the checkpoint chosen
+    on validation alone (the first evaluation at the highest validation accuracy, as :func:`.train.train_run`
+    keeps it), the test accuracy there, and both accuracies at the last evaluation. ``test`` and
+    ``test_final`` are None for a curve without test scores; ``None`` for an empty curve. The test scores
+    choose nothing."""
+    if not curve:
+        return None
+    best = max(range(len(curve)), key=lambda i: (curve[i]["val_acc"], -i))     # the first at the maximum
+    last = curve[-1]
+    return {"step": curve[best]["step"], "val": curve[best]["val_acc"], "test": curve[best].get("test_acc"),
+            "val_final": last["val_acc"], "test_final": last.get("test_acc")}
+
+
 def accuracy_table(runs):
     """Rows ``(task, model, width, params, lr, mean, std, n_seeds)``, tasks and families in run order."""
     rows = []
@@ -83,6 +100,38 @@ def accuracy_table(runs):
         acc = np.array([r["best_acc"] for r in rs])
         rows.append((task, fam, rs[0]["config"]["width"], rs[0]["n_params"], lr, float(acc.mean()),
                      float(acc.std()), len(rs)))
+    return rows
+
+
+def heldout_table(runs):
+    """Rows ``(task, model, lr, n_lrs, n_seeds, [val, test, val final, test final] as "mean +- std" cells)``:
+    each group at the learning rate chosen on validation (:func:`best_lr_runs`; ``n_lrs`` the rates it
+    was tuned over), every run read at the checkpoint chosen on validation (:func:`held_out`). A test cell
+    of runs without test scores reads ``not measured``; a group with some runs measured says how many."""
+    rows = []
+    lrs = {k: len(v) for k, v in _groups(runs).items()}
+    for (task, fam), (lr, rs) in best_lr_runs(runs).items():
+        h = [held_out(r["curve"]) for r in rs]
+        h = [x for x in h if x is not None]
+
+        def cell(name):
+            vals = [x[name] for x in h if x[name] is not None]
+            if not vals:
+                return "not measured"
+            return _ms(vals) + (f" ({len(vals)}/{len(h)} runs)" if len(vals) < len(h) else "")
+        rows.append((task, fam, lr, lrs[(task, fam)], len(rs), [cell(k) for k in ("val", "test", "val_final",
+                                                                                "test_final")]))
+    return rows
+
+
+def seed_table(runs):
+    """Per run of each group at its validation-chosen rate: ``(task, model, lr, seed, held_out(curve))``."""
+    rows = []
+    for (task, fam), (lr, rs) in best_lr_runs(runs).items():
+        for r in sorted(rs, key=lambda r: r["config"]["seed"]):
+            h = held_out(r["curve"])
+            if h is not None:
+                rows.append((task, fam, lr, r["config"]["seed"], h))
     return rows
 
 
@@ -291,6 +340,29 @@ def markdown(runs, meta):
     """The report: setup, Table 6 analog, sample efficiency, lag and position breakdowns, Table 1 analog,
     diverged runs, figure."""
     lines = _header(runs, meta)
+    held = heldout_table(runs)
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    measured = any(p.get("test_acc") is not None for r in done(runs) for p in r["curve"])
+    lines += ["", "## Held-out test accuracy (mean +- std over seeds)", "",
+              "The validation set chooses the learning rate (the highest mean best validation accuracy) and each "
+              "run's checkpoint (its first evaluation at its best validation accuracy); the test set, other "
+              "sequences of the same task (another generator seed), chooses nothing. `lrs`: the learning rates the "
+              "model was tuned over on this task."
+              + ("" if measured else " **Test not measured**: these runs predate the held-out protocol, so the "
+                 "validation accuracies here are the best of many evaluations on the set that chose them and "
+                 "overstate what new sequences would give. Rerun the command to add runs with a test set (their "
+                 "configurations differ, so they are new runs beside these)."), "",
+              "| task | model | lr | lrs | validation at the chosen checkpoint | test at the chosen checkpoint | "
+              "validation at the last step | test at the last step | seeds |",
+              "|---|---|---:|---:|---|---|---|---|---:|"]
+    for task, fam, lr, n_lrs, k, cells in held:
+        lines.append(f"| {task} | {fam} | {lr:g} | {n_lrs} | " + " | ".join(cells) + f" | {k} |")
+    lines += ["", "Per seed (at the chosen learning rate):", "",
+              "| task | model | lr | seed | chosen step | validation | test | validation, last step | "
+              "test, last step |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for task, fam, lr, seed, h in seed_table(runs):
+        lines.append(f"| {task} | {fam} | {lr:g} | {seed} | {h['step']} | {fmt(h['val'])} | {fmt(h['test'])} | "
+                     f"{fmt(h['val_final'])} | {fmt(h['test_final'])} |")
     lines += ["", "## Best validation accuracy (Table 6 protocol: mean +- std over seeds, best learning rate)", "",
               "| task | model | H | params | lr | accuracy | seeds |", "|---|---|---:|---:|---:|---|---:|"]
     for task, fam, w, n, lr, m, s, k in accuracy_table(runs):

@@ -5,7 +5,11 @@ delay on their own rate (``dt_lr``, 1e-4 as in the paper) through :func:`nn.para
 parameter (all of a baseline's) on the base rate, which a sweep picks per model. An LSTM run's config
 names its initialization (``"init"``, :class:`.models.TokenLSTM`; absent: PyTorch's default). Validation is
 teacher-forced token accuracy on the target segment of a fixed validation set (the same for every model and seed),
-also split by output position and, on variable-delay tasks, by lag bucket. Training batch ``s`` is
+also split by output position and, on variable-delay tasks, by lag bucket. Held-out protocol (a config with
+``test_size``): every evaluation also scores a test set drawn from another generator seed
+(:data:`TEST_SEED`), recorded beside the validation accuracy and never read by any choice made here or by
+the report (the checkpoint and the learning rate are chosen on validation: :func:`.report.held_out`).
+Training batch ``s`` is
 drawn from a generator seeded by ``(seed, s)``: the step fixes the data, so checkpoints resume exactly
 and every torchrun rank draws the same global batch (see :mod:`experiments._train`).
 
@@ -36,6 +40,7 @@ from .models import LSTM_INITS, build, n_params
 from .tasks import IGNORE, Task
 
 VAL_SEED = 12345                # the validation set is the same for every model, seed and learning rate
+TEST_SEED = 54321               # the held-out test set: other sequences, the same for every run; chooses nothing
 CLOCK_PROBE = 32               # validation sequences whose learned clocks are recorded at each evaluation
 
 
@@ -59,7 +64,9 @@ class RunConfig:
     learning rate of a binary clock's gates once the time cost's first phase is over (after
     ``time_cost["steps"]`` steps; ``0``: frozen there; ``None``: the base ``lr`` throughout; binary clocks
     only). ``gate_detach``: ``True`` makes the binary clocks' gates read their input detached
-    (:class:`nn.learned_clock.HardGateClock` ``input_grad=False``); ``None``: not (binary clocks only)."""
+    (:class:`nn.learned_clock.HardGateClock` ``input_grad=False``); ``None``: not (binary clocks only).
+    ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
+    ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
     model: ModelSpec
     width: int
@@ -77,6 +84,7 @@ class RunConfig:
     time_cost: dict | None = None
     gate_lr: float | None = None
     gate_detach: bool | None = None
+    test_size: int | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -93,6 +101,8 @@ class RunConfig:
         if self.gate_detach not in (None, True) or (self.gate_detach and not binary):
             raise ValueError(f"gate_detach is a binary clock's, True or None (got {self.gate_detach!r} on "
                              f"{self.model.label})")
+        if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
+            raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
     def key(self):
         """Identity of the run in a results file: equal keys exactly for equal configurations."""
@@ -112,6 +122,8 @@ class RunConfig:
             del d["gate_lr"]
         if d["gate_detach"] is None:                 # as in files written before the choice
             del d["gate_detach"]
+        if d["test_size"] is None:                   # as in files written before the held-out test set
+            del d["test_size"]
         return d
 
 
@@ -240,7 +252,8 @@ def _group_of(opt, params):
 def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
     loss, val accuracy; ``clock``, a learned clock's :func:`clock_stats` on the first ``CLOCK_PROBE`` validation
-    sequences), ``best_acc`` / ``best_step``, ``by_position`` / ``by_lag`` at the best evaluation,
+    sequences; ``test_acc`` under the held-out protocol), ``best_acc`` / ``best_step`` (validation),
+    ``by_position`` / ``by_lag`` at the best evaluation,
     ``n_params``, ``seconds`` and, for DS4D, ``mechanism`` at the best checkpoint.
 
     ``progress``: a callable ``(step, loss=, acc=)``. ``ckpt``: a
@@ -267,6 +280,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     sched = tap.schedule(model, cfg.steps) if tap is not None else None   # the tap's window, w0 -> 1 at frac
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     vt, vl, vp = (torch.from_numpy(a).to(dev) for a in task.sample(cfg.val_size, np.random.default_rng(VAL_SEED)))
+    test = None if cfg.test_size is None else \
+        tuple(torch.from_numpy(a).to(dev) for a in task.sample(cfg.test_size, np.random.default_rng(TEST_SEED)))
     st = {"step": 0, "curve": [], "best_acc": -1.0, "best_step": 0, "best_detail": {}, "losses": [], "seconds": 0.0}
     keep = {"best_state": None, "now": 0}
     cost = TimeCost(model, **cfg.time_cost) if cfg.time_cost else None      # a binary clock's prior
@@ -285,6 +300,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             return None
         det = evaluate(model, vt, vl, vp, task)
         st["curve"].append({"step": step, "loss": loss, "val_acc": det["acc"]})
+        if test is not None:                           # recorded, never read by a choice (report.held_out)
+            st["curve"][-1]["test_acc"] = accuracy(model, test[0], test[1])
         if clocked:                                    # the learned clocks at every evaluation (a gate flip)
             st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE])
         if det["acc"] > st["best_acc"]:
