@@ -42,3 +42,21 @@ def test_a_drifted_number_is_caught():
     corpus = _generated()
     assert "0.383 +- 0.168" in corpus                          # the report's value
     assert "0.383 +- 0.167" not in corpus                      # the value once typed in the notes
+
+
+def test_the_claims_page_is_generated_from_the_committed_results():
+    """``docs/experiments/claims.md`` is what ``python -m ddesys.experiments.claims`` writes from the committed
+    results: a claim's status or number cannot drift from the runs behind it."""
+    from ddesys.experiments import claims
+    page = claims.markdown(DOCS, ROOT / "docs" / "verification")
+    assert page == (DOCS / "claims.md").read_text(encoding="utf-8")
+    rows = [ln for ln in page.splitlines() if ln.startswith("| §")]
+    assert len(rows) == len(claims.CLAIMS) and all(any(f"**{s}**" in r for s in ("holds", "partly", "fails",
+                                                                                       "untested")) for r in rows)
+
+
+def test_a_missing_results_folder_reads_untested(tmp_path):
+    from ddesys.experiments import claims
+    page = claims.markdown(tmp_path, tmp_path)
+    rows = [ln for ln in page.splitlines() if ln.startswith("| §")]
+    assert len(rows) == len(claims.CLAIMS) and all("**untested**" in r for r in rows)

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CLIS = ["ddesys.verification", "ddesys.verification.gpu", "ddesys.verification.kernel_accuracy", "ddesys.gpu.aot",
         "ddesys.experiments.synthetic", "ddesys.experiments.efficiency", "ddesys.experiments.delay",
-        "ddesys.experiments.general", "ddesys.experiments.s4_recipe", "ddesys.experiments.synthetic.clock_study"] + [
+        "ddesys.experiments.general", "ddesys.experiments.s4_recipe", "ddesys.experiments.synthetic.clock_study",
+        "ddesys.experiments.claims"] + [
     f"ddesys.experiments.bench.{n}" for n in ("chart_executor", "clock", "control", "decode", "dss", "layers",
                                               "ring_layout", "simulate", "step", "userpath")]
 
