@@ -8,8 +8,7 @@ contours, discretization, charts and their results. Plumbing is reached through 
 (``ddesys.contour.next_pow2``, ``ddesys.contour.unit_roundoff``, ``ddesys.recurrence.numba_available``,
 ``ddesys.discrete.MAX_DELAY_STEPS``); the matrix family's machinery lives in :mod:`ddesys.matrix`, control
 with dead time (interconnections, margins, design) in :mod:`ddesys.control`, the compiled decode runtime in
-:mod:`ddesys.cpu`. ``stability_margin`` (the old name of ``sufficient_margin``)
-still works, with a warning, but is not listed here (``stability_margins`` are a loop's margins).
+:mod:`ddesys.cpu`.
 """
 from .contour import Contour, choose_contour, fft_length
 from .continuous import DelaySystem
@@ -17,7 +16,6 @@ from .discrete import DiscreteDelaySystem
 from .discretize import discretize_modes, euler, zoh
 from .interpolation import interpolation_response, split_delay
 from .stability import is_stable_exact, radius_bound, spectral_radius, sufficient_margin, winding_number
-from .stability import stability_margin as stability_margin     # deprecated: works, with its warning; not in __all__
 from .parameterization import DS4DDiscrete, S4DDiscrete, ds4d_discrete, s4d_discrete
 from .tap import DelayTap
 from .sum_system import SumSystem

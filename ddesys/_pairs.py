@@ -63,5 +63,5 @@ def refuse_tap(tap):
     """The FIR input tap has no state-space term yet: refuse the conversion clearly."""
     if tap is not None:
         raise ValueError("to_statespace(): this system has a delayed input tap (the FIR term y_t += e sum_j "
-                         "w_j x_{t-j}), which is not a state-space term yet; build the system without "
-                         "tap= to convert it")
+                         "w_j x_{t-j}), which is not a state-space term yet; convert the delay system "
+                         "without it (a part of SumSystem.parts)")

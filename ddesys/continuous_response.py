@@ -2,8 +2,7 @@
 outputs) and ``states`` (the states), inherited from :class:`ContinuousResponses`.
 
 Method of steps on a grid that contains the delay, exponential integrator, 3-point Gauss-Legendre
-quadrature, cubic Hermite interpolation of the delayed state; fourth order in the step. The older
-``simulate(..., return_states=True)`` still works, with a ``FutureWarning``.
+quadrature, cubic Hermite interpolation of the delayed state; fourth order in the step.
 """
 from __future__ import annotations
 
@@ -11,7 +10,6 @@ import numpy as np
 
 from ._validate import as_array
 from .budget import check_bytes
-from .lti import warn_renamed
 
 SIMULATE_MAX_BYTES = 2**30   # memory budget of the reference solver's grid (argument ``max_bytes``)
 
@@ -30,7 +28,7 @@ def _hermite(y0, y1, d0, d1, s, h):
 class ContinuousResponses:
     """Mixin of :class:`~ddesys.DelaySystem` (see the module docstring)."""
 
-    def simulate(self, u, t, h=None, return_states=None, max_bytes=None):
+    def simulate(self, u, t, h=None, max_bytes=None):
         """Reference solution of the DDE on the output times ``t``, for an input function ``u``.
 
         Method of steps on a grid of width ``h' = tau / ceil(tau / h)`` (the delay lands on grid
@@ -47,9 +45,6 @@ class ContinuousResponses:
             Output times, ``>= 0``.
         h : float, optional
             Reference step (default ``min(tau) / 200``).
-        return_states : bool, optional
-            Deprecated (``FutureWarning``): use :meth:`states`. With True, returns ``(y, states)`` as
-            before.
         max_bytes : int, optional
             Memory budget of the grid (states and derivatives, ``32 N2`` bytes per step; default
             ``SIMULATE_MAX_BYTES``, 1 GiB, capped by :mod:`ddesys.budget`); the solver also runs a
@@ -81,11 +76,6 @@ class ContinuousResponses:
         >>> np.round(y, 2)
         array([0.  , 1.61, 1.92, 1.98, 2.  ])
         """
-        if return_states is not None:
-            warn_renamed("DelaySystem.simulate(..., return_states=...)", "simulate(u, t) for the outputs and "
-                         "states(u, t) for the states")
-            if return_states:
-                return self._solve(u, t, h, max_bytes)
         return self._solve(u, t, h, max_bytes)[0]
 
     def states(self, u, t, h=None, max_bytes=None):

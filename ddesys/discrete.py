@@ -16,9 +16,8 @@ from .charpoly import poly_coefficients
 from .contour import Contour
 from .discrete_response import DiscreteResponses
 from .interpolation import split_delay
-from .lti import DelayLTI, warn_renamed
+from .lti import DelayLTI
 from .sum_system import Summable
-from .tap import as_tap
 from .transfer import transfer_function
 
 
@@ -38,10 +37,6 @@ class DiscreteDelaySystem(Summable, DiscreteResponses, DelayLTI):
         history in int64/int32 arithmetic), broadcasting against the batch.
     d : array_like, real ``(...)``, default 0.0
         Feedthrough.
-    tap : DelayTap or (e, delay[, width]), optional
-        Deprecated (``FutureWarning``): add the tap instead, ``DiscreteDelaySystem(...) + DelayTap(e,
-        delay, width)`` (:mod:`ddesys.tap`, docs/theory.md §8). With ``tap`` given the constructor
-        returns that sum, a :class:`~ddesys.SumSystem`.
     dt : True or float, default True (keyword only)
         The step in time units, or ``True`` when unspecified. With a numeric ``dt``,
         :meth:`frequency_response` takes radians per time unit (``z = e^{i omega dt}``);
@@ -57,6 +52,9 @@ class DiscreteDelaySystem(Summable, DiscreteResponses, DelayLTI):
         The delay split as ``k = floor(delay)`` (int64) and ``alpha = delay - k`` in ``[0, 1)``.
     dt : True or float
         As given.
+    tap : None
+        No delayed input tap: one is added as a system of its own, ``sys + DelayTap(e, delay, width)``
+        (a :class:`~ddesys.SumSystem`, whose ``tap`` is that :class:`~ddesys.DelayTap`).
 
     Raises
     ------
@@ -109,16 +107,7 @@ class DiscreteDelaySystem(Summable, DiscreteResponses, DelayLTI):
     (True, False, 0.1)
     """
 
-    def __new__(cls, *args, **kwargs):
-        tap = kwargs.pop("tap", None) if "tap" in kwargs else (args[6] if len(args) > 6 else None)
-        if tap is None:
-            return super().__new__(cls)
-        warn_renamed("DiscreteDelaySystem(..., tap=...)", "DiscreteDelaySystem(...) + DelayTap(e, delay, width), "
-                     "a SumSystem (it is what tap= now returns)")
-        iir = cls(*args[:6], **kwargs)
-        return iir + as_tap(tap, iir.dt, iir.batch_shape)
-
-    def __init__(self, lam, mu, bbar, c, delay, d=0.0, tap=None, *, dt=True):
+    def __init__(self, lam, mu, bbar, c, delay, d=0.0, *, dt=True):
         xp = get_namespace(lam, mu, bbar, c, delay, d)
         named = {n: as_array(xp, v, n, "complex") for n, v in
                  dict(lam=lam, mu=mu, bbar=bbar, c=c).items()}
@@ -141,7 +130,7 @@ class DiscreteDelaySystem(Summable, DiscreteResponses, DelayLTI):
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
         self.k, self.alpha = k, alpha
-        self.tap = None                  # a tap is a separate system now: self + DelayTap(...)
+        self.tap = None                  # a tap is a system of its own: self + DelayTap(...)
         self._freeze()
 
     # ------------------------------------------------------------------ shapes
@@ -192,11 +181,6 @@ class DiscreteDelaySystem(Summable, DiscreteResponses, DelayLTI):
         (False, 1.1232)
         """
         return _st.sufficient_margin(to_numpy(self.lam), to_numpy(self.mu))
-
-    def stability_margin(self):
-        """Deprecated name of :meth:`sufficient_margin` (``FutureWarning``; same values)."""
-        warn_renamed("DiscreteDelaySystem.stability_margin()", "sufficient_margin()")
-        return self.sufficient_margin()
 
     def _is_stable_sufficient(self):
         return np.all(self.sufficient_margin() > 0, axis=-1)

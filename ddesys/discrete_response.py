@@ -2,9 +2,8 @@
 simulation and states (docs/theory.md §2, §5). The class inherits them from :class:`DiscreteResponses`.
 
 Every method returns one kind of value whatever its options: ``kernel`` the kernel, ``contour`` the
-:class:`~ddesys.Contour` the FFT kernel uses, ``simulate`` the outputs, ``states`` the states (the
-older ``kernel(..., return_contour=True)`` and ``simulate(x, return_states=True)`` still work, with a
-``FutureWarning``). No method changes the system.
+:class:`~ddesys.Contour` the FFT kernel uses, ``simulate`` the outputs, ``states`` the states. No method
+changes the system.
 """
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from . import stability as _st
 from ._array import is_numpy, real_dtype_of, to_numpy, unit_roundoff
 from ._validate import as_array, check_batch, check_length, check_real_dtype
 from .contour import choose_contour
-from .lti import warn_renamed
 from .recurrence import run_recurrence
 from .transfer import synthesize_kernel
 
@@ -69,7 +67,7 @@ class DiscreteResponses:
                              "a finite-length response.")
         return choose_contour(L, self.decay_bound(), unit_roundoff(cdt), eps=eps, M=M)
 
-    def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None, return_contour=None):
+    def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None):
         """The length-``L`` real convolution kernel ``K_t = 2 Re sum_n c_n g_{n,t}`` (``d`` excluded).
 
         Parameters
@@ -91,9 +89,6 @@ class DiscreteResponses:
             Real dtype of the synthesis. Default float64: the synthesis costs ``O(M N2)`` per channel
             and does not depend on the batch, and float64 removes the float32 restoration floor
             (docs/theory.md §5). Pass float32 for the fast/low-precision path.
-        return_contour : bool, optional
-            Deprecated (``FutureWarning``): use :meth:`contour` for the contour. With True, returns
-            ``(K, contour)`` as before.
 
         Returns
         -------
@@ -126,8 +121,6 @@ class DiscreteResponses:
         >>> bool(np.allclose(K, sys.kernel(16, method="recurrence"), atol=1e-12))
         True
         """
-        if return_contour is not None:
-            warn_renamed("kernel(..., return_contour=...)", "kernel(L, ...) and contour(L, ...) separately")
         L = check_length(L)
         xp = self.xp
         out_dt = check_real_dtype(xp, dtype, "dtype") if dtype is not None else real_dtype_of(xp, self.lam.dtype)
@@ -143,8 +136,7 @@ class DiscreteResponses:
             rho = xp.asarray(rho, device=self.lam.device)
         K = synthesize_kernel(xp.astype(self.lam, cplx), xp.astype(self.mu, cplx),
                               xp.astype(self.c * self.bbar, cplx), self.k, self.alpha, L, contour.M, rho)
-        K = xp.astype(K, out_dt)
-        return (K, contour) if return_contour else K
+        return xp.astype(K, out_dt)
 
     def _kernel_recurrence(self, L):
         xp = self.xp
@@ -176,15 +168,13 @@ class DiscreteResponses:
         K[..., 0] = K[..., 0] + self.d
         return K
 
-    def simulate(self, x, return_states=None):
+    def simulate(self, x):
         """Run the exact recurrence (docs/theory.md §2) on real inputs, zero initial history.
 
         Parameters
         ----------
         x : array_like, real ``(..., L)``
             Inputs; the batch part broadcasts with the system's batch shape.
-        return_states : bool, optional
-            Deprecated (``FutureWarning``): use :meth:`states`. With True, returns ``(y, h)`` as before.
 
         Returns
         -------
@@ -227,10 +217,7 @@ class DiscreteResponses:
         >>> y.shape, bool(np.allclose(y[0], sys.impulse(16)))
         ((4, 2, 16), True)
         """
-        if return_states is not None:
-            warn_renamed("simulate(x, return_states=...)", "simulate(x) for the outputs and states(x) for the "
-                         "states")
-        return self._simulate(x, bool(return_states), warn_unstable=True)
+        return self._simulate(x, False, warn_unstable=True)
 
     def states(self, x):
         """The states of the exact recurrence for real inputs ``x``, zero initial history.

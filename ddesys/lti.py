@@ -18,7 +18,6 @@ unspecified step or the step in time units). What every class offers under the s
 """
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -47,12 +46,6 @@ class FrequencyResponse(NamedTuple):
     def phase(self):
         """Unwrapped phase along the frequency axis, radians."""
         return np.unwrap(np.angle(self.response), axis=-1)
-
-
-def warn_renamed(old, new, stacklevel=3):
-    """A ``FutureWarning`` for a renamed or changed API (the old form keeps working for a release)."""
-    warnings.warn(f"{old} is deprecated and will be removed in a future release; use {new}",
-                  FutureWarning, stacklevel=stacklevel)
 
 
 STABILITY_METHODS = ("exact", "sufficient")
@@ -132,8 +125,7 @@ class DelayLTI:
             half-plane, or open unit disk for a discrete system). ``"sufficient"``: the cheap test
             whose margin is :meth:`sufficient_margin`; True proves stability, False proves nothing.
         **kwargs
-            Passed to the exact test (e.g. ``max_bytes``). ``exact=True/False`` (the old keyword) is
-            still accepted with a ``FutureWarning``.
+            Passed to the exact test (e.g. ``max_bytes``).
 
         Returns
         -------
@@ -155,14 +147,6 @@ class DelayLTI:
         >>> bool(sys.is_stable()), bool(sys.is_stable(method="sufficient"))
         (True, False)
         """
-        if isinstance(method, (bool, np.bool_)):          # the old first positional argument was `exact`
-            kwargs["exact"] = bool(method)
-            method = "exact"
-        if "exact" in kwargs:
-            exact = kwargs.pop("exact")
-            warn_renamed("is_stable(exact=...)", "is_stable(method='exact' | 'sufficient') (exact is now the "
-                         "default)")
-            method = "exact" if exact else "sufficient"
         if method not in STABILITY_METHODS:
             raise ValueError(f"method must be one of {STABILITY_METHODS}, got {method!r}")
         if method == "sufficient":
@@ -172,4 +156,4 @@ class DelayLTI:
         return self._is_stable_exact(**kwargs)
 
 
-__all__ = ["DelayLTI", "FrequencyResponse", "STABILITY_METHODS", "warn_renamed"]
+__all__ = ["DelayLTI", "FrequencyResponse", "STABILITY_METHODS"]

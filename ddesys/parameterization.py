@@ -108,7 +108,7 @@ def s4d_discrete(log_dt, nu_re, nu_im, B, C):
 
 def delay_steps(nu, s_min, s_max, dtype=None):
     """A delay in steps from its unconstrained parameter: ``s = s_min + (s_max - s_min) sigmoid(nu)``,
-    in float64 unless ``dtype`` is given (the feedback delay ``nu_tau`` and the tap delay ``nu_tap``)."""
+    in float64 unless ``dtype`` is given (the feedback delay ``nu_tau`` and the tap delay ``tap.nu``)."""
     xp = get_namespace(nu)
     return s_min + (s_max - s_min) * _sigmoid(xp, xp.astype(nu, dtype or xp.float64))
 

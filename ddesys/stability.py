@@ -6,7 +6,7 @@ Characteristic polynomial of one mode (degree ``k + 1``)::
 
 * Sufficient (Rouche on ``|z| = 1``): ``|lam| + |mu| < 1`` puts every root inside the unit disk;
   :func:`sufficient_margin` returns ``1 - |lam| - |mu|`` (not a "stability margin" in the control
-  sense of gain and phase margins; ``stability_margin`` is its deprecated name).
+  sense of gain and phase margins).
 * Exact, ``O(k)`` per mode: ``P(z) = z^(k+1) Q(z)`` with ``Q(z) = 1 - lam/z - mu((1-alpha) z^-k +
   alpha z^-(k+1))`` (the transfer function's denominator), so the number of roots of ``P`` in
   ``|z| < r`` is ``k + 1 + wind(Q on |z| = r)``. :func:`winding_number` samples ``Q`` on the circle
@@ -30,7 +30,6 @@ from __future__ import annotations
 import numpy as np
 
 from .charpoly import coefficients
-from .lti import warn_renamed
 from .winding import (BLOCK_SAMPLES, BYTES_PER_POINT, BYTES_PER_SAMPLE, EXACT_MAX_BYTES,  # noqa: F401 - re-exported
                       MAX_ARCS, MAX_DEPTH, MAX_SAMPLES, SUBDIVIDE, budget_bytes, check_cost, exact_test_bytes,
                       flat_modes, samples_per_mode, winding_number)
@@ -64,12 +63,6 @@ def sufficient_margin(lam, mu):
     array([ 0.25, -0.2 ])
     """
     return 1.0 - np.abs(lam) - np.abs(mu)
-
-
-def stability_margin(lam, mu):
-    """Deprecated name of :func:`sufficient_margin` (``FutureWarning``; same values)."""
-    warn_renamed("ddesys.stability_margin", "ddesys.sufficient_margin (the margin of the sufficient test)")
-    return sufficient_margin(lam, mu)
 
 
 def is_stable_exact(lam, mu, k, alpha, max_bytes=None):
@@ -260,4 +253,4 @@ def spectral_radius(lam, mu, k, alpha, rtol=1e-12, max_bytes=None):
 
 __all__ = ["BLOCK_SAMPLES", "BYTES_PER_POINT", "BYTES_PER_SAMPLE", "EIG_MAX_DEGREE", "EXACT_MAX_BYTES", "MAX_ARCS",
            "MAX_DEPTH", "MAX_SAMPLES", "SUBDIVIDE", "exact_test_bytes", "is_stable_exact", "radius_bound",
-           "samples_per_mode", "spectral_radius", "stability_margin", "sufficient_margin", "winding_number"]
+           "samples_per_mode", "spectral_radius", "sufficient_margin", "winding_number"]

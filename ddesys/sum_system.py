@@ -18,7 +18,7 @@ __all__ = ["SumSystem", "Summable"]
 
 # attributes a sum with exactly one pole-carrying part reads from that part (the delay system's own)
 _IIR_ATTRS = frozenset(("lam", "mu", "bbar", "c", "delay", "d", "k", "alpha", "n_modes", "xp", "sufficient_margin",
-                        "stability_margin", "spectral_radius", "poles", "decay_bound", "contour", "states"))
+                        "spectral_radius", "poles", "decay_bound", "contour", "states"))
 
 
 class Summable:

@@ -33,7 +33,7 @@ from ._validate import MAX_DELAY_STEPS, as_array, check_batch, check_dt, check_l
 from .lti import DelayLTI
 from .sum_system import Summable
 
-__all__ = ["DelayTap", "as_tap", "check_width", "offset_fir", "tap_filter", "tap_kernel", "tap_span", "tap_support",
+__all__ = ["DelayTap", "check_width", "offset_fir", "tap_filter", "tap_kernel", "tap_span", "tap_support",
            "tap_transfer", "tap_weights"]
 
 KERNEL_METHODS = ("fft", "recurrence")
@@ -243,8 +243,7 @@ class DelayTap(Summable, DelayLTI):
     An FIR system (``has_poles = False``): no poles (only trivial ones at ``z = 0``), so it is stable and adds
     nothing to the poles or the stability of a sum it is part of. Its kernel is exact (no contour): the ``method``,
     ``eps`` and ``M`` options of :meth:`kernel` are accepted so that a :class:`~ddesys.SumSystem` can
-    pass them to every part. Immutable, like every ddesys system. Unpacks as ``e, delay, width`` (the
-    older ``DelayTap`` was a named tuple of these fields).
+    pass them to every part. Immutable, like every ddesys system.
 
     Examples
     --------
@@ -291,9 +290,6 @@ class DelayTap(Summable, DelayLTI):
     def batch_shape(self):
         """Shape ``(...)`` of the batch of channels."""
         return tuple(self.e.shape)
-
-    def __iter__(self):
-        return iter((self.e, self.delay, self.width))
 
     def __repr__(self):
         s = to_numpy(self.delay)
@@ -367,16 +363,3 @@ class DelayTap(Summable, DelayLTI):
     def to_statespace(self, index=None):
         """Refused: the FIR tap is not a state-space term (``ValueError``)."""
         refuse_tap(self)
-
-
-def as_tap(tap, dt, batch_shape):
-    """The deprecated ``tap=`` argument of :class:`~ddesys.DiscreteDelaySystem` (a :class:`DelayTap` or
-    a tuple ``(e, delay[, width])``) as a :class:`DelayTap` with step ``dt``, checked against the
-    system's ``batch_shape``."""
-    if isinstance(tap, DelayTap):
-        tap = tuple(tap)
-    if not isinstance(tap, (tuple, list)) or not 2 <= len(tap) <= 3:
-        raise TypeError(f"tap must be a DelayTap or a tuple (e, delay[, width]), got {type(tap).__name__}")
-    out = DelayTap(*tap, dt=dt)
-    check_batch("tap", out.batch_shape, batch_shape)
-    return out

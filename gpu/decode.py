@@ -13,11 +13,9 @@ The launch runs under :func:`gpu.device_guard` (the buffer's CUDA device, not th
 :func:`prepare_step` validates a ring and its constants once and returns the per-token launcher
 ``nn.DS4D``'s Triton engine calls; :func:`triton_step` is one validated step. (Named apart from
 :func:`ddesys.cpu.step.decode_step`, the CPU step with another contract: NumPy arrays, ``y_out`` written
-in place. ``decode_step`` here is a deprecated alias of :func:`triton_step`.)
+in place.)
 """
 from __future__ import annotations
-
-import warnings
 
 import torch
 
@@ -174,10 +172,3 @@ def triton_step(buf, x_t, lam, m1, m2, bbar, c, d, k, t):
         kernel[grid](*args, **meta)
     return y
 
-
-def decode_step(*args, **kwargs):
-    """Deprecated alias of :func:`triton_step` (renamed: :func:`ddesys.cpu.step.decode_step` is the CPU step,
-    with another contract)."""
-    warnings.warn("gpu.decode.decode_step is renamed gpu.decode.triton_step (ddesys.cpu.step.decode_step is the CPU "
-                  "step); the old name goes in the next release", DeprecationWarning, stacklevel=2)
-    return triton_step(*args, **kwargs)

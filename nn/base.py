@@ -290,8 +290,10 @@ class DiagonalSSM(nn.Module):
         dtype; a layer whose delay range is still open takes it from ``max_seqlen``). Returns
         ``(max_seqlen, rdt)``, the real precision of the update (float32 or float64)."""
         self.check_decodable()
-        max_seqlen, rdt = self._alloc_args(self, batch_size, max_seqlen, dtype)
+        check_alloc_sizes(self, batch_size, max_seqlen)
+        rdt = check_dtype(self, dtype)
         return max_seqlen, torch.float64 if rdt == torch.float64 else torch.float32
+
     def setup_step(self, dtype=None):
         """Recompute the decode constants now (``step`` then reuses them until a parameter changes).
 
@@ -315,22 +317,6 @@ class DiagonalSSM(nn.Module):
         attributes (:func:`nn.legacy.upgrade_layer_state`)."""
         super().__setstate__(upgrade_layer_state(state))
         self._step_memo = StepMemo()
-
-    @staticmethod
-    def _alloc_args(layer, batch_size, max_seqlen, dtype):
-        """Validate ``allocate_inference_cache``'s common arguments; an old-style positional dtype
-        (``allocate_inference_cache(8, torch.float64)``) is accepted with a ``DeprecationWarning``.
-        Returns ``(max_seqlen, real dtype of the update or None)``."""
-        if isinstance(max_seqlen, torch.dtype):
-            warnings.warn(f"{type(layer).__name__}.allocate_inference_cache(batch_size, dtype): pass dtype by keyword; "
-                          "the second positional argument is max_seqlen (Mamba's signature "
-                          "allocate_inference_cache(batch_size, max_seqlen, dtype=None, **kwargs))",
-                          DeprecationWarning, stacklevel=3)
-            if dtype is not None:
-                raise TypeError("allocate_inference_cache got a dtype positionally (as max_seqlen) and by keyword")
-            max_seqlen, dtype = None, max_seqlen
-        check_alloc_sizes(layer, batch_size, max_seqlen)
-        return max_seqlen, check_dtype(layer, dtype)
 
     @staticmethod
     def cache_dtype(dtype):

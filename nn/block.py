@@ -7,7 +7,7 @@ from torch import nn
 
 from .clock import Clocked
 from .ds4d import DS4D
-from .decode.cache import allocate_caches, split_dtype_arg
+from .decode.cache import allocate_caches, refuse_dtype_as_max_seqlen
 from .s4d import S4D
 from .learned_clock import BinaryClock
 from .selective import SoftClock
@@ -226,7 +226,7 @@ class SequenceBlock(nn.Module):
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
         """The layer's fresh decode cache for ``batch_size`` sequences (see
         :meth:`SequenceModel.allocate_inference_cache`)."""
-        max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceBlock")
+        refuse_dtype_as_max_seqlen(max_seqlen, "SequenceBlock")
         return allocate_caches([self.layer], batch_size, max_seqlen, dtype, kwargs)[0]
 
     def step(self, x_t, cache, tick=None):

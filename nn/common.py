@@ -9,7 +9,7 @@ import torch
 
 from ddesys.init import s4d_modes as _modes
 
-from .decode.cache import describe_layer
+from .decode.cache import describe_layer, refuse_dtype_as_max_seqlen
 
 
 def s4d_modes(N2, init="inv"):
@@ -172,7 +172,9 @@ def check_dtype(layer, dtype, what="dtype"):
 
 
 def check_alloc_sizes(layer, batch_size, max_seqlen):
-    """``batch_size`` a non-negative int and ``max_seqlen`` None or a positive int."""
+    """``batch_size`` a non-negative int and ``max_seqlen`` None or a positive int (a dtype there: the
+    ``TypeError`` of :func:`nn.decode.cache.refuse_dtype_as_max_seqlen`)."""
+    refuse_dtype_as_max_seqlen(max_seqlen, type(layer).__name__)
     name = f"{type(layer).__name__}.allocate_inference_cache"
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 0:
         raise TypeError(f"{name}: batch_size must be a non-negative int, got {batch_size!r}")

@@ -28,7 +28,7 @@ from .decode.prefill import PREFILL_BLOCK  # noqa: F401 (API)
 from .delay_range import DelayRange, adopt_loaded_range, check_loaded_range
 from .optim import register_optim
 from .branch import check_branches
-from .tap import TapBranch, deprecated_tap_attr, rename_old_tap_keys, require_tap, tap_args
+from .tap import TapBranch, rename_old_tap_keys, require_tap, tap_args
 
 
 HISTORY_DTYPES = (None, torch.float16, torch.bfloat16)
@@ -176,9 +176,6 @@ class DS4D(DelayRange, DiagonalSSM):
     def tap_delay(self, dtype=torch.float64):
         """The tap delays in steps, ``(C,)`` (differentiable): ``layer.tap.delay(dtype)``."""
         return require_tap(self).delay(dtype)
-
-    tap_e = property(lambda self: deprecated_tap_attr(self, "tap_e"), doc="Deprecated: ``layer.tap.e``.")
-    nu_tap = property(lambda self: deprecated_tap_attr(self, "nu_tap"), doc="Deprecated: ``layer.tap.nu``.")
 
     def _tap_on(self):
         return self.tap is not None and "tap_zero" not in ablation_kinds(self.ablation)

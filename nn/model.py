@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from .block import SequenceBlock, clock_parts, named_clock, norm_layer
-from .decode.cache import allocate_caches, reset_caches, split_dtype_arg
+from .decode.cache import allocate_caches, refuse_dtype_as_max_seqlen, reset_caches
 from .generate import generate
 from .inputs import check_carry, check_owned_caches, checked_input, warn_dropout
 from .lengths import left_align, right_align, valid_mask, zero_padding
@@ -257,12 +257,12 @@ class SequenceModel(nn.Module):
         list
             One layer cache per block, for :meth:`step`, :meth:`prefill` and :meth:`reset_cache`.
 
-        Notes
-        -----
-        The old call ``allocate_inference_cache(batch_size, dtype)`` (the dtype second) still works for
-        a release, with a ``DeprecationWarning``.
+        Raises
+        ------
+        TypeError
+            A dtype given second (where ``max_seqlen`` is): pass it as ``dtype=``.
         """
-        max_seqlen, dtype = split_dtype_arg(max_seqlen, dtype, "SequenceModel")
+        refuse_dtype_as_max_seqlen(max_seqlen, "SequenceModel")
         return allocate_caches([blk.layer for blk in self.blocks], batch_size, max_seqlen, dtype, kwargs)
 
     def reset_cache(self, caches):

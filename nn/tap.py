@@ -14,7 +14,6 @@ decode step (the input ring: allocation, step, prefill), its optimizer hints and
 from __future__ import annotations
 
 import numbers
-import warnings
 
 import torch
 
@@ -257,14 +256,6 @@ def require_tap(layer):
     return layer.tap
 
 
-def deprecated_tap_attr(layer, old):
-    """``layer.tap_e`` / ``layer.nu_tap`` (the names before the tap was a branch): the branch's parameter,
-    with a ``DeprecationWarning``; ``AttributeError`` for a layer without a tap."""
-    new, tap = OLD_KEYS[old], require_tap(layer)
-    warnings.warn(f"DS4D.{old} is deprecated; use layer.{new}", DeprecationWarning, stacklevel=3)
-    return getattr(tap, new.split(".")[1])
-
-
 def rename_old_tap_keys(state_dict, prefix):
     """Map a checkpoint saved before the tap was a branch (keys ``tap_e``, ``nu_tap``, ``tap_width_bits``)
     to the branch's keys (``tap.e``, ``tap.nu``, ``tap.width_bits``), in place."""
@@ -334,10 +325,3 @@ class TapWidthSchedule:
     def load_state_dict(self, state):
         self.i = _check_step(state["i"])
         self._apply()
-
-
-def __getattr__(name):
-    if name == "DelayedTap":
-        raise AttributeError("nn.tap.DelayedTap (the tap as a mixin of DS4D) is gone: the tap is the branch "
-                             "layer.tap, an nn.tap.TapBranch (None without a tap); test layer.has_tap")
-    raise AttributeError(f"module 'ddesys.nn.tap' has no attribute {name!r}")

@@ -24,7 +24,8 @@ import torch
 from ddesys.cpu.step import is_channel_major, new_ring
 
 __all__ = ["Cache", "RingCache", "DS4DCache", "S4DCache", "allocate_caches", "check_count", "cpu_ring",
-           "describe_layer", "channel_major", "check_history16", "reset_caches", "split_dtype_arg"]
+           "describe_layer", "channel_major", "check_history16", "refuse_dtype_as_max_seqlen",
+           "reset_caches"]
 
 _NP = {torch.complex64: np.complex64, torch.complex128: np.complex128}
 
@@ -283,17 +284,13 @@ def check_history16(cache, y, x_t):
 
 
 # ---------------------------------------------------------------------------------------------- a model's caches
-def split_dtype_arg(max_seqlen, dtype, owner):
-    """Mamba's ``(batch_size, max_seqlen, dtype=None)``, accepting the old ``(batch_size, dtype)``:
-    a dtype given second is taken as ``dtype``, with a ``DeprecationWarning``."""
+def refuse_dtype_as_max_seqlen(max_seqlen, owner):
+    """``TypeError`` naming the fix for a torch dtype given second, where Mamba's signature
+    ``allocate_inference_cache(batch_size, max_seqlen=None, dtype=None, **kwargs)`` has ``max_seqlen``."""
     if isinstance(max_seqlen, torch.dtype):
-        if dtype is not None:
-            raise TypeError(f"{owner}.allocate_inference_cache got a dtype as max_seqlen and dtype={dtype}")
-        warnings.warn(f"{owner}.allocate_inference_cache(batch_size, dtype) is deprecated: the second argument "
-                      "is max_seqlen (Mamba's signature); pass dtype=... by keyword", DeprecationWarning,
-                      stacklevel=3)
-        return None, max_seqlen
-    return max_seqlen, dtype
+        raise TypeError(f"{owner}.allocate_inference_cache got the dtype {max_seqlen} as max_seqlen: the signature "
+                        "is allocate_inference_cache(batch_size, max_seqlen=None, dtype=None, **kwargs), as "
+                        f"Mamba's; pass the dtype by keyword, allocate_inference_cache(batch_size, dtype={max_seqlen})")
 
 
 def check_count(name, value, lo, owner, optional=False):
@@ -307,7 +304,7 @@ def check_count(name, value, lo, owner, optional=False):
 
 def allocate_caches(layers, batch_size, max_seqlen, dtype, kwargs):
     """One fresh cache per layer: ``layer.allocate_inference_cache(batch_size, dtype=dtype, **kwargs)``,
-    plus ``max_seqlen`` for layers whose method takes it (the old and Mamba's signature both work)."""
+    plus ``max_seqlen`` for layers whose method takes it (a layer's method may or may not take it)."""
     owner = "allocate_inference_cache"
     check_count("batch_size", batch_size, 0, owner)
     check_count("max_seqlen", max_seqlen, 1, owner, optional=True)

@@ -1,6 +1,6 @@
 """One analysis API for the diagonal classes (issue 19): ``DelaySystem`` and ``DiscreteDelaySystem`` as
 ``DelayLTI``: ``dt``, exact-by-default ``is_stable``, ``sufficient_margin``, ``transfer``/``sys(x)``,
-``frequency_response``, ``contour``/``states``, immutability, the deprecated old forms, and the checks
+``frequency_response``, ``contour``/``states``, immutability, the old forms refused, and the checks
 of ``to_statespace`` that need no matrix class.
 
 References are independent of the code under test: closed forms (Hayes 1950; Levin & May 1976), roots
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ddesys
-from ddesys import DelaySystem, DiscreteDelaySystem
+from ddesys import DelaySystem, DelayTap, DiscreteDelaySystem
 from ddesys._pairs import pair_matrices
 
 
@@ -216,43 +216,24 @@ def test_sufficient_margin_function_and_method():
 
 
 # ----------------------------------------------------------------------------------- old forms
-def _warns_here(call):
-    """The call warns exactly one FutureWarning, attributed to this file (the caller's line)."""
-    with warnings.catch_warnings(record=True) as rec:
-        warnings.simplefilter("always")
-        out = call()
-    fut = [w for w in rec if issubclass(w.category, FutureWarning)]
-    assert len(fut) == 1, [str(w.message) for w in rec]
-    assert fut[0].filename == __file__, fut[0].filename
-    return out
-
-
-def test_old_forms_warn_and_give_the_same_values():
-    sd = DiscreteDelaySystem(**DISC)
-    x = np.random.default_rng(0).standard_normal((2, 40))
-    assert np.array_equal(_warns_here(lambda: sd.is_stable(exact=True)), sd.is_stable())
-    assert np.array_equal(_warns_here(lambda: sd.is_stable(exact=False)), sd.is_stable(method="sufficient"))
-    np.testing.assert_array_equal(_warns_here(sd.stability_margin), sd.sufficient_margin())
-    lam, mu = np.asarray(DISC["lam"]), np.asarray(DISC["mu"])
-    np.testing.assert_array_equal(_warns_here(lambda: ddesys.stability_margin(lam, mu)),
-                                  ddesys.sufficient_margin(lam, mu))
-    y, h = _warns_here(lambda: sd.simulate(x, return_states=True))
-    np.testing.assert_array_equal(y, sd.simulate(x))
-    np.testing.assert_array_equal(h, sd.states(x))
-    K, ct = _warns_here(lambda: sd.kernel(32, return_contour=True))
-    ct_new = sd.contour(32)
-    np.testing.assert_array_equal(K, sd.kernel(32))
-    assert ct.M == ct_new.M
-    for f in ("rho", "eps", "predicted_error"):
-        np.testing.assert_array_equal(getattr(ct, f), getattr(ct_new, f))
-    np.testing.assert_array_equal(_warns_here(lambda: sd.simulate(x, return_states=False)), sd.simulate(x))
-
-    sc = DelaySystem(**CONT)
-    t = np.linspace(0, 3, 7)
-    assert np.array_equal(_warns_here(lambda: sc.is_stable(exact=False)), sc.is_stable(method="sufficient"))
-    y, h = _warns_here(lambda: sc.simulate(np.ones_like, t, return_states=True))
-    np.testing.assert_array_equal(y, sc.simulate(np.ones_like, t))
-    np.testing.assert_array_equal(h, sc.states(np.ones_like, t))
+def test_old_forms_are_refused():
+    """The forms renamed before any release are gone, not kept as aliases: Python's own TypeError for a
+    removed keyword, AttributeError for a removed name, ValueError for a bool where ``method`` is."""
+    sd, sc = DiscreteDelaySystem(**DISC), DelaySystem(**CONT)
+    x, t = np.random.default_rng(0).standard_normal((2, 40)), np.linspace(0, 3, 7)
+    for sys_ in (sd, sc):
+        with pytest.raises(TypeError, match="exact"):
+            sys_.is_stable(exact=True)
+        with pytest.raises(ValueError, match="method must be one of"):
+            sys_.is_stable(False)
+    assert not hasattr(sd, "stability_margin") and not hasattr(ddesys, "stability_margin")
+    assert "stability_margin" not in dir(ddesys.stability)
+    with pytest.raises(TypeError, match="return_states"):
+        sd.simulate(x, return_states=True)
+    with pytest.raises(TypeError, match="return_contour"):
+        sd.kernel(32, return_contour=True)
+    with pytest.raises(TypeError, match="return_states"):
+        sc.simulate(np.ones_like, t, return_states=True)
 
 
 def test_new_forms_raise_no_future_warning():
@@ -335,7 +316,7 @@ def test_systems_are_immutable_and_recurrence_kernel_leaves_d_alone():
 def test_recurrence_kernel_of_a_tapped_frozen_system():
     e, s_tap = np.array([0.5]), np.array([2.25])
     p = chan(DISC, 0)
-    sd = DiscreteDelaySystem(**{k: np.atleast_1d(v) for k, v in p.items()}, tap=(e, s_tap))
+    sd = DiscreteDelaySystem(**{k: np.atleast_1d(v) for k, v in p.items()}) + DelayTap(e, s_tap)
     K = sd.kernel(12, method="recurrence")
     x = np.zeros(12); x[0] = 1
     ref, _ = loop_recurrence(p["lam"], p["mu"], p["bbar"], p["c"], p["delay"], 0.0, x)
@@ -347,7 +328,7 @@ def test_recurrence_kernel_of_a_tapped_frozen_system():
 # ----------------------------------------------------------------------------------- conversion
 def test_to_statespace_refuses_a_tap_and_bad_indices():
     p = {k: np.asarray(v) for k, v in DISC.items()}
-    tapped = DiscreteDelaySystem(**p, tap=(np.array([0.5, 0.1]), np.array([2.0, 1.0])))
+    tapped = DiscreteDelaySystem(**p) + DelayTap(np.array([0.5, 0.1]), np.array([2.0, 1.0]))
     with pytest.raises(ValueError, match="tap"):
         tapped.to_statespace(0)
     sd, sc = DiscreteDelaySystem(**DISC), DelaySystem(**CONT)

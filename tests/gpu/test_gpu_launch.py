@@ -87,7 +87,7 @@ def test_every_launcher_launches_inside_the_guard_of_its_data(monkeypatch):
     gt.sample_forward(A, cb, k, M)
     gt.sample_backward(A, cb, k, M, torch.zeros(C, M, dtype=A.dtype))
     args = _decode_args()
-    gd.decode_step(*args)
+    gd.triton_step(*args)
     assert [n for n, _ in launched] == ["_fwd_kernel", "_bwd_kernel", "_decode_kernel"]
     assert launched[0][1] is A and launched[1][1] is A and launched[2][1] is args[0]
 
@@ -146,7 +146,7 @@ def test_decode_arguments_are_validated(i, bad, err, match):
     args = list(_decode_args())
     args[i] = bad(args[i])
     with pytest.raises(err, match=match):
-        gd.decode_step(*args)
+        gd.triton_step(*args)
 
 
 # ---------------------------------------------------------------- item: CuPy route with a CPU-only torch

@@ -56,18 +56,16 @@ def test_a_positional_int_landing_in_dtype_raises(kind):
         layer.allocate_inference_cache(8, history_dtyp=torch.float16)
 
 
-def test_old_calls_keep_working():
+def test_keyword_calls_work_and_a_positional_dtype_is_refused():
     ds = DS4D(4, 8, l_max=16)
     assert ds.allocate_inference_cache(8).buf.dtype == torch.complex64
     assert ds.allocate_inference_cache(batch_size=8, history_dtype=torch.float16).buf.dtype == torch.float16
     assert ds.allocate_inference_cache(2, dtype=torch.float64).buf.dtype == torch.complex128
     for layer in (ds, S4D(4, 8)):
-        with pytest.warns(DeprecationWarning, match="max_seqlen"):
-            c = layer.allocate_inference_cache(2, torch.float64)      # the old positional dtype
-        assert _state(c).dtype == torch.complex128 and c.max_seqlen is None
-        with pytest.raises(TypeError, match="positionally"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            layer.allocate_inference_cache(2, torch.float64, dtype=torch.float32)
+        for call in (lambda: layer.allocate_inference_cache(2, torch.float64),      # the dtype where max_seqlen is
+                     lambda: layer.allocate_inference_cache(2, torch.float64, dtype=torch.float32)):
+            with pytest.raises(TypeError, match=r"as max_seqlen.*pass the dtype by keyword.*dtype=torch\.float64"):
+                call()
 
 
 # ---------------------------------------------------------------------------------------------- binding

@@ -82,15 +82,16 @@ def test_constants_are_named_tuples():
 
 def test_the_two_step_functions_have_distinct_names():
     """Regression: ``ddesys.cpu.step.decode_step`` (NumPy, writes y_out) and ``gpu.decode.decode_step`` (torch,
-    returns y) shared a name. The GPU one is ``triton_step``; the old name warns."""
+    returns y) shared a name. The GPU one is ``triton_step``, and the old name is gone (no alias)."""
     pytest.importorskip("triton")
     from ddesys.gpu import decode as gd
     assert gd.triton_step is not fstep.decode_step
     p = torch.zeros(3, 4, dtype=torch.complex64)
     args = (torch.zeros(2, 5, 3, 4, dtype=torch.complex64), torch.zeros(2, 3), p, p, p, p, p, torch.zeros(3),
             torch.ones(3, dtype=torch.int64), 1)
-    with pytest.warns(DeprecationWarning, match="triton_step"), pytest.raises(ValueError, match="x_t"):
-        gd.decode_step(args[0], args[1][:, :2], *args[2:])             # validated before any launch
+    assert not hasattr(gd, "decode_step")
+    with pytest.raises(ValueError, match="x_t"):
+        gd.triton_step(args[0], args[1][:, :2], *args[2:])             # validated before any launch
 
 
 @pytest.mark.integration

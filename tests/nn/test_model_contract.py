@@ -95,18 +95,18 @@ def test_cache_keywords_pass_through_to_every_layer():
     assert rel_max(y, full) <= 5e-2                                           # a bfloat16 history
 
 
-def test_mamba_signature_and_the_old_positional_dtype():
+def test_mamba_signature_and_a_positional_dtype_refused():
     m = token_model()
     caches = m.allocate_inference_cache(2, 64)                 # Mamba: max_seqlen second, not a dtype
     assert all(c.buf.dtype == torch.complex64 for c in caches)
     caches = m.allocate_inference_cache(2, max_seqlen=64, dtype=torch.float64)
     assert all(c.buf.dtype == torch.complex128 for c in caches)
-    with pytest.warns(DeprecationWarning, match="max_seqlen"):
-        caches = m.allocate_inference_cache(2, torch.float64)  # the old (batch_size, dtype)
-    assert all(c.buf.dtype == torch.complex128 for c in caches)
-    with pytest.warns(DeprecationWarning):
-        c = m.blocks[0].allocate_inference_cache(2, torch.float64)
-    assert c.buf.dtype == torch.complex128
+    assert m.blocks[0].allocate_inference_cache(2, dtype=torch.float64).buf.dtype == torch.complex128
+    for owner, alloc in (("SequenceModel", m.allocate_inference_cache),
+                         ("SequenceBlock", m.blocks[0].allocate_inference_cache)):
+        with pytest.raises(TypeError, match=rf"^{owner}\.allocate_inference_cache got the dtype torch\.float64 as "
+                                            r"max_seqlen.*dtype=torch\.float64\)$"):
+            alloc(2, torch.float64)                            # the dtype where max_seqlen is
 
 
 @pytest.mark.parametrize("kw, match", [({"dtype": torch.int64}, "dtype"), ({"dtype": "float64"}, "dtype"),

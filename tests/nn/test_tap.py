@@ -92,8 +92,11 @@ def test_tap_leaves_stability_and_poles_alone():
 def test_bad_taps_are_refused(bad):
     rng = np.random.default_rng(2)
     lam, mu, bbar, c, delay, d = tap_test_system(rng)
-    with pytest.raises((ValueError, TypeError)), pytest.warns(FutureWarning, match="DelayTap"):
-        DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=bad)         # the deprecated form
+    plain = DiscreteDelaySystem(lam, mu, bbar, c, delay, d)
+    with pytest.raises(TypeError, match="SumSystem part 1"):
+        plain + bad                                                      # a tap is a DelayTap, not a tuple
+    with pytest.raises(TypeError, match="tap"):
+        DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=bad)         # no tap= argument: add a DelayTap
     if isinstance(bad, tuple):
         with pytest.raises(ValueError):
             DelayTap(*bad)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import pathlib
-import warnings
 
 import numpy as np
 import pytest
@@ -113,12 +112,10 @@ def test_old_keys_load_inside_a_model_and_new_keys_round_trip():
     assert "blocks.0.layer.tap_e" in old and "blocks.0.layer.tap.e" not in old     # the caller's dict untouched
 
 
-def test_deprecated_attribute_names_warn():
+def test_the_names_before_the_branch_are_gone():
     layer = _layer()
-    with pytest.warns(DeprecationWarning, match="layer.tap.e"):
-        assert layer.tap_e is layer.tap.e
-    with pytest.warns(DeprecationWarning, match="layer.tap.nu"):
-        assert layer.nu_tap is layer.tap.nu
+    assert not hasattr(layer, "tap_e") and not hasattr(layer, "nu_tap")          # layer.tap.e, layer.tap.nu
+    assert not hasattr(dnn.tap, "DelayedTap")
     plain = dnn.DS4D(3, 8, l_max=40, seed=0)
     assert not hasattr(plain, "tap_e")
     with pytest.raises(AttributeError, match="tap=True"):
@@ -180,17 +177,17 @@ def test_delay_tap_is_a_system_and_sums_with_the_delay_system():
         total.to_statespace(0)
 
 
-def test_the_tap_constructor_flag_is_deprecated_and_builds_the_sum():
+def test_the_constructor_takes_no_tap_the_sum_does():
     rng = np.random.default_rng(1)
     lam, mu, bbar, c, delay, d = tap_test_system(rng)
-    with pytest.warns(FutureWarning, match=r"\+ DelayTap"):
-        old = DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=(np.ones(3), np.array([5.0, 2.5, 4.0]), 2.0))
-    new = DiscreteDelaySystem(lam, mu, bbar, c, delay, d) + DelayTap(np.ones(3), np.array([5.0, 2.5, 4.0]), 2.0)
-    assert isinstance(old, SumSystem) and old.tap.width == 2.0
-    np.testing.assert_array_equal(old.kernel(32), new.kernel(32))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert DiscreteDelaySystem(lam, mu, bbar, c, delay, d).tap is None        # no tap: no warning
+    tap = (np.ones(3), np.array([5.0, 2.5, 4.0]), 2.0)
+    with pytest.raises(TypeError, match="tap"):
+        DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap=tap)
+    with pytest.raises(TypeError, match="positional"):
+        DiscreteDelaySystem(lam, mu, bbar, c, delay, d, tap)
+    plain = DiscreteDelaySystem(lam, mu, bbar, c, delay, d)
+    total = plain + DelayTap(*tap)
+    assert plain.tap is None and isinstance(total, SumSystem) and total.tap.width == 2.0
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
