@@ -8,15 +8,23 @@ after the residual) -> layer -> dropout -> residual], mean pooling, ``Linear`` d
 ``setup_optimizer``: one AdamW group (``lr``, ``weight_decay``) for the parameters without ``_optim``, one
 group per distinct ``_optim`` dict, and ``CosineAnnealingLR(optimizer, epochs)`` stepped per epoch.
 The data: scikit-learn's 8x8 digits as 64-step pixel sequences of one feature
-(:func:`experiments.general.data.sdigits`: a fixed stratified split, 1437 train / 360 test).
+(:func:`experiments.general.data.sdigits`: a fixed stratified split, 1437 train / 360 test). Held-out
+protocol: ``--val-fraction`` (default 0.1) of the training examples, drawn by a fixed seed
+(:data:`VAL_SEED`), are carved out as a validation split; every epoch is scored on it and on the test
+split, the validation split chooses the epoch and the test split chooses nothing. ``--val-fraction 0``
+trains on every training example without a validation split (the recipe of the runs recorded before the
+protocol: their configurations, so those runs resume).
 
 Arms (``--arms``, by name; :data:`ARMS`): the layer and the keyword arguments added to the layer call (a
 :class:`~experiments._models.ModelSpec` and its ``options``), plus an optional change of the ``_optim`` hints
 (through :mod:`nn.optim`'s public ``declared_hints`` / ``register_optim``). Each arm differs from ``ds4d`` (the
 swap as a user writes it) in one thing, to measure what each difference between the drop-ins costs.
 
-Writes ``DIR/results.json`` (every run: arm, seed, final and best test accuracy, ms per train step),
-saved after every run, and ``DIR/results.md`` (mean +- std per arm, over the runs of this recipe). A rerun
+Writes ``DIR/results.json`` (every run: arm, seed, test accuracy per epoch and at the last epoch, validation
+accuracy per epoch, the validation-chosen epoch and the test accuracy there, ms per train step), saved
+after every run, and ``DIR/results.md`` (test accuracy at the validation-chosen epoch and at the last
+epoch, mean +- std per arm and per seed, over the runs of this recipe; never a best test accuracy: runs
+recorded before the protocol kept one, which no report reads). A rerun
 into the same ``DIR`` adds only the missing (arm, seed) runs; runs of other recipes stay in the file.
 Ctrl-C keeps the finished runs and the same command resumes; sweeps started into one ``DIR`` at the
 same time keep every run, and a run another sweep is training is skipped. A ``DIR`` holding another
@@ -46,6 +54,9 @@ from ._runs import (ResultsError, RunSchema, add_store_arguments, config_key, op
                     run_records, unit_fraction)
 
 DELAY_PARAMS = ("r", "theta", "nu_tau")
+VAL_FRACTION = 0.1          # default share of the training examples carved out as the validation split
+VAL_SEED = 12345            # its draw: the same for every arm and seed
+LR = 0.01                   # example.py's learning rate: the one configuration every arm runs (no tuning)
 
 
 def _hints_main_rate(names):
@@ -163,13 +174,21 @@ def build(arm, seed, d_model=64, n_layers=4, dropout=0.1, lr=0.01, prenorm=True)
     return model
 
 
-def load_data(n_train=None):
+def load_data(n_train=None, val_fraction=None):
+    """``(x_train, y_train, x_test, y_test, x_val, y_val)``: sdigits' fixed split, with ``val_fraction`` of
+    the training examples carved out as validation by :data:`VAL_SEED` (``None`` or 0: no validation split,
+    ``x_val`` and ``y_val`` None); ``n_train``: the first ``n_train`` of the remaining training examples."""
     from ddesys.experiments.general.data import sdigits
+    from ddesys.experiments.general.loaders import split_off
     d = sdigits()
-    xtr, ytr = torch.as_tensor(d.train.x), torch.as_tensor(d.train.y)
+    train, val = d.train, None
+    if val_fraction:
+        train, val = split_off(d.train.x, d.train.y, val_fraction, VAL_SEED)
+    xtr, ytr = torch.as_tensor(train.x), torch.as_tensor(train.y)
     if n_train:
         xtr, ytr = xtr[:n_train], ytr[:n_train]
-    return xtr, ytr, torch.as_tensor(d.test.x), torch.as_tensor(d.test.y)
+    xva, yva = (None, None) if val is None else (torch.as_tensor(val.x), torch.as_tensor(val.y))
+    return xtr, ytr, torch.as_tensor(d.test.x), torch.as_tensor(d.test.y), xva, yva
 
 
 @torch.no_grad()
@@ -180,14 +199,27 @@ def evaluate(model, x, y, batch=256):
     return 100.0 * correct / len(x)
 
 
-def run(arm, seed, data, epochs=10, batch=64, lr=0.01, weight_decay=0.01, d_model=64, n_layers=4, dropout=0.1,
+def chosen_epoch(val_curve):
+    """The epoch (from 1) chosen on validation: the first at the highest validation accuracy; ``None``
+    without validation scores."""
+    if not val_curve:
+        return None
+    return max(range(len(val_curve)), key=lambda i: (val_curve[i], -i)) + 1
+
+
+def run(arm, seed, data, epochs=10, batch=64, lr=LR, weight_decay=0.01, d_model=64, n_layers=4, dropout=0.1,
         prenorm=True):
-    xtr, ytr, xte, yte = data
+    """Train one arm; returns ``{"arm", "seed", "final"`` (test accuracy % at the last epoch), ``"curve"``
+    (test accuracy per epoch), ``"ms_per_step", "loss"}`` and, with a validation split in ``data``
+    (:func:`load_data`), ``"val_curve"``, ``"val_epoch"`` (:func:`chosen_epoch`) and ``"test_at_val"`` (the
+    test accuracy there). The test scores choose nothing."""
+    xtr, ytr, xte, yte, *val = data
+    xva, yva = val if val else (None, None)
     model = build(arm, seed, d_model, n_layers, dropout, lr, prenorm)
     optimizer, scheduler = setup_optimizer(model, lr, weight_decay, epochs)
     crit = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(seed)
-    accs, t_steps = [], []
+    accs, vals, t_steps = [], [], []
     for _ in range(epochs):
         perm = torch.randperm(len(xtr), generator=g)
         for i in range(0, len(xtr), batch):
@@ -200,37 +232,80 @@ def run(arm, seed, data, epochs=10, batch=64, lr=0.01, weight_decay=0.01, d_mode
             t_steps.append(time.perf_counter() - t0)
         scheduler.step()
         accs.append(evaluate(model, xte, yte))
-    return {"arm": arm, "seed": seed, "final": accs[-1], "best": max(accs), "curve": accs,
-            "ms_per_step": 1e3 * statistics.median(t_steps), "loss": float(loss.detach())}
+        if xva is not None:
+            vals.append(evaluate(model, xva, yva))
+    out = {"arm": arm, "seed": seed, "final": accs[-1], "curve": accs,
+           "ms_per_step": 1e3 * statistics.median(t_steps), "loss": float(loss.detach())}
+    if vals:
+        e = chosen_epoch(vals)
+        out.update(val_curve=vals, val_epoch=e, test_at_val=accs[e - 1])
+    return out
+
+
+def held_out(r):
+    """``{"epoch", "val", "test", "final"}`` of a run record: the validation-chosen epoch, the validation
+    and test accuracy there, the test accuracy at the last epoch; the first three None for a run without
+    validation scores (recorded before the held-out protocol, or with ``--val-fraction 0``)."""
+    vals = r.get("val_curve")
+    e = chosen_epoch(vals)
+    if e is None:
+        return {"epoch": None, "val": None, "test": None, "final": r["final"]}
+    return {"epoch": e, "val": vals[e - 1], "test": r["curve"][e - 1], "final": r["final"]}
+
+
+def _ms(values):
+    """``"mean +- std"`` (sample std, 0 for one value) of the values that are not None, to 0.1; ``"not
+    measured"`` when none is; with how many of the runs it covers when only some are."""
+    v = [x for x in values if x is not None]
+    if not v:
+        return "not measured"
+    sd = statistics.stdev(v) if len(v) > 1 else 0.0
+    return f"{statistics.mean(v):.1f} +- {sd:.1f}" + (f" ({len(v)}/{len(values)} runs)" if len(v) < len(values) else "")
 
 
 def summarize(results, arms):
-    lines = ["| arm | layer call | final test acc (%) | best | ms/step | seeds |", "|---|---|---|---|---|---|"]
+    """``results.md``: per arm, test accuracy at the validation-chosen epoch and at the last epoch (mean
+    +- std over seeds), then per seed. No best test accuracy: the test split chooses nothing."""
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    lines = ["Accuracy (%) on sdigits. The validation split (training examples carved out by a fixed seed) "
+             "chooses each run's epoch (the first at its highest validation accuracy); the test split chooses "
+             f"nothing. `lrs`: the learning rates an arm was tuned over (one: example.py's {LR:g}). Runs without "
+             "validation scores (recorded before the held-out protocol, or `--val-fraction 0`) read \"not "
+             "measured\" at the chosen epoch; their final test accuracy involves no choice.", "",
+             "| arm | layer call | lrs | validation acc at the chosen epoch | test acc at the chosen epoch | "
+             "final test acc | ms/step | seeds |", "|---|---|---:|---|---|---|---|---|"]
+    per_seed = ["", "Per seed:", "", "| arm | seed | chosen epoch | validation acc | test acc | final test acc |",
+                "|---|---:|---:|---:|---:|---:|"]
     for arm in arms:
         rs = sorted((r for r in results if r["arm"] == arm), key=lambda r: r["seed"])
         if not rs:
             continue
-        f = [r["final"] for r in rs]
-        sd = statistics.stdev(f) if len(f) > 1 else 0.0
+        h = [held_out(r) for r in rs]
         what = ARMS[arm].description if arm in ARMS else "(an arm this version does not define)"
-        lines.append(f"| `{arm}` | {what} | {statistics.mean(f):.1f} +- {sd:.1f} | "
-                     f"{statistics.mean(r['best'] for r in rs):.1f} | "
-                     f"{statistics.median(r['ms_per_step'] for r in rs):.0f} | "
+        lines.append(f"| `{arm}` | {what} | 1 | {_ms([x['val'] for x in h])} | {_ms([x['test'] for x in h])} | "
+                     f"{_ms([x['final'] for x in h])} | {statistics.median(r['ms_per_step'] for r in rs):.0f} | "
                      f"{', '.join(str(r['seed']) for r in rs)} |")
-    return "\n".join(lines) + "\n"
+        per_seed += [f"| `{arm}` | {r['seed']} | {'-' if x['epoch'] is None else x['epoch']} | {fmt(x['val'])} | "
+                     f"{fmt(x['test'])} | {fmt(x['final'])} |" for r, x in zip(rs, h)]
+    return "\n".join(lines + per_seed) + "\n"
 
 
 PROGRAM = "ddesys.experiments.s4_recipe"                     # the owner named in its results files
 SHAPE_KEYS = ("epochs", "batch", "d_model", "n_layers", "n_train", "postnorm", "dropout")  # the recipe of a run
+#   (and, where a validation split is carved, "val_fraction" and "val_seed": absent from runs without one)
 RECIPE_DEFAULTS = {"postnorm": False, "dropout": 0.1}       # keys that results files written before them lack
-SCHEMA = RunSchema(fields=("config", "arm", "seed"), done=("final", "best", "ms_per_step"),   # what summarize
-                   types={"arm": "str", "seed": "int"})                                     # reads
+SCHEMA = RunSchema(fields=("config", "arm", "seed"), done=("final", "curve", "ms_per_step"),   # what summarize
+                   types={"arm": "str", "seed": "int", "curve": "list", "val_curve": "list"})   # reads
 
 
 def run_config(arm, seed, recipe):
-    """The configuration of one run: ``arm``, ``seed`` and the recipe's :data:`SHAPE_KEYS` (``recipe``: a
-    dict holding them, e.g. ``vars(args)``)."""
-    return {"arm": arm, "seed": seed, **{k: recipe[k] for k in SHAPE_KEYS}}
+    """The configuration of one run: ``arm``, ``seed``, the recipe's :data:`SHAPE_KEYS` (``recipe``: a
+    dict holding them, e.g. ``vars(args)``) and, where the recipe carves a validation split (its
+    ``val_fraction`` > 0), ``val_fraction`` and ``val_seed`` (:data:`VAL_SEED`): a run without one has
+    the configuration, hence the key, of the runs recorded before the held-out protocol."""
+    val = recipe.get("val_fraction")
+    return {"arm": arm, "seed": seed, **{k: recipe[k] for k in SHAPE_KEYS},
+            **({"val_fraction": val, "val_seed": VAL_SEED} if val else {})}
 
 
 def run_key(config):
@@ -277,6 +352,10 @@ def _parser():
     ap.add_argument("--dropout", type=unit_fraction, default=0.1, help="example.py's --dropout, in [0, 1)")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch.set_num_threads")
     ap.add_argument("--n-train", type=positive_int, default=None, help="first n training samples only (smoke runs)")
+    ap.add_argument("--val-fraction", type=unit_fraction, default=VAL_FRACTION,
+                    help="share of the training examples carved out (fixed seed) as the validation split that "
+                         f"chooses the epoch (default {VAL_FRACTION:g}; 0: none, the recipe before the held-out "
+                         "protocol)")
     add_store_arguments(ap)
     return ap
 
@@ -297,19 +376,23 @@ def main(argv=None):
     def job(arm, seed):
         def fn():
             if not data:
-                data.append(load_data(args.n_train))
+                data.append(load_data(args.n_train, args.val_fraction))
             t0 = time.perf_counter()
             r = run(arm, seed, data[0], epochs=args.epochs, batch=args.batch, d_model=args.d_model,
                     n_layers=args.n_layers, dropout=args.dropout, prenorm=not args.postnorm)
-            print(f"{arm:14s} seed {seed}: final {r['final']:.1f} best {r['best']:.1f} "
-                  f"{r['ms_per_step']:.0f} ms/step", flush=True)
+            chosen = "" if "val_epoch" not in r else \
+                f" test at the validation-chosen epoch {r['val_epoch']} {r['test_at_val']:.1f}"
+            print(f"{arm:14s} seed {seed}: final test {r['final']:.1f}{chosen} {r['ms_per_step']:.0f} ms/step",
+                  flush=True)
             return {**r, "config": run_config(arm, seed, recipe), "status": "done",
                     "seconds": time.perf_counter() - t0}
         return run_key(run_config(arm, seed, recipe)), f"{arm} seed {seed}", fn
 
     def report():
         mine = [r for r in store.latest() if r.get("status", "done") == "done"
-                and all(r["config"].get(k) == recipe[k] for k in SHAPE_KEYS)]
+                and all(r["config"].get(k) == v for k, v in run_config(None, None, recipe).items()
+                        if k not in ("arm", "seed"))
+                and ("val_fraction" in r["config"]) == bool(recipe["val_fraction"])]
         table = summarize(mine, list(dict.fromkeys(r["arm"] for r in mine)))
         atomic_write(Path(args.out) / "results.md", table)
         return table

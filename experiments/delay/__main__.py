@@ -18,8 +18,12 @@ from ``--tap-w0`` to 1 over the first ``--tap-frac`` of the steps; it takes the 
 ``--delay-init`` combinations (the tap's delay starts like the feedback delays). Results go to ``--out``
 (``results.json``, ``report.md``, ``curves.png``, ``delays.png``, ``response.png``), rewritten after every run. Reruns
 into the same folder merge: other configurations are kept, the same configuration is skipped
-(``--no-resume``: rerun and replaced). Every run checkpoints to ``OUT/checkpoints`` every
-``--checkpoint-every`` steps and on SIGINT / SIGTERM; rerunning the same command resumes it exactly.
+(``--no-resume``: rerun and replaced). Every run is scored at every evaluation on the validation set
+(``--val-size`` sequences) and on a held-out test set of as many sequences from another generator seed;
+the report chooses each run's checkpoint and the learning rate on validation and shows the test error
+there and at the last step (runs recorded before the test set existed say "not measured"). Every run
+checkpoints to ``OUT/checkpoints`` every ``--checkpoint-every`` steps and on SIGINT / SIGTERM; rerunning
+the same command resumes it exactly.
 """
 from __future__ import annotations
 
@@ -146,7 +150,8 @@ def _rekey(run):
 
 SCHEMA = RunSchema(done=("n_params", "rel_rmse", "best_rel_rmse", "diagnosis"),   # what report.py and
                    curve=("step", "val_rel_rmse"),                                 # tables.py read
-                   types={"n_params": "int", "diagnosis": "dict", "seconds": "number"}, point_types={"step": "int"})
+                   types={"n_params": "int", "diagnosis": "dict", "seconds": "number"},
+                   point_types={"step": "int", "test_rel_rmse": "number"})
 
 
 def _plan(args, ctx):
@@ -165,7 +170,8 @@ def _plan(args, ctx):
         w = s["width"] if not arch.model.is_ds4d else match_width(arch, budget, task)
         for seed in s["seeds"]:
             configs.append(RunConfig(task, arch, w, lr=args.lr, seed=seed, steps=s["steps"], batch=s["batch"],
-                                     eval_every=s["eval_every"], val_size=s["val_size"], amp=args.amp))
+                                     eval_every=s["eval_every"], val_size=s["val_size"], test_size=s["val_size"],
+                                     amp=args.amp))
     jobs = [Job(c.key(), f"{c.arch.label()} H{c.width} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]

@@ -1,17 +1,20 @@
-"""Tables and figures from a delay-task results file: relative RMSE (mean +- std over seeds) and its
-ratio to S4D's, relative RMSE within step budgets, where DS4D's channel delays ended relative to the
-lag, how each DS4D channel kernel splits its energy (before its delay, at it, at its echoes), the
-branch allocation, the ablations, and the end-to-end linearized response of every model; for
-``ds4d-tap`` also where its input tap's delays ended and the error without the tap. Runs that
-diverged are listed, not averaged. The numbers come from :mod:`experiments.delay.tables`."""
+"""Tables and figures from a delay-task results file: the held-out test error (each run's checkpoint and each
+group's learning rate chosen on validation, the test set choosing nothing; at the chosen checkpoint and at the
+last step, per seed and mean +- std, with the count of learning rates tuned over), relative RMSE (mean +- std
+over seeds) and its ratio to S4D's, relative RMSE within step budgets, where DS4D's channel delays ended
+relative to the lag, how each DS4D channel kernel splits its energy (before its delay, at it, at its echoes),
+the branch allocation, the ablations, and the end-to-end linearized response of every model; for ``ds4d-tap``
+also where its input tap's delays ended and the error without the tap. Runs that diverged are listed, not
+averaged. The numbers come from :mod:`experiments.delay.tables`."""
 from __future__ import annotations
 
 import numpy as np
 
 from .._models import model_of
 from .models import Arch
-from .tables import (BUDGETS, _diag, ablation_table, budget_table, delay_table, done, error_table, groups,  # noqa: F401
-                     histogram_table, kernel_table, load, response_table, within)
+from .tables import (BUDGETS, _diag, ablation_table, best_lr_runs, budget_table, delay_table, done,  # noqa: F401
+                     error_table, groups, held_out, heldout_table, histogram_table, kernel_table, load, measured,
+                     response_table, seed_table, within)
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -140,13 +143,45 @@ def _header(runs, meta):
         lines.append(f"- {name}: L = {t['L']} samples at dt = {t['dt']:g} s, band limit {t['freq']:g} Hz "
                      f"({t['bins']} Fourier bins, about {2 * t['freq'] * t['lags'][0] * t['dt']:.0f} degrees of "
                      f"freedom per lag window), RMS 0.5, lags {t['lags']}; AdamW lr {c['lr']:g}, batch {c['batch']}, "
-                     f"{c['steps']} steps, validation {c['val_size']} sequences")
-    lines += ["", "Relative RMSE = RMSE / RMS(target) on the validation set (0: exact; 1: predicting zero)."]
+                     f"{c['steps']} steps, validation {c['val_size']} sequences"
+                     + (f", test {c['test_size']} sequences" if c.get("test_size") else ""))
+    lines += ["", "Relative RMSE = RMSE / RMS(target) (0: exact; 1: predicting zero), on the validation set unless a "
+              "column says test."]
+    return lines
+
+
+def _heldout(runs):
+    """The held-out section: test error at the validation-chosen checkpoint and at the last step, mean +-
+    std and per seed."""
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = ["", "## Held-out test error (relative RMSE, mean +- std over seeds)", "",
+             "The validation set chooses the learning rate (the lowest mean validation error at the chosen "
+             "checkpoints) and each run's checkpoint (its first evaluation at its lowest validation error); the test "
+             "set, other signals of the same task (another generator seed, as many sequences as the validation set), "
+             "chooses nothing. `lrs`: the learning rates the model was tuned over with these settings. The sections "
+             "after this one read the validation set only (the diagnosis: the final weights)."
+             + ("" if measured(runs) else
+                " **Test not measured**: these runs predate the held-out protocol, so every error in this report is "
+                "measured on the validation set; the error at the chosen checkpoint is the lowest of many evaluations "
+                "on the set that chose it, and the variants compared here were all judged on that same set, so both "
+                "overstate what new signals would give. Rerun the commands to add runs with a test set (their "
+                "configurations differ, so they are new runs beside these)."), "",
+             "| task | model | H | lr | lrs | validation at the chosen step | test at the chosen step | "
+             "validation at the last step | test at the last step | seeds |",
+             "|---|---|---:|---:|---:|---|---|---|---|---:|"]
+    for task, label, w, lr, n_lrs, k, cells in heldout_table(runs):
+        lines.append(f"| {task} | {label} | {w} | {lr:g} | {n_lrs} | " + " | ".join(cells) + f" | {k} |")
+    lines += ["", "Per seed (at the chosen learning rate):", "",
+              "| task | model | lr | seed | chosen step | validation | test | validation, last step | "
+              "test, last step |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for task, label, lr, seed, h in seed_table(runs):
+        lines.append(f"| {task} | {label} | {lr:g} | {seed} | {h['step']} | {fmt(h['val'])} | {fmt(h['test'])} | "
+                     f"{fmt(h['val_final'])} | {fmt(h['test_final'])} |")
     return lines
 
 
 def markdown(runs, meta):
-    lines = _header(runs, meta)
+    lines = _header(runs, meta) + _heldout(runs)
     rows = error_table(runs)
     multi = any(r[9] for r in rows)
     lines += ["", "## Relative RMSE at the end of training (mean +- std over seeds)", "",
@@ -243,6 +278,6 @@ def markdown(runs, meta):
     return "\n".join(lines)
 
 
-__all__ = ["ablation_table", "budget_table", "delay_table", "done", "error_table", "groups", "histogram_table",
-           "kernel_table", "load", "markdown", "plot_curves", "plot_delays", "plot_response", "response_table",
-           "within"]
+__all__ = ["ablation_table", "best_lr_runs", "budget_table", "delay_table", "done", "error_table", "groups", "held_out",
+           "heldout_table", "histogram_table", "kernel_table", "load", "markdown", "measured", "plot_curves",
+           "plot_delays", "plot_response", "response_table", "seed_table", "within"]

@@ -1,7 +1,8 @@
-"""The numbers of the delay-task report (:mod:`experiments.delay.report`) from a results file's runs:
-runs grouped over seeds, the error tables, where the DS4D delays (and the input tap's delays of
-``ds4d-tap``) ended, the channel kernels, the ablations and the linearized response. Every table is a
-list of rows (tuples); cells that average over seeds are ``"mean +- std"`` strings."""
+"""The numbers of the delay-task report (:mod:`experiments.delay.report`) from a results file's runs: runs
+grouped over seeds, the held-out reading (each run's checkpoint and each group's learning rate chosen on
+validation, the test error there and at the last step), the error tables, where the DS4D delays (and the input
+tap's delays of ``ds4d-tap``) ended, the channel kernels, the ablations and the linearized response. Every
+table is a list of rows (tuples); cells that average over seeds are ``"mean +- std"`` strings."""
 from __future__ import annotations
 
 import json
@@ -25,27 +26,114 @@ def load(path):
     return json.loads(Path(path).read_text())["runs"]
 
 
-
-
-def groups(runs):
-    """``{(task name, model label): [runs over seeds]}`` in run order; the model label is the arch's
-    label, plus the settings that tell apart several groups sharing it (e.g. two step counts)."""
+def _labels(runs, drop):
+    """``[(task name, model label, run)]`` of the finished runs: the model label is the arch's label, plus
+    the settings (outside ``drop``) that tell apart several groups sharing it (e.g. two step counts)."""
     variants = defaultdict(dict)
     for r in done(runs):
         c = r["config"]
-        variants[(c["task"]["name"], Arch.from_dict(c["arch"]).label())].setdefault(_canon(c, ("seed",)), c)
-    g = defaultdict(list)
+        variants[(c["task"]["name"], Arch.from_dict(c["arch"]).label())].setdefault(_canon(c, drop), c)
+    out = []
     for r in done(runs):
         c = r["config"]
         key = (c["task"]["name"], Arch.from_dict(c["arch"]).label())
         label = key[1]
         vs = variants[key]
         if len(vs) > 1:
-            diff = sorted(k for k in c if k not in ("seed", "task", "arch")
+            diff = sorted(k for k in set().union(*vs.values()) if k not in (*drop, "task", "arch")
                           and len({json.dumps(v.get(k)) for v in vs.values()}) > 1)
             label += " [" + ", ".join(f"{k}={c.get(k)}" for k in diff) + "]"
-        g[(key[0], label)].append(r)
+        out.append((key[0], label, r))
+    return out
+
+
+def groups(runs):
+    """``{(task name, model label): [runs over seeds]}`` in run order; the model label is the arch's
+    label, plus the settings that tell apart several groups sharing it (e.g. two step counts)."""
+    g = defaultdict(list)
+    for task, label, r in _labels(runs, ("seed",)):
+        g[(task, label)].append(r)
     return g
+
+
+# ------------------------------------------------------------------------------------------ held out
+def held_out(curve):
+    """The held-out reading of a learning curve (points with ``step``, ``val_rel_rmse`` and, under the
+    held-out protocol, ``test_rel_rmse``): ``{"step", "val", "test", "val_final", "test_final"}``, the
+    checkpoint chosen on validation alone (the first evaluation at the lowest validation error, as
+    :func:`.train.train_run` keeps ``best_step``), the test error there, and both errors at the last
+    evaluation. ``test`` and ``test_final`` are None for a curve without test scores; ``None`` for an
+    empty curve. The test scores choose nothing."""
+    if not curve:
+        return None
+    best = min(range(len(curve)), key=lambda i: (curve[i]["val_rel_rmse"], i))     # the first at the minimum
+    last = curve[-1]
+    return {"step": curve[best]["step"], "val": curve[best]["val_rel_rmse"], "test": curve[best].get("test_rel_rmse"),
+            "val_final": last["val_rel_rmse"], "test_final": last.get("test_rel_rmse")}
+
+
+def lr_groups(runs):
+    """``{(task name, model label): {lr: [runs over seeds]}}``: the groups of :func:`groups` with the
+    learning rate taken out of the settings (the rates one model was tuned over, side by side)."""
+    g = defaultdict(lambda: defaultdict(list))
+    for task, label, r in _labels(runs, ("seed", "lr")):
+        g[(task, label)][r["config"]["lr"]].append(r)
+    return g
+
+
+def best_lr_runs(runs):
+    """``{(task, model): (lr, runs, n_lrs)}``: the learning rate with the lowest mean validation error at
+    each run's validation-chosen checkpoint (:func:`held_out`; the first such rate on a tie), its runs, and
+    how many rates the model was tuned over. The test error takes no part."""
+    out = {}
+    for key, by_lr in lr_groups(runs).items():
+        def score(lr):
+            h = [held_out(r["curve"]) for r in by_lr[lr]]
+            v = [x["val"] for x in h if x is not None]
+            return np.mean(v) if v else np.inf
+        lr = min(by_lr, key=score)
+        out[key] = (lr, by_lr[lr], len(by_lr))
+    return out
+
+
+def _cell(values, n, fmt="{:.3f}"):
+    """``"mean +- std"`` of the values that are not None; ``"not measured"`` when none is; with how many of
+    the ``n`` runs it covers when only some are."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "not measured"
+    return _ms(vals, fmt) + (f" ({len(vals)}/{n} runs)" if len(vals) < n else "")
+
+
+def heldout_table(runs):
+    """Rows ``(task, model, H, lr, n_lrs, n_seeds, [val, test, val last, test last] as "mean +- std"
+    cells)`` of relative RMSE: each group at the learning rate chosen on validation
+    (:func:`best_lr_runs`), every run read at its validation-chosen checkpoint (:func:`held_out`). A test
+    cell of runs without test scores reads ``not measured``; a group with some runs measured says how
+    many."""
+    rows = []
+    for (task, label), (lr, rs, n_lrs) in best_lr_runs(runs).items():
+        h = [x for x in (held_out(r["curve"]) for r in rs) if x is not None]
+        rows.append((task, label, rs[0]["config"]["width"], lr, n_lrs, len(rs),
+                     [_cell([x[k] for x in h], len(h)) for k in ("val", "test", "val_final", "test_final")]))
+    return rows
+
+
+def seed_table(runs):
+    """Per run of each group at its validation-chosen rate: ``(task, model, lr, seed, held_out(curve))``,
+    seeds in order."""
+    rows = []
+    for (task, label), (lr, rs, _) in best_lr_runs(runs).items():
+        for r in sorted(rs, key=lambda r: r["config"]["seed"]):
+            h = held_out(r["curve"])
+            if h is not None:
+                rows.append((task, label, lr, r["config"]["seed"], h))
+    return rows
+
+
+def measured(runs):
+    """Whether any finished run scored the held-out test set."""
+    return any(p.get("test_rel_rmse") is not None for r in done(runs) for p in r["curve"])
 
 
 def _s4d_reference(g, task, run):
@@ -180,5 +268,6 @@ def response_table(runs):
     return rows
 
 
-__all__ = ["BLOCK", "BUDGETS", "ablation_table", "budget_table", "delay_table", "done", "error_table", "groups",
-           "histogram_table", "kernel_table", "load", "response_table", "within"]
+__all__ = ["BLOCK", "BUDGETS", "ablation_table", "best_lr_runs", "budget_table", "delay_table", "done", "error_table",
+           "groups", "held_out", "heldout_table", "histogram_table", "kernel_table", "load", "lr_groups", "measured",
+           "response_table", "seed_table", "within"]

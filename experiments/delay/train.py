@@ -1,10 +1,13 @@
 """One training run on the delay task, and the measurements the diagnosis needs.
 
 AdamW at a constant learning rate without weight decay (``dt`` and the delay on ``dt_lr`` through
-:func:`nn.param_groups`; by default the same rate), MSE over every position and output. Validation:
-relative RMSE ``||y_hat - y|| / ||y||`` (= RMSE / RMS(target)) on a fixed validation set (the same for
-every model and seed), overall and per lag. Training batch ``s`` is drawn from a generator seeded by
-``(seed, s)``, so checkpoints resume exactly (see :mod:`experiments._train`).
+:func:`nn.param_groups`; by default the same rate), MSE over every position and output. Validation: relative
+RMSE ``||y_hat - y|| / ||y||`` (= RMSE / RMS(target)) on a fixed validation set (the same for every model and
+seed), overall and per lag. Held-out protocol (a config with ``test_size``): every evaluation also scores a
+test set drawn from another generator seed (:data:`TEST_SEED`), recorded beside the validation error
+(``test_rel_rmse``) and never read by any choice made here or by the report (the checkpoint and the learning
+rate are chosen on validation: :func:`.tables.held_out`). Training batch ``s`` is drawn from a generator
+seeded by ``(seed, s)``, so checkpoints resume exactly (see :mod:`experiments._train`).
 
 At the end of a run (final weights):
 
@@ -44,6 +47,7 @@ from .data import Task, n_band
 from .models import Arch, build, n_params, tap_schedule
 
 VAL_SEED = 12345                # the validation set is the same for every model and seed
+TEST_SEED = 54321               # the held-out test set: other signals, the same for every run; chooses nothing
 NEAR = 1.0                      # "at the lag": within one step
 
 
@@ -57,7 +61,9 @@ def run_key(config):
 
 @dataclass
 class RunConfig:
-    """One run: ``task`` x ``arch`` at ``width``."""
+    """One run: ``task`` x ``arch`` at ``width``. ``test_size``: sequences of the held-out test set
+    (:data:`TEST_SEED`) scored at every evaluation; ``None``: none (the runs of results files written
+    before the held-out protocol)."""
     task: Task
     arch: Arch
     width: int
@@ -68,6 +74,12 @@ class RunConfig:
     eval_every: int = 25
     val_size: int = 64
     amp: str = "none"
+    test_size: int | None = None
+
+    def __post_init__(self):
+        if self.test_size is not None and not (isinstance(self.test_size, int) and not isinstance(self.test_size, bool)
+                                               and self.test_size > 0):
+            raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
     def key(self):
         return run_key(self.to_dict())
@@ -77,6 +89,8 @@ class RunConfig:
         d["task"], d["arch"] = self.task.to_dict(), self.arch.to_dict()
         if d["amp"] == "none":
             del d["amp"]
+        if d["test_size"] is None:                   # as in files written before the held-out test set
+            del d["test_size"]
         return d
 
     @classmethod
@@ -255,12 +269,19 @@ def validation_set(task, n, device="cpu"):
     return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
 
 
+def held_out_set(task, n, device="cpu"):
+    """The held-out test set: ``n`` sequences drawn with :data:`TEST_SEED` (other signals than the
+    validation set's and the training batches'); scored, never used for a choice."""
+    x, y = task.sample(n, np.random.default_rng(TEST_SEED))
+    return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+
+
 def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
-    """Train one model; returns a JSON-ready dict: config, ``status``, ``curve`` (step, train MSE,
-    validation relative RMSE), ``rel_rmse`` / ``by_lag`` at the end, ``best_rel_rmse`` / ``best_step``,
-    ``n_params``, ``seconds`` and ``diagnosis`` (:func:`diagnose`, final weights). ``ckpt`` /
-    ``ctx`` / ``progress`` as in :func:`experiments.synthetic.train.train_run`; a non-finite loss raises
-    :class:`~experiments._ckpt.Diverged` with the run so far as its ``record``."""
+    """Train one model; returns a JSON-ready dict: config, ``status``, ``curve`` (step, train MSE, validation
+    relative RMSE; ``test_rel_rmse`` under the held-out protocol), ``rel_rmse`` / ``by_lag`` at the end,
+    ``best_rel_rmse`` / ``best_step``, ``n_params``, ``seconds`` and ``diagnosis`` (:func:`diagnose`, final
+    weights). ``ckpt`` / ``ctx`` / ``progress`` as in :func:`experiments.synthetic.train.train_run`; a
+    non-finite loss raises :class:`~experiments._ckpt.Diverged` with the run so far as its ``record``."""
     ctx = ctx or single(device)
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
@@ -269,6 +290,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
     tr = Trainer(model, opt, ctx, sched=tap_schedule(cfg.arch, model, cfg.steps), amp=cfg.amp)
     vx, vy = validation_set(task, cfg.val_size, dev)
+    test = None if cfg.test_size is None else held_out_set(task, cfg.test_size, dev)
     st = {"step": 0, "curve": [], "best_rel_rmse": float("inf"), "best_step": 0, "losses": [], "seconds": 0.0}
 
     def batch(step):
@@ -280,6 +302,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             return None
         ev = evaluate(model, vx, vy)
         st["curve"].append({"step": step, "loss": loss, "val_rel_rmse": ev["rel_rmse"], "by_lag": ev["by_lag"]})
+        if test is not None:                           # recorded, never read by a choice (tables.held_out)
+            st["curve"][-1]["test_rel_rmse"] = evaluate(model, *test)["rel_rmse"]
         if ev["rel_rmse"] < st["best_rel_rmse"]:
             st["best_rel_rmse"], st["best_step"] = ev["rel_rmse"], step
         return {"loss": loss, "rel_rmse": ev["rel_rmse"]}
@@ -296,5 +320,5 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     return out
 
 
-__all__ = ["RunConfig", "ablate", "delay_summary", "delays", "diagnose", "evaluate", "kernel_shares", "response",
-           "run_key", "train_run"]
+__all__ = ["TEST_SEED", "VAL_SEED", "RunConfig", "ablate", "delay_summary", "delays", "diagnose", "evaluate",
+           "held_out_set", "kernel_shares", "response", "run_key", "train_run", "validation_set"]

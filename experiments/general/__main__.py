@@ -16,7 +16,10 @@ Tasks: ``sdigits`` (scikit-learn's 8x8 digits, 64 steps, unidirectional, delays 
 ``smnist`` / ``psmnist`` (784 steps, unidirectional, delays at one row = 28), ``listops`` (bidirectional,
 default delay grid). Only data that ships with a package or is generated is reachable here; other sets
 are read from local files in their original formats. S4D keeps ``--width``; DS4D takes the width whose
-parameter count is closest to it (the paper: within 1%). Writes ``results.json``, ``report.md`` and
+parameter count is closest to it (the paper: within 1%). Held-out protocol: every epoch is scored on a
+validation split (the data set's own, else 10% of its training examples drawn by a fixed seed) and on the
+test split; the report reads each run at the epoch the validation split chose and at its last epoch,
+never at its best test epoch. Writes ``results.json``, ``report.md`` and
 ``curves.png`` to ``--out`` after every run. Reruns into the same folder merge (other configurations
 kept, the same one skipped; ``--no-resume``: rerun and replaced); every run checkpoints every
 ``--checkpoint-every`` optimizer steps and on SIGINT / SIGTERM, and rerunning the command resumes it.
@@ -103,27 +106,28 @@ def _rekey(run):
     return run_key(run["task"], run["config"], run.get("data"))
 
 
-SCHEMA = RunSchema(fields=("task", "config", "curve"), done=(("best_acc", "best_rmse"), ("final_acc", "final_rmse"),
-                                                            "n_params", "seconds"),
+SCHEMA = RunSchema(fields=("task", "config", "curve"), done=(("final_acc", "final_rmse"), "n_params", "seconds"),
                    curve=(("test_acc", "test_rmse"),),                             # what the report reads
-                   types={"task": "str", "n_params": "int", "data": "dict"})
+                   types={"task": "str", "n_params": "int", "data": "dict"},
+                   point_types={"epoch": "int", "val_acc": "number", "val_rmse": "number"})
 
 
 def _plan(args, ctx):
     """Every run of the sweep (DS4D's width matched to S4D's parameter count, per task)."""
     from .._train import Job
-    from .train import RunConfig, train_run
+    from .train import VAL_FRACTION, VAL_SEED, RunConfig, train_run
     s, overrides = _settings(args)
     jobs = []
     for task in args.tasks:
         data = load(task, args.scale, args.data_dir)
         bidir = TABLE2[task].preset.bidirectional if task in TABLE2 else task == "listops"   # the paper
+        carve = {} if data.val is not None else {"val_fraction": VAL_FRACTION, "val_seed": VAL_SEED}   # held out
         if args.scale == "preset" and task in TABLE2:
-            base = RunConfig(**{**run_config(TABLE2[task].preset), **overrides}, amp=args.amp)
+            base = RunConfig(**{**run_config(TABLE2[task].preset), **overrides}, amp=args.amp, **carve)
         else:
             base = RunConfig(width=s["width"], n_layers=s["n_layers"], d_state=s["d_state"], epochs=s["epochs"],
                              batch=s["batch"], lr=s["lr"], bidirectional=bidir, amp=args.amp,
-                             dropout=s.get("dropout", RunConfig.dropout))
+                             dropout=s.get("dropout", RunConfig.dropout), **carve)
         for spec in parse_models(args.models):
             cfg = dataclasses.replace(base, model=spec)
             if spec.is_ds4d and "s4d" in args.models:

@@ -4,9 +4,15 @@ Retrieval).
 
 Model: :class:`nn.SequenceModel` (encoder, ``n_layers`` pre-norm GLU blocks, mean pooling, linear
 decoder): class logits and cross-entropy, or one output and squared error (RMSE reported); document
-pairs go through one encoder each and :class:`PairClassifier`'s head. Where the data set has a
-validation split, every epoch is also scored on it and the record keeps the test score at the best
-validation epoch (``test_at_best_val``): the selection the test split cannot make honestly.
+pairs go through one encoder each and :class:`PairClassifier`'s head. Held-out protocol: every epoch is
+scored on a validation split and on the test split; the validation split chooses the epoch (the record
+keeps ``best_val_epoch`` and the test score there, ``test_at_best_val``), the test split chooses nothing
+(no "best test" is kept: the record's test scores are the curve's and the last epoch's, ``final_acc`` /
+``final_rmse``). A data set with its own validation split uses it; for one without (sdigits, sMNIST, the
+generated ListOps, LRA Text), a config with ``val_fraction`` carves that share of the training examples
+out as validation, drawn by ``val_seed`` (:func:`with_validation`; :data:`VAL_FRACTION` and
+:data:`VAL_SEED` in every new run of the CLI). Records written before the protocol hold a ``best_acc``
+(the best test epoch) that no report reads, and no validation score where the data set has no split.
 
 DS4D settings follow the paper's appendix C.4: on pixel tasks every channel starts at a delay of one
 image row (``delay_init="constant"``, ``tau0 = row``: 28 for sMNIST, 8 for sdigits) with ``theta0 = 0``
@@ -18,6 +24,7 @@ batch (see :mod:`experiments._train`).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 
@@ -33,6 +40,10 @@ from .._models import ModelSpec
 from .._runs import config_key
 from .._sizes import n_params
 from .._train import Trainer, fit
+from .loaders import split_off
+
+VAL_FRACTION = 0.1          # the share of the training examples carved out as validation where a data set has none
+VAL_SEED = 12345            # the draw of that split: the same for every model, seed and learning rate
 
 
 def data_info(data):
@@ -51,10 +62,29 @@ def run_key(task, config, data):
                       {"task": task, "config": c, "data": data})
 
 
+def with_validation(data, cfg):
+    """``data`` as the run of ``cfg`` trains on it: unchanged where ``cfg.val_fraction`` is None; else its
+    training split with ``val_fraction`` of the examples carved out as the validation split, drawn by
+    ``cfg.val_seed`` (:func:`.loaders.split_off`), for a data set without a validation split of its own
+    (one with its own keeps it: a :class:`ValueError`)."""
+    if cfg.val_fraction is None:
+        return data
+    if data.val is not None:
+        raise ValueError(f"{data.name} has a validation split of its own: val_fraction is for data sets without one")
+    train, val = split_off(data.train.x, data.train.y, cfg.val_fraction, cfg.val_seed)
+    if val is None or not len(train.y):
+        raise ValueError(f"{data.name}: val_fraction {cfg.val_fraction:g} of {len(data.train.y)} training examples "
+                         "leaves an empty training or validation split")
+    return dataclasses.replace(data, train=train, val=val)
+
+
 @dataclass
 class RunConfig:
     """One run: ``model`` (a :class:`~experiments._models.ModelSpec`, DS4D or S4D; stored as its label,
-    ``"family"``) at ``width`` with ``n_layers`` blocks, and its training recipe."""
+    ``"family"``) at ``width`` with ``n_layers`` blocks, and its training recipe. ``val_fraction`` /
+    ``val_seed``: the validation split carved from the training data of a data set without one
+    (:func:`with_validation`); ``None``: the data set's own split, or none (the runs of results files
+    written before the held-out protocol)."""
     model: ModelSpec = ModelSpec("ds4d")
     width: int = 64
     n_layers: int = 4
@@ -68,17 +98,29 @@ class RunConfig:
     seed: int = 0
     bidirectional: bool = False
     amp: str = "none"
+    val_fraction: float | None = None
+    val_seed: int | None = None
+
+    def __post_init__(self):
+        if (self.val_fraction is None) != (self.val_seed is None):
+            raise ValueError("val_fraction and val_seed go together (both None: no carved validation split)")
+        if self.val_fraction is not None and not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction is a share in (0, 1), or None (got {self.val_fraction!r})")
 
     def to_dict(self):
         d = {("family" if k == "model" else k): self.model.label if k == "model" else v
              for k, v in asdict(self).items()}
         if d["amp"] == "none":                       # as in files written before mixed precision
             del d["amp"]
+        for k in ("val_fraction", "val_seed"):
+            if d[k] is None:                         # as in files written before the held-out protocol
+                del d[k]
         return d
 
     def key(self, data):
-        """Identity of the run on ``data`` (a :class:`~experiments.general.data.Dataset`)."""
-        return run_key(data.name, self.to_dict(), data_info(data))
+        """Identity of the run on ``data`` (a :class:`~experiments.general.data.Dataset`, before any
+        carved validation split: the key holds the sizes the run trains on)."""
+        return run_key(data.name, self.to_dict(), data_info(with_validation(data, self)))
 
 
 class PairClassifier(nn.Module):
@@ -150,12 +192,16 @@ def _se_sum(out, targets):
 
 def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train; returns a JSON-ready dict: config, ``status``, per-epoch ``curve`` (train loss, test loss /
-    accuracy), ``best_acc`` / ``final_acc``, ``n_params``, ``seconds``, and for DS4D the mean delay before
-    and after. ``progress``: ``(optimizer step, acc=)`` after each epoch; ``ckpt``, ``ctx``: as in
-    :func:`experiments.synthetic.train.train_run` (checkpoints every N optimizer steps, mid-epoch
-    included). A non-finite loss raises :class:`~experiments._ckpt.Diverged` with the run so far."""
+    accuracy, validation accuracy), ``final_acc`` (test, last epoch), ``best_val_epoch`` /
+    ``test_at_best_val`` (the epoch chosen on validation and the test score there; ``rmse`` in place of
+    ``acc`` for regression), ``n_params``, ``seconds``, and for DS4D the mean delay before and after.
+    ``data``: the data set as loaded (:func:`with_validation` carves the split ``cfg`` names). ``progress``:
+    ``(optimizer step, acc=)`` after each epoch; ``ckpt``, ``ctx``: as in
+    :func:`experiments.synthetic.train.train_run` (checkpoints every N optimizer steps, mid-epoch included). A
+    non-finite loss raises :class:`~experiments._ckpt.Diverged` with the run so far."""
     ctx = ctx or single(device)
     dev = ctx.device
+    data = with_validation(data, cfg)
     torch.manual_seed(cfg.seed)
     model = build(cfg, data).to(dev)
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, cfg.weight_decay), lr=cfg.lr)
@@ -166,19 +212,17 @@ def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)
     delays0 = _mean_delay(model)
     m, sign = metric(data), (-1.0 if data.target == "regression" else 1.0)      # sign * score: higher is better
-    st = {"step": 0, "curve": [], f"best_{m}": -1.0 if m == "acc" else None, "best_epoch": None, "losses": [],
-          "seconds": 0.0}
+    st = {"step": 0, "curve": [], "losses": [], "seconds": 0.0}
     if data.val is not None:
         st.update(best_val=None, best_val_epoch=None, test_at_best_val=None)
 
     def better(score, best):
         return best is None or sign * score > sign * best
-    key = cfg.key(data)
+    key = run_key(data.name, cfg.to_dict(), data_info(data))        # data: as carved, = cfg.key(the data as loaded)
 
     def record(status):
         out = {"key": key, "task": data.name, "config": cfg.to_dict(), "data": data_info(data), "status": status,
                "n_params": n_params(model, trainable=False), "curve": st["curve"],
-               f"best_{m}": st[f"best_{m}"], "best_epoch": st["best_epoch"],
                f"final_{m}": st["curve"][-1][f"test_{m}"] if st["curve"] else None, "seconds": st["seconds"]}
         if m != "acc":
             out["metric"] = m
@@ -208,13 +252,11 @@ def train_run(cfg, data, device="cpu", progress=None, ckpt=None, ctx=None):
             return None
         score, test_loss = evaluate(model, data.test.x, data.test.y, dev, target=data.target)
         point = {"epoch": epoch, "train_loss": loss, "test_loss": test_loss, f"test_{m}": score}
-        if data.val is not None:                 # model selection on the validation split
+        if data.val is not None:                 # model selection on the validation split (the test chooses nothing)
             point[f"val_{m}"] = evaluate(model, data.val.x, data.val.y, dev, target=data.target)[0]
             if better(point[f"val_{m}"], st["best_val"]):
                 st.update(best_val=point[f"val_{m}"], best_val_epoch=epoch, test_at_best_val=score)
         st["curve"].append(point)
-        if better(score, st[f"best_{m}"]):
-            st[f"best_{m}"], st["best_epoch"] = score, epoch
         return {m: score}
 
     def where(step):
@@ -233,4 +275,4 @@ def _mean_delay(model):
     return float(torch.cat([m.discrete(torch.float64)[6] for m in layers]).mean())
 
 
-__all__ = ["RunConfig", "build", "evaluate", "train_run"]
+__all__ = ["VAL_FRACTION", "VAL_SEED", "RunConfig", "build", "evaluate", "train_run", "with_validation"]

@@ -126,9 +126,12 @@ def test_cli_smoke_run_and_resume(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert [r["config"]["family"] for r in runs] == ["ds4d", "s4d"]
-    assert all(0 <= r["best_acc"] <= 1 and len(r["curve"]) == 1 for r in runs)
+    assert all(0 <= r["final_acc"] <= 1 and len(r["curve"]) == 1 and "best_acc" not in r for r in runs)
+    assert all(r["config"]["val_fraction"] == 0.1 and r["data"]["n_val"] == round(0.1 * 256) for r in runs)
+    assert all(r["data"]["n_train"] == 256 - r["data"]["n_val"] and "val_acc" in r["curve"][0] for r in runs)
     assert runs[0]["mean_delay"]["init"] > 1 and (tmp_path / "curves.png").stat().st_size > 0
-    assert "| listops | ds4d |" in (tmp_path / "report.md").read_text()
+    text = (tmp_path / "report.md").read_text()
+    assert "| listops | ds4d |" in text and "test acc at the chosen epoch" in text and "best test" not in text
     mtime = (tmp_path / "results.json").stat().st_mtime_ns
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode == 0 and (tmp_path / "results.json").stat().st_mtime_ns == mtime   # nothing rerun

@@ -123,16 +123,19 @@ def test_a_stored_run_of_the_wrong_type_fails_before_any_work(tmp_path, monkeypa
                                   "results-5ep-C"])
 def test_the_committed_results_load_and_resume(tmp_path, monkeypatch, capsys, name):
     """The committed files (the recipe's earlier layout: ``config`` + ``results``) load with every run;
-    rerunning their recipe trains nothing and reports what they hold."""
+    rerunning their recipe (no validation split: ``--val-fraction 0``, as before the held-out protocol)
+    trains nothing and reports what they hold: the final test accuracy, and "not measured" at a
+    validation-chosen epoch (their "best" was chosen on the test split: never printed)."""
     monkeypatch.setattr(s4_recipe, "run", lambda *a, **k: pytest.fail("a recorded run was trained again"))
     old = json.loads((DOCS / "s4-recipe" / f"{name}.json").read_text())
     shutil.copy(DOCS / "s4-recipe" / f"{name}.json", tmp_path / "results.json")
     c = old["config"]
     arms = list(dict.fromkeys(r["arm"] for r in old["results"]))
     assert s4_recipe.main(["--seeds", str(c["seeds"]), "--epochs", str(c["epochs"]), "--arms", *arms,
-                           "--out", str(tmp_path)]) == 0
+                           "--val-fraction", "0", "--out", str(tmp_path)]) == 0
     md = (tmp_path / "results.md").read_text()
     for arm in arms:
         finals = [r["final"] for r in old["results"] if r["arm"] == arm]
         assert f"| `{arm}` |" in md and f"{sum(finals) / len(finals):.1f} +- " in md
+        assert f"| `{arm}` | {s4_recipe.ARMS[arm].description} | 1 | not measured | not measured |" in md
     assert f"({len(old['results'])} already in" in capsys.readouterr().out
