@@ -49,10 +49,10 @@ from pathlib import Path
 
 from .._driver import Experiment, drive
 from .._runs import (RunSchema, add_run_arguments, device_name, is_main_process, learning_rate, nonneg_float,
-                     nonneg_int, positive_int)
+                     nonneg_int, positive_int, unit_fraction)
 from . import FAMILIES, HF_FAMILIES
 from .models import LSTM_INIT, LSTM_INITS
-from .tasks import COPY_KINDS, KINDS, PAPER_KINDS, preset
+from .tasks import COPY_KINDS, KINDS, PAD_DISTS, PAPER_KINDS, preset
 
 CONTROL_MODELS = ("s4d", "ds4d", "lstm", "gpt2", "llama", "mamba")   # every family the long tasks compare
 SCALES = {   # width (S4D reference), steps, batch, eval_every, val_size, N (copy, sums), families, seeds, lrs,
@@ -96,6 +96,12 @@ def _parse(argv):
                     help="lag range of the variable protocol (default: the scale's)")
     ap.add_argument("--gap", type=nonneg_int, default=0, help="filler tokens (content that carries time) between "
                     "the data and the padding (default 0): a clocked model's look-back is T + gap ticks")
+    ap.add_argument("--pads", type=positive_int, default=1, help="padding ids (default 1, id 0): the padding "
+                    "tokens are drawn from this many ids (see --pad-dist), none of them told to a learned clock")
+    ap.add_argument("--pad-dist", choices=PAD_DISTS, default="uniform", help="how the padding ids are drawn "
+                    "(zipf: frequency 1 / rank)")
+    ap.add_argument("--noise", type=unit_fraction, default=0.0, help="probability that a padding token is a random "
+                    "data value instead (data-like noise inside the gap; default 0)")
     ap.add_argument("--lstm-init", choices=LSTM_INITS, default=LSTM_INIT, help="the LSTM's initialization "
                     f"(default {LSTM_INIT}: chrono forget biases over the context; torch: PyTorch's default, "
                     "which leaves the LSTM at chance)")
@@ -153,6 +159,8 @@ def _tasks(args):
                 t = dataclasses.replace(t, P_min=args.lag_range[0], P_max=args.lag_range[1])
             if args.gap:
                 t = dataclasses.replace(t, gap=args.gap)
+            if args.pads > 1 or args.noise:
+                t = dataclasses.replace(t, pads=args.pads, pad_dist=args.pad_dist, noise=args.noise)
             out.append(t)
     return out
 

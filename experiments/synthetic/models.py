@@ -115,7 +115,7 @@ def _transformers():
 
 
 def build(spec, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=None, ticks=None,
-          lstm_init=LSTM_INIT, clock=None):
+          lstm_init=LSTM_INIT, clock=None, pad=(PAD,)):
     """A fresh token model of ``spec`` (:class:`experiments._models.ModelSpec`). ``length``: context
     length (DS4D's delay horizon, GPT-2's positions); ``d_state``: state size ``N`` of DS4D / S4D (Mamba
     keeps its default 16); ``dt_lr``: DS4D's and S4D's learning rate for ``dt`` and the delay (1e-4 in
@@ -126,13 +126,14 @@ def build(spec, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=N
     learned clock keeps real time. ``lstm_init``: the LSTM's
     initialization (:class:`TokenLSTM`; its chrono horizon is ``length``). ``clock``: a clock part for a
     DS4D / S4D model whose ``spec`` has none (``nn.SequenceModel(clock=)``, e.g. a configured
-    :class:`nn.learned_clock.BinaryClock`)."""
+    :class:`nn.learned_clock.BinaryClock`). ``pad``: the padding ids a given clock pauses at (the task's
+    :attr:`.tasks.Task.pad_ids`)."""
     if not spec.is_baseline:
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}
         if spec.is_ds4d:
             kw["l_max"] = ticks if spec.counts_ticks and ticks is not None else length
         extra = {} if clock is None else {"clock": clock}
-        return spec.sequence_model(vocab, vocab, kw, pad=(PAD,), d_model=d_model, n_layers=n_layers, embedding=True,
+        return spec.sequence_model(vocab, vocab, kw, pad=tuple(pad), d_model=d_model, n_layers=n_layers, embedding=True,
                                    **extra)
     if spec.layer == "lstm":
         return TokenLSTM(vocab, d_model, n_layers, horizon=length, init=lstm_init)

@@ -11,6 +11,12 @@ every sequence), a per-sequence delay in the variable protocol (``P`` uniform in
 The filler (``G = gap`` tokens of id ``V-2``, default none) is content that carries time: a clocked model
 (pause at padding) sees a look-back of ``T + G`` of its ticks whatever ``P``.
 
+Padding that is not one id (the clock's harder case: whitespace, separators, silence come as many tokens):
+``pads = k`` draws each padding token from ``k`` ids (``0`` and the ``k - 1`` ids below go, or below the
+filler), uniformly or with Zipf frequencies (``pad_dist``); ``noise`` replaces each padding token by a
+random data value with that probability (data-like tokens inside the gap, which carry no time for the
+task but are not padding by their id). Targets never change: the data are where they were.
+
 Targets (``d`` = data, ``i`` = 0..T-1, windows truncated at the start of the data):
 
 * copy: ``target_i = d_i``;
@@ -38,6 +44,7 @@ IGNORE = -100          # label of unsupervised positions (torch cross_entropy's 
 KINDS = ("copy", "sum", "wsum", "select")
 PAPER_KINDS = KINDS[:3]  # the paper's tasks (a scale's default); select is Mamba's selective copying
 COPY_KINDS = ("copy", "select")  # targets are the data themselves (no window)
+PAD_DISTS = ("uniform", "zipf")  # how the padding ids are drawn
 
 
 @dataclass(frozen=True)
@@ -45,7 +52,9 @@ class Task:
     """One synthetic task. ``kind`` in ``copy | sum | wsum | select``; ``T`` data length; lag ``P`` in
     ``[P_min, P_max]`` (equal: fixed protocol); ``vocab`` ``V``; ``window`` ``w`` and ``sigma`` for
     sum / weighted sum; ``gap`` ``G`` filler tokens (id ``V-2``, then one data value fewer) before the
-    padding (not with select, whose data are spread over the padding)."""
+    padding (not with select, whose data are spread over the padding); ``pads`` padding ids (``k - 1``
+    data values fewer), drawn ``"uniform"`` or ``"zipf"`` (``pad_dist``, frequency ``1 / rank``, id 0
+    the most frequent); ``noise`` the probability that a padding token is a random data value instead."""
     kind: str
     T: int
     P_min: int
@@ -54,6 +63,9 @@ class Task:
     window: int = 1
     sigma: float = 1.0
     gap: int = 0
+    pads: int = 1
+    pad_dist: str = "uniform"
+    noise: float = 0.0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -66,6 +78,11 @@ class Task:
             raise ValueError(f"gap must be >= 0 (0 for select: its data are spread over the padding), got {self.gap}")
         if self.kind == "wsum" and not self.sigma > 0:
             raise ValueError(f"sigma must be positive, got {self.sigma}")
+        if not (isinstance(self.pads, int) and self.pads >= 1) or self.pad_dist not in PAD_DISTS:
+            raise ValueError(f"pads must be an integer >= 1 and pad_dist one of {PAD_DISTS}, got {self.pads!r}, "
+                             f"{self.pad_dist!r}")
+        if not 0.0 <= self.noise < 1.0:
+            raise ValueError(f"noise must lie in [0, 1), got {self.noise}")
         self.data_max                                     # raises on a vocabulary too small
 
     @property
@@ -74,7 +91,22 @@ class Task:
 
     @property
     def name(self):
-        return f"{self.kind}-{self.protocol}"
+        """``kind-protocol``, then ``-pads<k>`` (``-zipf``) and ``-noise<p>`` for the padding variants."""
+        out = f"{self.kind}-{self.protocol}"
+        if self.pads > 1:
+            out += f"-pads{self.pads}" + ("-zipf" if self.pad_dist == "zipf" else "")
+        return out + (f"-noise{self.noise:g}" if self.noise else "")
+
+    @property
+    def pad_ids(self):
+        """The padding ids: ``0`` and the ``pads - 1`` ids below go (below the filler with a gap)."""
+        top = self.vocab - 2 - (1 if self.gap else 0)               # the highest id left to data
+        return (0,) + tuple(range(top - self.pads + 2, top + 1))
+
+    def pad_probs(self):
+        """The frequency of each of :attr:`pad_ids` in the padding."""
+        w = 1.0 / np.arange(1, self.pads + 1) if self.pad_dist == "zipf" else np.ones(self.pads)
+        return w / w.sum()
 
     @property
     def length(self):
@@ -84,8 +116,8 @@ class Task:
     @property
     def ticks(self):
         """Tokens other than padding per sequence, ``2 T + G`` (data, filler, go, targets): a clocked
-        model's horizon."""
-        return 2 * self.T + self.gap
+        model's horizon (with ``noise``, whose tokens are not padding by their id, the context length)."""
+        return self.length if self.noise else 2 * self.T + self.gap
 
     @property
     def filler(self):
@@ -104,7 +136,7 @@ class Task:
     @property
     def data_max(self):
         """``m``: the largest data token with every target inside ``1..V-2``."""
-        top = self.vocab - 2 - (1 if self.gap else 0)           # the filler takes one id
+        top = self.vocab - 2 - (1 if self.gap else 0) - (self.pads - 1)   # the filler and the pads take ids
         if self.kind in COPY_KINDS:
             m = top
         else:
@@ -145,6 +177,13 @@ class Task:
             tokens[:, :T] = data
         tokens[:, T:T + self.gap] = self.filler
         go_at = T + self.gap + P                                            # (B,)
+        if self.pads > 1 or self.noise:                                     # the padding before go, redrawn
+            pad = (tokens == 0) & (np.arange(L)[None, :] < go_at[:, None])
+            ids = np.asarray(self.pad_ids)[rng.choice(self.pads, size=(batch, L), p=self.pad_probs())]
+            if self.noise:
+                noisy = rng.random((batch, L)) < self.noise
+                ids = np.where(noisy, rng.integers(1, self.data_max + 1, size=(batch, L)), ids)
+            tokens = np.where(pad, ids, tokens)
         tokens[np.arange(batch), go_at] = self.go
         cols = go_at[:, None] + 1 + np.arange(T - 1)                        # (B, T-1)
         tokens[rows, cols] = tgt[:, :-1]
@@ -155,6 +194,9 @@ class Task:
         d = {**asdict(self), "name": self.name, "data_max": self.data_max, "length": self.length}
         if not self.gap:                                  # runs without a filler keep their keys
             d.pop("gap")
+        for k, default in (("pads", 1), ("pad_dist", "uniform"), ("noise", 0.0)):
+            if d[k] == default:                           # runs with one padding id keep their keys
+                d.pop(k)
         return d
 
 

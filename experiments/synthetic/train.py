@@ -209,13 +209,14 @@ def mechanism(model, init_state, tokens, labels, init_taps=()):
 
 
 @torch.no_grad()
-def clock_stats(model, tokens):
+def clock_stats(model, tokens, pads=(0,)):
     """Per gated layer of a clocked model (``ds4d-gate`` / ``s4d-gate``): the mean learned clock at the
-    padding token and at the other tokens of ``tokens`` ``(B, L)``; ``[]`` for other models."""
+    padding tokens (ids ``pads``) and at the other tokens of ``tokens`` ``(B, L)``; ``[]`` for other models."""
     blocks = [b for b in getattr(model, "blocks", ()) if getattr(b.layer, "gate", None) is not None]
     if not blocks:
         return []
-    out, h, pad = [], model.encoder(tokens), tokens == 0
+    out, h = [], model.encoder(tokens)
+    pad = torch.isin(tokens, torch.as_tensor(pads, device=tokens.device))
     for blk in model.blocks:
         if getattr(blk.layer, "gate", None) is not None:
             c = blk.layer.gate(blk.norm(h) if blk.prenorm else h)                   # (B, L)
@@ -266,7 +267,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
-                  seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch").to(dev)
+                  seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids).to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
     for gate in (m for m in model.modules() if isinstance(m, HardGateClock)):
         gate.input_grad = not cfg.gate_detach
@@ -303,7 +304,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         if test is not None:                           # recorded, never read by a choice (report.held_out)
             st["curve"][-1]["test_acc"] = accuracy(model, test[0], test[1])
         if clocked:                                    # the learned clocks at every evaluation (a gate flip)
-            st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE])
+            st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE], task.pad_ids)
         if det["acc"] > st["best_acc"]:
             st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
             if init_state:
@@ -319,7 +320,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
               extra=(lambda: {"best_state": keep["best_state"]},
                      lambda saved: keep.update(best_state=saved["best_state"])))
     if clock_stats(model, vt[:8]):
-        out["clock"] = clock_stats(model, vt)                      # the learned clocks at the end
+        out["clock"] = clock_stats(model, vt, task.pad_ids)        # the learned clocks at the end
     if init_taps:
         out["tap_schedule"] = {"w0": tap.w0, "frac": tap.frac, "final_width": tap_widths(model)}
     if init_state:

@@ -1,0 +1,83 @@
+"""Variable-delay tasks whose padding is not one id (issue 51): padding drawn from several ids, uniform or
+Zipf, and data-like noise inside the gap; the targets never change, tasks with one padding id keep their
+configuration (and so their run keys), and a given clock told the ids pauses at every one of them."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from ddesys.experiments._models import ModelSpec
+from ddesys.experiments.synthetic import __main__ as cli
+from ddesys.experiments.synthetic.models import build
+from ddesys.experiments.synthetic.tasks import IGNORE, preset
+
+BASE = preset("copy", "variable", "cpu")
+
+
+def _gap_tokens(task, tokens, lags):
+    """The tokens between the data (and filler) and go, per row, as one flat array."""
+    start = task.T + task.gap
+    return np.concatenate([tokens[b, start:start + p] for b, p in enumerate(lags)])
+
+
+def test_one_padding_id_keeps_the_task_and_its_key():
+    assert BASE.pads == 1 and BASE.pad_ids == (0,) and BASE.name == "copy-variable"
+    assert not {"pads", "pad_dist", "noise"} & set(BASE.to_dict())
+    tok, _, lags = BASE.sample(64, np.random.default_rng(0))
+    assert set(np.unique(_gap_tokens(BASE, tok, lags))) == {0}
+
+
+@pytest.mark.parametrize("dist", ["uniform", "zipf"])
+def test_padding_from_several_ids(dist):
+    task = dataclasses.replace(BASE, pads=4, pad_dist=dist)
+    assert task.name == "copy-variable-pads4" + ("-zipf" if dist == "zipf" else "")
+    assert task.pad_ids == (0, 12, 13, 14) and task.data_max == BASE.data_max - 3     # go is 15: ids below it
+    tok, lab, lags = task.sample(512, np.random.default_rng(1))
+    gap = _gap_tokens(task, tok, lags)
+    ids, counts = np.unique(gap, return_counts=True)
+    assert tuple(ids) == task.pad_ids
+    freq = counts / counts.sum()
+    want = task.pad_probs()
+    assert np.abs(freq - want).max() < 0.02                       # the drawn frequencies
+    if dist == "zipf":
+        assert freq[0] > 1.8 * freq[1]
+    data = tok[:, :task.T]
+    sup = lab != IGNORE
+    assert (lab[sup].reshape(len(tok), task.T) == data).all()     # copy: the targets are the data
+    assert data.max() <= task.data_max and not np.isin(data, task.pad_ids).any()
+
+
+def test_noise_inside_the_gap():
+    task = dataclasses.replace(BASE, noise=0.25)
+    assert task.name == "copy-variable-noise0.25" and task.ticks == task.length
+    tok, lab, lags = task.sample(512, np.random.default_rng(2))
+    gap = _gap_tokens(task, tok, lags)
+    noisy = gap != 0
+    assert abs(noisy.mean() - 0.25) < 0.02
+    assert gap[noisy].min() >= 1 and gap[noisy].max() <= task.data_max
+    with pytest.raises(ValueError, match="noise"):
+        dataclasses.replace(BASE, noise=1.0)
+    with pytest.raises(ValueError, match="pads"):
+        dataclasses.replace(BASE, pads=0)
+
+
+def test_the_cli_builds_the_variants_and_refuses_bad_ones(capsys):
+    args = cli._parse(["--scale", "smoke", "--tasks", "copy", "--protocols", "variable", "--pads", "3",
+                       "--pad-dist", "zipf", "--noise", "0.1"])
+    (task,) = cli._tasks(args)
+    assert (task.pads, task.pad_dist, task.noise) == (3, "zipf", 0.1)
+    for bad in (["--pads", "0"], ["--pad-dist", "pareto"], ["--noise", "1.5"]):
+        with pytest.raises(SystemExit) as e:
+            cli._parse(["--scale", "smoke", *bad])
+        assert e.value.code == 2
+
+
+def test_a_given_clock_told_the_ids_pauses_at_each():
+    task = dataclasses.replace(preset("copy", "variable", "smoke"), pads=3)
+    model = build(ModelSpec.from_label("s4d-clock"), task.vocab, 8, 1, task.length, 8, pad=task.pad_ids)
+    tok, _, lags = task.sample(16, np.random.default_rng(3))
+    ticks = model.clock(torch.from_numpy(tok)).numpy()
+    assert not ticks[np.isin(tok, task.pad_ids)].any() and ticks[~np.isin(tok, task.pad_ids)].all()
