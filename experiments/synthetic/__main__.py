@@ -194,7 +194,7 @@ def _rekey(run):
 SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   # what report.py reads (the
                    types={"n_params": "int", "seconds": "number", "world_size": "int", "mechanism": "dict",  # others
                           "by_position": "list", "best_step": "int"},                                 # when present)
-                   point_types={"step": "int", "clock": "list", "test_acc": "number"})
+                   point_types={"step": "int", "clock": "list", "test_acc": "number", "pads": "list"})
 
 
 def _plan(args, ctx):

@@ -19,6 +19,7 @@ from .._models import model_of
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
 from .._tables import mean_std as _ms
+from . import diagnosis
 from .tasks import COPY_KINDS
 
 BUDGETS = (0.25, 0.5, 1.0)          # step budgets, as fractions of a run's steps
@@ -428,6 +429,23 @@ def markdown(runs, meta):
             lines.append(f"| {c['task']['name']} | {c['family']} | {c['width']} | {c['lr']:g} | {c['seed']} | "
                          f"{r.get('diverged_step', '?')} | {best} |")
     lines += ["", "![learning curves](curves.png)", ""]
+    pads = [(r, diagnosis.table(r)) for r in done(runs)]
+    pads = [(r, t) for r, t in pads if t]
+    if pads:
+        lines += ["## Padding ids and the learned clocks (issue 51's diagnosis)", "",
+                  "Per run, gated layer and padding id: its tokens on the probe batch, the fraction that tick at "
+                  "the first and the last evaluation, and the push of the task loss and of the time cost on the "
+                  "clock at those tokens (minus the derivative, summed over the tokens and over every evaluation; "
+                  "negative: towards a pause).", "",
+                  "| task | model | seed | layer | id | tokens | ticks first | ticks last | loss push | cost push |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r, rows in pads:
+            c = r["config"]
+            for layer, i, n, t0, t1, gl, gc in rows:
+                f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+                lines.append(f"| {c['task']['name']} | {c['family']} | {c['seed']} | {layer} | {i} | {n} | {f(t0)} | "
+                             f"{f(t1)} | {gl:.3g} | {gc:.3g} |")
+        lines.append("")
     if clocked_runs(runs):
         lines += ["The learned clocks during training (each layer's mean clock at the padding and elsewhere, "
                   "with the validation accuracy):", "", "![learned clocks](clocks.png)", ""]

@@ -36,6 +36,7 @@ from .._runs import config_key
 from .._models import TIME_COST, ModelSpec
 from .._probes import ablate, ds4d_layers, tap_delays, tap_widths, tap_zero
 from .._train import Trainer, fit
+from .diagnosis import pad_pushes
 from .models import LSTM_INITS, build, n_params
 from .tasks import IGNORE, Task
 
@@ -253,7 +254,8 @@ def _group_of(opt, params):
 def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
     loss, val accuracy; ``clock``, a learned clock's :func:`clock_stats` on the first ``CLOCK_PROBE`` validation
-    sequences; ``test_acc`` under the held-out protocol), ``best_acc`` / ``best_step`` (validation),
+    sequences; ``test_acc`` under the held-out protocol; ``pads``, :func:`.diagnosis.pad_pushes`, on a task
+    whose padding has several ids or noise), ``best_acc`` / ``best_step`` (validation),
     ``by_position`` / ``by_lag`` at the best evaluation,
     ``n_params``, ``seconds`` and, for DS4D, ``mechanism`` at the best checkpoint.
 
@@ -305,6 +307,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             st["curve"][-1]["test_acc"] = accuracy(model, test[0], test[1])
         if clocked:                                    # the learned clocks at every evaluation (a gate flip)
             st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE], task.pad_ids)
+            if task.pads > 1 or task.noise:            # issue 51's diagnosis: each padding id's pushes
+                st["curve"][-1]["pads"] = pad_pushes(model, vt[:CLOCK_PROBE], vl[:CLOCK_PROBE], task.pad_ids,
+                                                     cost.weight_at(step) if cost is not None else 0.0)
         if det["acc"] > st["best_acc"]:
             st.update(best_acc=det.pop("acc"), best_step=step, best_detail=det)
             if init_state:

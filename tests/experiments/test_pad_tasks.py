@@ -81,3 +81,48 @@ def test_a_given_clock_told_the_ids_pauses_at_each():
     tok, _, lags = task.sample(16, np.random.default_rng(3))
     ticks = model.clock(torch.from_numpy(tok)).numpy()
     assert not ticks[np.isin(tok, task.pad_ids)].any() and ticks[~np.isin(tok, task.pad_ids)].all()
+
+
+def test_the_pushes_on_each_padding_id_against_finite_differences():
+    """:func:`diagnosis.pad_pushes` on a binary-clock model: on the last gated layer (no gate downstream) the
+    cost's push is ``-weight / (layers * B * L)`` per token, and the loss's push on one id equals minus the
+    finite-difference derivative of the loss when that id's clock values move (through a hook on the
+    gate; on the soft clock, whose outputs depend smoothly on its values: the binary clock's push is its
+    surrogate's). Pushes are total derivatives: on the first layer they include the effect through the
+    second."""
+    import torch.nn.functional as F
+
+    from ddesys.experiments.synthetic.diagnosis import pad_pushes, table
+    task = dataclasses.replace(preset("copy", "variable", "smoke"), pads=3)
+    torch.manual_seed(0)
+    model = build(ModelSpec.from_label("s4d-tick"), task.vocab, 8, 2, task.length, 8, seed=0,
+                  ticks=task.ticks, pad=task.pad_ids).double()
+    tok, lab, _ = (torch.from_numpy(a) for a in task.sample(8, np.random.default_rng(4)))
+    rows = pad_pushes(model, tok, lab, task.pad_ids, 0.3)
+    assert len(rows) == 2 and rows[0]["ids"] == list(task.pad_ids)
+    per_token = 0.3 / (2 * tok.numel())
+    assert np.allclose(rows[1]["cost"], [-per_token * n for n in rows[1]["count"]], rtol=1e-12)
+    assert not np.allclose(rows[0]["cost"], [-per_token * n for n in rows[0]["count"]], rtol=1e-6)
+    torch.manual_seed(0)
+    model = build(ModelSpec.from_label("s4d-gate"), task.vocab, 8, 2, task.length, 8, seed=0,
+                  pad=task.pad_ids).double()
+    rows = pad_pushes(model, tok, lab, task.pad_ids, 0.3)
+    gate = model.blocks[1].layer.gate
+    k, h = task.pad_ids[1], 1e-6
+    at = tok == k
+
+    def loss_with_shift(eps):
+        hook = gate.register_forward_hook(lambda m, i, o: o + eps * at.to(o.dtype))
+        try:
+            with torch.no_grad():
+                logits = model(tok)
+        finally:
+            hook.remove()
+        sup = lab != IGNORE
+        return float(F.cross_entropy(logits[sup], lab[sup]))
+    model.eval()
+    fd = (loss_with_shift(h) - loss_with_shift(-h)) / (2 * h)
+    assert abs(rows[1]["loss"][1] + fd) <= 1e-5 * max(1.0, abs(fd))
+    run = {"curve": [{"step": 1, "val_acc": 0.1, "pads": rows}, {"step": 2, "val_acc": 0.2, "pads": rows}]}
+    t = table(run)
+    assert len(t) == 6 and t[0][:3] == (1, 0, rows[0]["count"][0]) and t[0][5] == 2 * rows[0]["loss"][0]
