@@ -82,12 +82,31 @@ class DelayLTI:
 
     # ---------------------------------------------------------------- time base
     def isctime(self, strict=False):
-        """True for a continuous-time system (``dt == 0``)."""
+        """True for a continuous-time system (``dt == 0``).
+
+        Parameters
+        ----------
+        strict : bool, default False
+            python-control's argument, accepted for its signature; the answer does not depend on it.
+
+        Returns
+        -------
+        bool
+        """
         return self.dt == 0
 
     def isdtime(self, strict=False):
-        """True for a discrete-time system (``dt`` is ``True`` or a step ``> 0``); with ``strict``, only
-        for a numeric step."""
+        """True for a discrete-time system (``dt`` is ``True`` or a step ``> 0``).
+
+        Parameters
+        ----------
+        strict : bool, default False
+            Only for a numeric step (``dt = True``, an unspecified step, then gives False).
+
+        Returns
+        -------
+        bool
+        """
         if self.dt is True:
             return not strict
         return self.dt != 0

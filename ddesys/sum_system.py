@@ -146,35 +146,119 @@ class SumSystem(Summable, DelayLTI):
         return real_dtype_of(xp, first)
 
     def kernel(self, L, dtype=None, **kernel_kw):
-        """Sum of the parts' kernels ``(batch, L)``; ``kernel_kw`` (``method``, ``eps``, ``M``,
-        ``compute_dtype``) go to every part (the taps' kernels are exact whatever they say). The parts
-        are summed in float64 and cast to ``dtype`` (default: the delay system's)."""
+        """Sum of the parts' kernels (``d`` excluded).
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : float32 or float64, optional
+            Real output dtype (default: the delay system's). The parts are summed in float64.
+        **kernel_kw
+            Passed to every part's ``kernel`` (``method``, ``eps``, ``M``, ``compute_dtype``; the taps'
+            kernels are exact whatever they say).
+
+        Returns
+        -------
+        ndarray, real ``(batch, L)``
+            ``batch`` the broadcast batch shape.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As the parts' ``kernel`` (:meth:`ddesys.DiscreteDelaySystem.kernel`).
+        """
         xp = self.parts[0].xp
         out = self._real_dtype(dtype)
         K = sum(xp.astype(p.kernel(L, dtype=xp.float64, **kernel_kw), xp.float64) for p in self.parts)
         return xp.astype(xp.broadcast_to(K, self._batch + (K.shape[-1],)), out)
 
     def impulse(self, L, **kernel_kw):
-        """Impulse response ``(batch, L)``: the kernel with the delay systems' ``d`` added at ``t = 0``."""
+        """Impulse response: the kernel with the delay systems' ``d`` added at ``t = 0``.
+
+        Parameters
+        ----------
+        L : int
+            Length.
+        **kernel_kw
+            Passed to :meth:`kernel` (``dtype``, ``method``, ``eps``, ``M``, ``compute_dtype``).
+
+        Returns
+        -------
+        ndarray, real ``(batch, L)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`kernel`.
+        """
         K = self.kernel(L, **kernel_kw)
         for p in self.iir:
             K[..., 0] = K[..., 0] + p.d
         return K
 
     def transfer(self, z):
-        """Sum of the parts' transfer functions at nonzero complex ``z`` ``(F,)``: ``(batch, F)``."""
+        """Sum of the parts' transfer functions.
+
+        Parameters
+        ----------
+        z : array_like, complex ``(F,)``
+            Nonzero points.
+
+        Returns
+        -------
+        ndarray, complex ``(batch, F)``
+
+        Raises
+        ------
+        ValueError
+            A ``z`` holding 0 (refused by a tap part).
+        """
         return sum(p.transfer(z) for p in self.parts)
 
     def freqresp(self, omega):
-        """Sum of the parts' frequency responses, ``omega`` in radians per step: ``(batch, F)``."""
+        """Sum of the parts' frequency responses.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per step.
+
+        Returns
+        -------
+        ndarray, complex ``(batch, F)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            Non-finite or complex ``omega``.
+        """
         xp = self.parts[0].xp
         omega = as_array(xp, omega, "omega", "real")
         cdt = self.iir[0].lam.dtype if self.iir else xp.complex128
         return self.transfer(xp.exp(1j * xp.astype(xp.reshape(omega, (-1,)), cdt)))
 
     def simulate(self, x):
-        """Sum of the parts' outputs for real ``x`` ``(..., L)``: ``(batch, L)`` in ``x``'s dtype (the
-        parts run on ``x`` in float64 and are summed there)."""
+        """Sum of the parts' outputs, zero initial history (the parts run on ``x`` in float64 and are
+        summed there).
+
+        Parameters
+        ----------
+        x : array_like, real ``(..., L)``
+            Inputs; the batch part broadcasts with the system's batch shape.
+
+        Returns
+        -------
+        ndarray, real ``(batch, L)``
+            In ``x``'s dtype.
+
+        Raises
+        ------
+        TypeError
+            Complex ``x``.
+        ValueError
+            Non-finite ``x``, a batch that does not broadcast.
+        """
         xp = self.parts[0].xp
         if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
             raise TypeError("simulate(x): x must be real; a complex input has no meaning for the real system")
@@ -184,8 +268,19 @@ class SumSystem(Summable, DelayLTI):
         return xp.astype(y, x.dtype)
 
     def to_statespace(self, index=None):
-        """Refused while a tap is part of the sum (an FIR term is not a state-space term); a sum of
-        delay systems alone has no single state-space form here either (``ValueError``)."""
+        """Refused: a tap is not a state-space term, and a sum of delay systems has no single state-space
+        form here (convert the parts, ``SumSystem.parts``, one by one).
+
+        Parameters
+        ----------
+        index : int or tuple of int, optional
+            The channel, as :meth:`ddesys.DiscreteDelaySystem.to_statespace`.
+
+        Raises
+        ------
+        ValueError
+            Always.
+        """
         for p in self.parts:
             if not p.has_poles:
                 refuse_tap(p)

@@ -306,11 +306,35 @@ class DelayTap(Summable, DelayLTI):
 
     # ------------------------------------------------------------------ responses
     def kernel(self, L, method="fft", eps="auto", M=None, dtype=None, compute_dtype=None):
-        """The tap's kernel ``e w_t``, ``t = 0 .. L-1``, exact: real ``(..., L)``.
+        """The tap's kernel ``e w_t``, ``t = 0 .. L-1``, exact.
 
-        ``method``, ``eps``, ``M`` and ``compute_dtype`` are accepted for a :class:`~ddesys.SumSystem`'s
-        sake and change nothing (``method`` must still be ``"fft"`` or ``"recurrence"``); ``dtype`` is
-        the real output dtype (default: that of ``e``)."""
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        method : {"fft", "recurrence"}, default "fft"
+            Checked, then ignored: the tap's kernel is exact. This and the next three are the delay
+            system's options, accepted so that a :class:`~ddesys.SumSystem` passes them to every part.
+        eps : "auto" or float, default "auto"
+            Ignored.
+        M : int, optional
+            Ignored.
+        compute_dtype : float32 or float64, optional
+            Checked, then ignored.
+        dtype : float32 or float64, optional
+            Real output dtype (default: that of ``e``).
+
+        Returns
+        -------
+        ndarray, real ``(..., L)``
+
+        Raises
+        ------
+        ValueError
+            A bad ``L`` or ``method``.
+        TypeError
+            ``dtype`` or ``compute_dtype`` not float32 / float64.
+        """
         L = check_length(L)
         if method not in KERNEL_METHODS:
             raise ValueError(f"method must be one of {KERNEL_METHODS}, got {method!r}")
@@ -321,11 +345,45 @@ class DelayTap(Summable, DelayLTI):
         return xp.astype(tap_kernel(self.e, self.delay, self.width, L), out)
 
     def impulse(self, L, **kernel_kw):
-        """Impulse response: the kernel (an FIR tap has no feedthrough of its own)."""
+        """Impulse response: the kernel (an FIR tap has no feedthrough of its own).
+
+        Parameters
+        ----------
+        L : int
+            Length.
+        **kernel_kw
+            Passed to :meth:`kernel`.
+
+        Returns
+        -------
+        ndarray, real ``(..., L)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`kernel`.
+        """
         return self.kernel(L, **kernel_kw)
 
     def transfer(self, z):
-        """``e W(z) = e sum_{j >= 0} w_j z^-j`` at nonzero complex ``z`` ``(F,)``: complex ``(..., F)``."""
+        """The transfer function ``e W(z) = e sum_{j >= 0} w_j z^-j``.
+
+        Parameters
+        ----------
+        z : array_like, complex ``(F,)``
+            Nonzero points.
+
+        Returns
+        -------
+        ndarray, complex ``(..., F)``
+
+        Raises
+        ------
+        ValueError
+            A ``z`` holding 0.
+        ddesys.budget.BudgetError
+            The window's offsets at one point exceed the memory budget.
+        """
         xp = self.xp
         z = xp.asarray(z, dtype=xp.complex128 if self.e.dtype == xp.float64 else xp.complex64)
         z = xp.reshape(z, (-1,))
@@ -340,14 +398,46 @@ class DelayTap(Summable, DelayLTI):
                          axis=-1)
 
     def freqresp(self, omega):
-        """``e W(e^{i omega})``, ``omega`` real ``(F,)`` in radians per step: complex ``(..., F)``."""
+        """The frequency response ``e W(e^{i omega})``.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per step.
+
+        Returns
+        -------
+        ndarray, complex ``(..., F)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            Non-finite or complex ``omega``.
+        """
         xp = self.xp
         omega = as_array(xp, omega, "omega", "real")
         return self.transfer(xp.exp(1j * xp.astype(xp.reshape(omega, (-1,)), xp.complex128)))
 
     def simulate(self, x):
-        """The tap's output for real inputs ``x`` ``(..., L)`` (zero before ``t = 0``): ``(batch, L)``
-        in ``x``'s dtype, ``batch`` the broadcast batch shape."""
+        """The tap's output (inputs zero before ``t = 0``).
+
+        Parameters
+        ----------
+        x : array_like, real ``(..., L)``
+            Inputs; the batch part broadcasts with the tap's batch shape.
+
+        Returns
+        -------
+        ndarray, real ``(batch, L)``
+            In ``x``'s dtype; ``batch`` the broadcast batch shape.
+
+        Raises
+        ------
+        TypeError
+            Complex ``x``.
+        ValueError
+            Non-finite ``x``, no time axis, a batch that does not broadcast.
+        """
         xp = self.xp
         if getattr(x, "dtype", None) is not None and "complex" in str(x.dtype):
             raise TypeError("simulate(x): x must be real")
@@ -361,5 +451,16 @@ class DelayTap(Summable, DelayLTI):
         return xp.reshape(xp.astype(y, x.dtype), batch + (L,))
 
     def to_statespace(self, index=None):
-        """Refused: the FIR tap is not a state-space term (``ValueError``)."""
+        """Refused: the FIR tap is not a state-space term.
+
+        Parameters
+        ----------
+        index : int or tuple of int, optional
+            Accepted for :meth:`ddesys.DiscreteDelaySystem.to_statespace`'s signature.
+
+        Raises
+        ------
+        ValueError
+            Always.
+        """
         refuse_tap(self)

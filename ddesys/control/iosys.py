@@ -192,7 +192,22 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
 
     @classmethod
     def from_data(cls, g):
-        """A system from an ``IOData`` (see :meth:`io_data`)."""
+        """A system from an ``IOData`` (see :meth:`io_data`).
+
+        Parameters
+        ----------
+        g : IOData
+            ``(A, B1, C1, D11, B2, C2, D12, D21, D22, tau)``, shapes as in the class docstring.
+
+        Returns
+        -------
+        DelayIOSystem
+
+        Raises
+        ------
+        ValueError, TypeError
+            As the constructor.
+        """
         return cls(g.A, g.B1, g.C1, g.D11, B2=g.B2, C2=g.C2, D12=g.D12, D21=g.D21, D22=g.D22, tau=g.tau)
 
     # ---------------------------------------------------------------- interconnection operators
@@ -217,14 +232,55 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
         return (-self) + other
 
     def feedback(self, other=1, sign=-1):
-        """The closed loop ``y = self u``, ``u = r + sign * other y`` (see :func:`ddesys.feedback`)."""
+        """The closed loop ``y = self u``, ``u = r + sign * other y`` (see :func:`ddesys.feedback`).
+
+        Parameters
+        ----------
+        other : system or gain, default 1
+            The feedback path, ``(m, p)`` (a number is ``k I``).
+        sign : {-1, 1}, default -1
+            Negative or positive feedback.
+
+        Returns
+        -------
+        DelayIOSystem
+            From ``r`` to ``y``.
+
+        Raises
+        ------
+        ValueError
+            ``sign`` not -1 or 1; an ``other`` whose shape does not close the loop; an algebraic loop
+            (:class:`~ddesys.AlgebraicLoopError`: a loop with neither a delay nor dynamics).
+        TypeError
+            An ``other`` that is not a continuous real system or a number.
+        """
         if sign not in (-1, 1):
             raise ValueError(f"sign must be -1 or 1, got {sign!r}")
         return type(self).from_data(_lft.feedback(self.io_data(), _lft.coerce(other, size=self.n_outputs), sign))
 
     def to_control(self, pade_order=None):
         """A python-control ``StateSpace``, each delay replaced by its Pade approximation of ``pade_order``
-        (see :func:`ddesys.to_control`)."""
+        (see :func:`ddesys.to_control`).
+
+        Parameters
+        ----------
+        pade_order : int, optional
+            Order of every delay's Pade approximation, in ``[1, MAX_PADE_ORDER]``; required when the
+            system has delay channels.
+
+        Returns
+        -------
+        control.StateSpace
+
+        Raises
+        ------
+        ImportError
+            python-control is not installed.
+        ValueError
+            No ``pade_order`` for a system with delays, or one out of range.
+        TypeError
+            A ``pade_order`` that is not an integer.
+        """
         return _lft.to_control(self.io_data(), pade_order)
 
     def _repr_delays(self):                      # the distinct delays (tau holds one per channel)
@@ -270,7 +326,22 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
         return _lft.transfer(self.io_data(), s)
 
     def freqresp(self, omega):
-        """Exact frequency response ``G(i omega)``, complex ``(p, m, F)`` (``omega`` in rad per time unit)."""
+        """Exact frequency response ``G(i omega)``.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per time unit.
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            Non-finite or non-real ``omega``.
+        """
         omega = real_vector(omega, "omega", "real frequencies (rad per time unit)")
         return self.transfer(1j * omega)
 
@@ -287,15 +358,20 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
         transfer matrix of the explicit form on the grids of :meth:`ddesys.DelayStateSpace.hinf_norm`, the
         rest of the axis bounded; docs/theory.md §9.7).
 
+        Parameters
+        ----------
+        rtol : float, default 1e-9
+            Relative tolerance of the peak value.
+
         Returns
         -------
         HinfNorm
-            ``(value, omega_peak)``.
+            ``(value, omega_peak)``; ``omega_peak = inf`` when the supremum is the high-frequency value.
 
         Raises
         ------
         ValueError
-            An unstable system.
+            An unstable system, a bad ``rtol``.
 
         Examples
         --------
@@ -314,10 +390,25 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
         """H2 norm ``sqrt((1/2 pi) int ||G(i w)||_F^2 dw)``, exact with every delay (``inf`` with a
         feedthrough; the tail beyond the grid integrated exactly with the sine integral, docs/theory.md §9.7).
 
+        Parameters
+        ----------
+        rtol : float, default 1e-8
+            Relative tolerance of the quadrature.
+
+        Returns
+        -------
+        float
+            ``inf`` when the system has a feedthrough (``D0`` or a delayed ``Dd`` nonzero).
+
         Raises
         ------
         ValueError
-            An unstable system.
+            An unstable system, a bad ``rtol``.
+
+        Warns
+        -----
+        RuntimeWarning
+            The quadrature did not meet ``rtol``.
         """
         from ._io_norms import io_h2_norm
 
@@ -369,9 +460,32 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
 
     def roots(self, re_min=None, **kwargs):
         """Characteristic roots (see :meth:`ddesys.DelayStateSpace.roots`); eigenvalues of ``A`` when no
-        state is read late. Returns an array when the spectrum is finite, else a ``RootsResult``. With a
-        delay-difference part (a neutral loop) ``re_min`` must exceed the essential bound ``c_D``
-        (see :meth:`ddesys.NeutralStateSpace.roots`)."""
+        state is read late.
+
+        Parameters
+        ----------
+        re_min : float, optional
+            Left edge of the region ``Re s >= re_min``. With a delay-difference part (a neutral loop) it
+            must exceed the essential bound ``c_D`` (see :meth:`ddesys.NeutralStateSpace.roots`). Default:
+            every eigenvalue of ``A`` when no state is read late, else as the retarded or neutral
+            ``roots``.
+        **kwargs
+            Passed to :meth:`ddesys.DelayStateSpace.roots` of the state part (``n_grid``, ``max_grid``,
+            ``tol``, ``certify``); none is taken with a delay-difference part.
+
+        Returns
+        -------
+        ndarray, complex ``(r,)`` or RootsResult
+            An array (descending real part) when no state is read late (the spectrum is finite), else a
+            ``RootsResult`` (``roots``, ``residuals``, ``certified``, ...).
+
+        Raises
+        ------
+        TypeError
+            Keyword options with a delay-difference part.
+        ValueError
+            A non-finite ``re_min``, or one ``<= c_D`` with a delay-difference part.
+        """
         loop = self.difference_loop()
         if loop is not None:
             if kwargs:
@@ -408,7 +522,24 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
         return transmission_zeros(self)
 
     def poles(self, re_min=None, **kwargs):
-        """The characteristic roots as an array (python-control's name)."""
+        """The characteristic roots as an array (python-control's name).
+
+        Parameters
+        ----------
+        re_min : float, optional
+        **kwargs
+            As :meth:`roots`.
+
+        Returns
+        -------
+        ndarray, complex ``(r,)``
+            Descending real part.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`roots`.
+        """
         r = self.roots(re_min, **kwargs)
         return r if isinstance(r, np.ndarray) else r.roots
 
@@ -482,28 +613,102 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
 
     # ---------------------------------------------------------------- time responses
     def step(self, t, **kwargs):
-        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``x (n, m, T)``) and
-        ``error_estimate`` (a bound of the output's error from the state part's). Keywords go to
-        :func:`ddesys.matrix.timeresp.step` (``rtol``, ``atol``, ``h``, ``max_bytes``)."""
+        """Step response on the times ``t`` (a unit step on each input in turn, zero history).
+
+        Parameters
+        ----------
+        t : array_like, real ``(T,)``
+            Output times ``>= 0``.
+        **kwargs
+            Passed to :func:`ddesys.matrix.timeresp.step` (``h``, ``rtol``, ``atol``, ``max_bytes``).
+
+        Returns
+        -------
+        TimeResponse
+            ``y (p, m, T)`` (input ``j`` in ``[:, j]``), ``x (n, m, T)`` and ``error_estimate`` (a bound of
+            the output's error from the state part's; None for a fixed step ``h`` alone).
+
+        Raises
+        ------
+        ValueError
+            Negative times, bad step or tolerances; a delay-difference part
+            (:class:`~ddesys.AlgebraicLoopError`).
+        """
         from ._io_time import io_step
 
         return io_step(self, t, **kwargs)
 
     def impulse(self, t, **kwargs):
-        """Impulse response on ``t`` (``y (p, m, T)``); impulses through a feedthrough are omitted."""
+        """Impulse response on the times ``t``; impulses through a feedthrough are omitted.
+
+        Parameters
+        ----------
+        t : array_like, real ``(T,)``
+            Output times ``>= 0``.
+        **kwargs
+            Passed to :func:`ddesys.matrix.timeresp.impulse` (``h``, ``rtol``, ``atol``, ``max_bytes``).
+
+        Returns
+        -------
+        TimeResponse
+            ``y (p, m, T)``, ``x (n, m, T)``, ``error_estimate``.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`step`.
+        """
         from ._io_time import io_impulse
 
         return io_impulse(self, t, **kwargs)
 
     def simulate(self, u, t, x0=None, **kwargs):
-        """Response to the input ``u`` (callable ``u(times) -> (m, T)``, zero before ``t = 0``)."""
+        """Response to the input ``u`` on the times ``t`` (zero history).
+
+        Parameters
+        ----------
+        u : callable
+            ``u(times) -> (m, len(times))`` real (or ``(len(times),)`` for one input); zero before ``t = 0``.
+        t : array_like, real ``(T,)``
+            Output times ``>= 0``.
+        x0 : array_like ``(n,)``, optional
+            State at ``t = 0``.
+        **kwargs
+            Passed to :func:`ddesys.matrix.timeresp.simulate` (``h``, ``rtol``, ``atol``, ``max_bytes``,
+            ``breaks``).
+
+        Returns
+        -------
+        TimeResponse
+            ``y (p, T)``, ``x (n, T)``, ``error_estimate``.
+
+        Raises
+        ------
+        TypeError
+            A ``u`` that is not callable or returns complex or non-numeric values.
+        ValueError
+            ``u`` returning another shape, negative times, a bad ``x0``; a delay-difference part
+            (:class:`~ddesys.AlgebraicLoopError`).
+        """
         from ._io_time import io_simulate
 
         return io_simulate(self, u, t, x0=x0, **kwargs)
 
     # ---------------------------------------------------------------- plots
     def bode(self, omega=None, axes=None):
-        """Bode plot of every input-output pair, exact with the delays; returns the figure."""
+        """Bode plot of every input-output pair, exact with the delays; returns the figure.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``, optional
+            Frequencies (rad per time unit); default chosen from the system's features
+            (:func:`ddesys.control.margins.default_omega`).
+        axes : array of matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
         from .margins import default_omega
         from ..matrix.plot import plot_bode
 

@@ -387,7 +387,25 @@ class LoopAnalysis:
 
     def stability_margins(self, returnall=False, epsw=0.0):
         """python-control's ``(gm, pm, sm, wpc, wgc, wms)``, exact with the delays (see
-        :func:`ddesys.stability_margins`)."""
+        :func:`ddesys.stability_margins`).
+
+        Parameters
+        ----------
+        returnall : bool, default False
+            Every crossing instead of the deciding one.
+        epsw : float, default 0
+            Frequencies below ``epsw`` count as the static gain and give no margin.
+
+        Returns
+        -------
+        gm, pm, sm, wpc, wgc, wms : float, or ndarray with ``returnall``
+            Gain margin, phase margin (degrees), stability margin and their frequencies.
+
+        Raises
+        ------
+        ValueError
+            A system that is not SISO.
+        """
         return stability_margins(self, returnall=returnall, epsw=epsw)
 
     def sensitivity_peaks(self):
@@ -395,7 +413,24 @@ class LoopAnalysis:
         return sensitivity_peaks(self)
 
     def nyquist(self, omega=None, ax=None):
-        """Nyquist plot, exact with the delays (see :func:`ddesys.nyquist_plot`); returns the figure."""
+        """Nyquist plot, exact with the delays (see :func:`ddesys.nyquist_plot`); returns the figure.
+
+        Parameters
+        ----------
+        omega : array_like, real, optional
+            Positive frequencies; default chosen from the system (as :func:`ddesys.nyquist_plot`).
+        ax : matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            Also carries ``encirclements`` and ``nyquist_response``.
+
+        Raises
+        ------
+        ValueError
+            A system that is not SISO.
+        """
         return nyquist_plot(self, omega=omega, ax=ax)
 
 

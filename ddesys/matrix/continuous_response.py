@@ -59,10 +59,30 @@ class ContinuousSSResponses:
                         atol=atol, max_bytes=max_bytes, breaks=breaks)
 
     def impulse(self, t, h=None, *, rtol=None, atol=None, max_bytes=None):
-        """Impulse response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)`` (``D`` excluded).
+        """Impulse response on the times ``t`` (``x(0+) = B[:, j]`` for each input ``j``; ``D`` excluded).
 
-        ``h``, ``rtol``, ``atol``, ``max_bytes`` as in :meth:`simulate` (the tolerance per output-input
-        pair); see :func:`ddesys.matrix.timeresp.impulse`.
+        Parameters
+        ----------
+        t : array_like, real ``(T,)``
+            Output times ``>= 0``.
+        h : float, optional
+            Step of the method of steps, as in :meth:`simulate`.
+        rtol, atol : float, optional
+            Error control as in :meth:`simulate`, the tolerance per output-input pair.
+        max_bytes : int, optional
+            Memory budget of the grid (see :func:`ddesys.matrix.timeresp.impulse`).
+
+        Returns
+        -------
+        TimeResponse
+            ``y (p, m, T)`` (input ``j`` in ``[:, j]``), ``x (n, m, T)``, ``error_estimate``.
+
+        Raises
+        ------
+        ValueError
+            Negative times, a step ``h <= 0``, negative tolerances or both zero, a grid over the budget.
+        TypeError
+            A non-real ``h``.
 
         Examples
         --------
@@ -75,10 +95,30 @@ class ContinuousSSResponses:
                        max_bytes=max_bytes)
 
     def step(self, t, h=None, *, rtol=None, atol=None, max_bytes=None):
-        """Step response on the times ``t``: ``TimeResponse`` with ``y (p, m, T)``.
+        """Step response on the times ``t`` (a unit step on each input ``j`` in turn, zero history).
 
-        ``h``, ``rtol``, ``atol``, ``max_bytes`` as in :meth:`simulate` (the tolerance per output-input
-        pair); see :func:`ddesys.matrix.timeresp.step`.
+        Parameters
+        ----------
+        t : array_like, real ``(T,)``
+            Output times ``>= 0``.
+        h : float, optional
+            Step of the method of steps, as in :meth:`simulate`.
+        rtol, atol : float, optional
+            Error control as in :meth:`simulate`, the tolerance per output-input pair.
+        max_bytes : int, optional
+            Memory budget of the grid (see :func:`ddesys.matrix.timeresp.step`).
+
+        Returns
+        -------
+        TimeResponse
+            ``y (p, m, T)`` (input ``j`` in ``[:, j]``, ``D`` included), ``x (n, m, T)``, ``error_estimate``.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`impulse`.
+        TypeError
+            As :meth:`impulse`.
 
         Examples
         --------

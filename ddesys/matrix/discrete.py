@@ -193,7 +193,25 @@ class DiscreteDelayStateSpace(DiscreteSSResponses, DelayLTI):
         return np.moveaxis(H, 0, -1)
 
     def freqresp(self, omega, max_bytes=None):
-        """``F(e^{i omega})`` with ``omega`` in radians per step: complex ``(p, m, F)``.
+        """The frequency response ``F(e^{i omega})``.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per step.
+        max_bytes : int, optional
+            Memory budget of the evaluation (default :data:`KERNEL_MAX_BYTES`).
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+
+        Raises
+        ------
+        ValueError
+            Non-finite ``omega``, a budget exceeded (:class:`ddesys.budget.BudgetError`).
+        TypeError
+            Complex or non-numeric ``omega``.
 
         Examples
         --------

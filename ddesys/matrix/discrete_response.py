@@ -116,7 +116,24 @@ class DiscreteSSResponses:
         return K
 
     def impulse(self, L, **kernel_kw):
-        """:meth:`kernel` with ``D`` added at ``t = 0``: ``(p, m, L)``.
+        """Impulse response: :meth:`kernel` with ``D`` added at ``t = 0``.
+
+        Parameters
+        ----------
+        L : int
+            Length.
+        **kernel_kw
+            Passed to :meth:`kernel` (``method``, ``eps``, ``M``, ``max_bytes``).
+
+        Returns
+        -------
+        ndarray ``(p, m, L)``
+            Real for real matrices, else complex.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`kernel`.
 
         Examples
         --------

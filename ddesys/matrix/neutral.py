@@ -109,7 +109,16 @@ class NeutralStateSpace(MatrixLTI):
         return self.A, self.Ad, self.H, self.tau
 
     def characteristic_matrix(self, s):
-        """``M(s)`` at the points ``s`` (complex ``(...)``): ``(..., n, n)``."""
+        """``M(s) = s (I - sum_k H_k e^{-s tau_k}) - A - sum_k Ad_k e^{-s tau_k}`` at the points ``s``.
+
+        Parameters
+        ----------
+        s : array_like, complex ``(...)``
+
+        Returns
+        -------
+        ndarray, complex ``(..., n, n)``
+        """
         return neutral_char_matrix(*self._sys(), np.asarray(s, dtype=complex))
 
     # ---------------------------------------------------------------- difference operator
@@ -215,7 +224,23 @@ class NeutralStateSpace(MatrixLTI):
         return RootsResult(zz, mm, res, bool(cert), total, r0, None, msg)
 
     def poles(self, re_min=None):
-        """The characteristic roots as an array: ``roots(re_min).roots``."""
+        """The characteristic roots as an array (python-control's name): ``roots(re_min).roots``.
+
+        Parameters
+        ----------
+        re_min : float, optional
+            As :meth:`roots` (must exceed :meth:`essential_bound`).
+
+        Returns
+        -------
+        ndarray, complex ``(r,)``
+            Descending real part, repeated by multiplicity.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`roots`.
+        """
         return self.roots(re_min).roots
 
     def spectral_abscissa(self, detail=False, margin=None):
@@ -292,9 +317,25 @@ class NeutralStateSpace(MatrixLTI):
     def is_stable(self, method="exact", **kwargs):
         """Exponential stability (``method="exact"``) or strong stability (``method="strong"``).
 
-        ``"exact"``: ``c_D < 0`` and no root with ``Re s >= 0`` (the spectral abscissa is negative).
-        ``"strong"``: :meth:`strong_stability`, stability that survives small changes of the delays.
-        ``"sufficient"`` is not offered for neutral systems.
+        Parameters
+        ----------
+        method : {"exact", "strong"}, default "exact"
+            ``"exact"``: ``c_D < 0`` and no root with ``Re s >= 0`` (the spectral abscissa is negative).
+            ``"strong"``: :meth:`strong_stability`, stability that survives small changes of the delays.
+            ``"sufficient"`` is not offered for neutral systems.
+        **kwargs
+            None is taken (the exact test has no options).
+
+        Returns
+        -------
+        bool
+
+        Raises
+        ------
+        ValueError
+            ``method="sufficient"`` or an unknown method.
+        TypeError
+            Keyword options.
         """
         if method == "strong":
             return self.strong_stability().strongly_stable
@@ -342,7 +383,21 @@ class NeutralStateSpace(MatrixLTI):
 
     # ---------------------------------------------------------------- frequency domain
     def transfer(self, s):
-        """Transfer matrix ``G(s) = C M(s)^{-1} B + D`` at complex points ``s`` ``(F,)``: ``(p, m, F)``."""
+        """Transfer matrix ``G(s) = C M(s)^{-1} B + D`` at complex points ``s``.
+
+        Parameters
+        ----------
+        s : array_like, complex ``(F,)``
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            A point ``s`` where ``M(s)`` is singular (a characteristic root).
+        """
         s = np.asarray(s, dtype=complex).reshape(-1)
         out = np.empty((s.size, self.n_outputs, self.n_inputs), complex)
         for i in range(0, s.size, 4096):
@@ -352,7 +407,21 @@ class NeutralStateSpace(MatrixLTI):
         return np.moveaxis(out, 0, -1) + self.D[..., None]
 
     def freqresp(self, omega):
-        """Exact frequency response ``G(i omega)`` for real ``omega`` ``(F,)``: ``(p, m, F)``.
+        """Exact frequency response ``G(i omega)``.
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per time unit.
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            Non-finite or non-real ``omega``.
 
         Examples
         --------

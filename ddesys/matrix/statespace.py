@@ -161,7 +161,24 @@ class DelayStateSpace(ContinuousSSResponses, DelaySweeps, MatrixLTI):
         return characteristic_roots(*self._data(), re_min, **kwargs)
 
     def poles(self, re_min=None, **kwargs):
-        """The characteristic roots as an array (python-control's name): ``roots(re_min).roots``."""
+        """The characteristic roots as an array (python-control's name): ``roots(re_min).roots``.
+
+        Parameters
+        ----------
+        re_min : float, optional
+        **kwargs
+            As :meth:`roots`.
+
+        Returns
+        -------
+        ndarray, complex ``(r,)``
+            Descending real part.
+
+        Raises
+        ------
+        ValueError
+            A non-finite ``re_min``.
+        """
         return self.roots(re_min, **kwargs).roots
 
     def spectral_abscissa(self):
@@ -262,6 +279,11 @@ class DelayStateSpace(ContinuousSSResponses, DelaySweeps, MatrixLTI):
     def h2_norm(self, rtol=1e-8):
         """H2 norm ``sqrt((1/2 pi) int trace(G(i w)^H G(i w)) dw)`` (see :func:`ddesys.matrix.norms.h2_norm`).
 
+        Parameters
+        ----------
+        rtol : float, default 1e-8
+            Relative tolerance of the quadrature.
+
         Returns
         -------
         float
@@ -285,6 +307,11 @@ class DelayStateSpace(ContinuousSSResponses, DelaySweeps, MatrixLTI):
 
     def hinf_norm(self, rtol=1e-9):
         """Hinf norm ``sup_w sigma_max(G(i w))`` and the peak frequency (see :func:`ddesys.matrix.norms.hinf_norm`).
+
+        Parameters
+        ----------
+        rtol : float, default 1e-9
+            Relative tolerance of the peak value.
 
         Returns
         -------
