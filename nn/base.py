@@ -50,15 +50,39 @@ class DiagonalSSM(nn.Module):
         """Hook run by ``forward`` before anything else with the sequence length."""
 
     def prepare(self, L):
-        """What ``forward`` fixes at a sequence of length ``L`` (DS4D with ``l_max=None``: its delay range,
-        at the first one), for paths that read :meth:`delay_form` without calling ``forward`` (the learned
-        clocks' scan, :func:`nn.selective.soft_forward`)."""
+        """Fix what ``forward`` fixes at a sequence of length ``L`` (DS4D with ``l_max=None``: its delay
+        range, at the first one), for paths that read :meth:`delay_form` without calling ``forward`` (the
+        learned clocks' scan, :func:`nn.selective.soft_forward`).
+
+        Parameters
+        ----------
+        L : int
+            Sequence length.
+
+        Raises
+        ------
+        ValueError
+            A DS4D layer whose delay range is still open and ``L - 1 <= s_min`` (no range fits).
+        """
         self._prepare(int(L))
 
     def time_kernel(self, L, dtype=torch.float64):
         """The kernel and its derivative in the layer's time (:meth:`nn.S4D.time_kernel`), or ``None`` where
-        it is not defined: with a delayed branch a change of the clock moves the delayed reads across the
-        interpolation's kinks, and a learned clock's training runs the scan (:mod:`nn.selective`)."""
+        it is not defined.
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : torch.dtype, default torch.float64
+            Real precision.
+
+        Returns
+        -------
+        None
+            Here (and for DS4D): with a delayed branch a change of the clock moves the delayed reads across
+            the interpolation's kinks, and a learned clock's training runs the scan (:mod:`nn.selective`).
+        """
         return None
 
     # ------------------------------------------------------------------ training path
@@ -192,13 +216,35 @@ class DiagonalSSM(nn.Module):
         return right_align(self.prefill(left_align(x, n, dim=dim), cache), n, dim=dim)
 
     def chunk_forward(self, xb):
-        """The FFT outputs ``(B, H, L)`` of a chunk ``xb`` ``(B, H, L)`` from a zero history, optional branches
-        included (the state path adds the history's terms to it, :mod:`nn.decode.carry`)."""
+        """The FFT outputs of a chunk from a zero history, optional branches included (the state path adds
+        the history's terms to it, :mod:`nn.decode.carry`).
+
+        Parameters
+        ----------
+        xb : Tensor ``(B, H, L)``
+            The chunk, channels first, any float dtype.
+
+        Returns
+        -------
+        Tensor ``(B, H, L)``
+            In ``xb``'s dtype.
+        """
         return self._fft(xb)
 
     def ssm_forward(self, xb):
-        """The FFT outputs ``(B, H, L)`` of a chunk ``xb`` ``(B, H, L)`` from a zero history, of the SSM alone
-        (without optional branches such as the tap; the engines' spectral prefill)."""
+        """The FFT outputs of a chunk from a zero history, of the SSM alone (without optional branches such
+        as the tap; the engines' spectral prefill).
+
+        Parameters
+        ----------
+        xb : Tensor ``(B, H, L)``
+            The chunk, channels first, any float dtype.
+
+        Returns
+        -------
+        Tensor ``(B, H, L)``
+            In ``xb``'s dtype.
+        """
         return self._fft(xb, branches=False)
 
     def _fft(self, xin, branches=True):
@@ -274,21 +320,70 @@ class DiagonalSSM(nn.Module):
         self._step_memo.clear()
 
     def decode_constants(self, rdt):
-        """The decode constants in real precision ``rdt`` (:meth:`step_constants`), memoized
-        (:class:`nn.decode.engine.StepMemo`): recomputed only after a parameter changed."""
+        """The decode constants (:meth:`step_constants`), memoized (:class:`nn.decode.engine.StepMemo`):
+        recomputed only after a parameter changed.
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        DS4DConstants or S4DConstants
+            The layer's :meth:`step_constants`.
+
+        Raises
+        ------
+        FloatingPointError
+            Non-finite parameters (named).
+        """
         return self._step_memo.get(self, rdt, self.step_constants)
 
     def bind_cache(self, cache):
         """The memoized decode constants, bound to ``cache``: when they are new to the cache (first use,
-        after a reset, after a parameter changed) its engine's ``bind`` runs and ``cache.handle`` is set."""
+        after a reset, after a parameter changed) its engine's ``bind`` runs and ``cache.handle`` is set.
+
+        Parameters
+        ----------
+        cache : DS4DCache or S4DCache
+            This layer's cache; its precision selects the constants'.
+
+        Returns
+        -------
+        DS4DConstants or S4DConstants
+            As :meth:`decode_constants`.
+        """
         consts = self._step_memo.get(self, cache.real_dtype, self.step_constants)
         cache.bound(consts)
         return consts
 
     def prepare_decode(self, batch_size, max_seqlen, dtype):
         """Validate ``allocate_inference_cache``'s common arguments for this layer (decodable, sizes,
-        dtype; a layer whose delay range is still open takes it from ``max_seqlen``). Returns
-        ``(max_seqlen, rdt)``, the real precision of the update (float32 or float64)."""
+        dtype; a layer whose delay range is still open takes it from ``max_seqlen``).
+
+        Parameters
+        ----------
+        batch_size : int
+            ``>= 0``.
+        max_seqlen : int or None
+            ``>= 1``.
+        dtype : torch.dtype or None
+            A float or complex dtype (see ``allocate_inference_cache``).
+
+        Returns
+        -------
+        max_seqlen : int or None
+        rdt : torch.dtype
+            The real precision of the update, ``torch.float32`` or ``torch.float64``.
+
+        Raises
+        ------
+        ValueError
+            A bidirectional layer.
+        TypeError
+            A bad ``batch_size``, ``max_seqlen`` or ``dtype`` (a dtype given as ``max_seqlen`` named).
+        """
         self.check_decodable()
         check_alloc_sizes(self, batch_size, max_seqlen)
         rdt = check_dtype(self, dtype)
@@ -297,11 +392,23 @@ class DiagonalSSM(nn.Module):
     def setup_step(self, dtype=None):
         """Recompute the decode constants now (``step`` then reuses them until a parameter changes).
 
+        Parameters
+        ----------
+        dtype : torch.dtype, optional
+            The real precision of the caches to serve: ``torch.float32`` (complex64 and 16-bit caches, the
+            default) or ``torch.float64`` (complex128 caches; ``torch.complex128`` means the same).
+
+        Raises
+        ------
+        FloatingPointError
+            Non-finite parameters (named).
+
+        Notes
+        -----
         ``step`` notices optimizer steps, ``load_state_dict`` and writes under ``torch.no_grad()`` by
         itself; call this after a write torch does not track (through ``param.data``), or to move the
         discretization (and its NaN check, which names the parameter) out of the first token.
-        ``dtype``: the real precision of the caches to serve, ``torch.float32`` (complex64 and 16-bit
-        caches, the default) or ``torch.float64`` (complex128 caches)."""
+        """
         self._step_memo.clear()
         rdt = torch.float64 if dtype in (torch.float64, torch.complex128) else torch.float32
         with torch.no_grad():
@@ -320,7 +427,18 @@ class DiagonalSSM(nn.Module):
 
     @staticmethod
     def cache_dtype(dtype):
-        """Complex dtype of a decode cache: complex128 for ``torch.float64``, else complex64."""
+        """Complex dtype of a decode cache.
+
+        Parameters
+        ----------
+        dtype : torch.dtype or None
+            Real precision of the update.
+
+        Returns
+        -------
+        torch.dtype
+            ``torch.complex128`` for ``torch.float64``, else ``torch.complex64``.
+        """
         return torch.complex128 if dtype == torch.float64 else torch.complex64
 
 

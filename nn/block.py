@@ -224,24 +224,80 @@ class SequenceBlock(nn.Module):
         return (y, new) if return_state else y
 
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
-        """The layer's fresh decode cache for ``batch_size`` sequences (see
-        :meth:`SequenceModel.allocate_inference_cache`)."""
+        """The layer's fresh decode cache (see :meth:`nn.SequenceModel.allocate_inference_cache`).
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int, optional
+            The longest sequence the cache will see (passed to a layer that takes it).
+        dtype : torch.dtype, optional
+            ``torch.float64`` for complex128 states (default complex64).
+        **kwargs
+            Passed to the layer's ``allocate_inference_cache`` (e.g. ``history_dtype``).
+
+        Returns
+        -------
+        cache
+            The layer's (:class:`nn.DS4DCache`, :class:`nn.S4DCache`, a clocked layer's).
+
+        Raises
+        ------
+        ValueError
+            A negative ``batch_size``, a ``max_seqlen < 1``, a ``dtype`` that is not a float or complex dtype.
+        TypeError
+            A dtype given as ``max_seqlen``; a keyword the layer does not take.
+        """
         refuse_dtype_as_max_seqlen(max_seqlen, "SequenceBlock")
         return allocate_caches([self.layer], batch_size, max_seqlen, dtype, kwargs)[0]
 
     def step(self, x_t, cache, tick=None):
-        """One position ``x_t`` ``(B, H)`` -> ``(B, H)``; updates ``cache`` in place (``tick`` ``(B,)``: a
-        clocked layer's clock)."""
+        """One position of decoding; updates ``cache`` in place.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+        cache
+            From :meth:`allocate_inference_cache`.
+        tick : Tensor ``(B,)`` bool, optional
+            A clocked layer's clock (False: the layer's time stands still for that row).
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+
+        Raises
+        ------
+        ValueError, TypeError, RuntimeError
+            As the layer's ``step`` (an input of another shape, a cache of another layer).
+        """
         z = self.norm(x_t) if self.prenorm else x_t
         y = x_t + self._post(self.layer.step(z, cache) if tick is None else self.layer.step(z, cache, tick))
         return y if self.prenorm else self.norm(y)
 
     def prefill(self, x, cache, mask=None, ticks=None):
-        """Consume a prompt ``x`` ``(B, L, H)``: fills ``cache``, returns the outputs ``(B, L, H)``.
+        """Consume a prompt in parallel: fills ``cache``, returns the outputs.
 
-        ``mask`` ``(B, L)`` bool: positions whose layer input is zeroed (a left-padded batch: the
-        padding then leaves every state at zero, see :meth:`SequenceModel.prefill`). ``ticks`` ``(B, L)``:
-        a clocked layer's clock."""
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        cache
+            From :meth:`allocate_inference_cache`; moved on by ``L`` tokens in place.
+        mask : Tensor ``(B, L)`` bool, optional
+            False where the layer's input is zeroed (a left-padded batch: the padding then leaves every
+            state at zero, see :meth:`nn.SequenceModel.prefill`).
+        ticks : Tensor ``(B, L)`` bool, optional
+            A clocked layer's clock.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+
+        Raises
+        ------
+        ValueError, TypeError, RuntimeError
+            As the layer's ``prefill``.
+        """
         z = self.norm(x) if self.prenorm else x
         if mask is not None:
             z = z * mask[..., None].to(z.dtype)

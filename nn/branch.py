@@ -34,45 +34,166 @@ class Branch(nn.Module):
 
     # ------------------------------------------------------------------ training and verification
     def kernel(self, L, dtype):
-        """The branch's convolution kernel ``(C, L)`` in ``dtype`` (differentiable): training by FFT."""
+        """The branch's convolution kernel (differentiable): training by FFT.
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : torch.dtype
+            Real precision.
+
+        Returns
+        -------
+        Tensor ``(C, L)``, real, in ``dtype``
+        """
         raise NotImplementedError
 
     def filter(self, x):
-        """The branch's term for ``x`` ``(B, C, L)`` in float64, in the time domain (the recurrent path)."""
+        """The branch's term in the time domain (the recurrent path).
+
+        Parameters
+        ----------
+        x : Tensor ``(B, C, L)``
+            The layer's input, channels first.
+
+        Returns
+        -------
+        Tensor ``(B, C, L)``, float64
+        """
         raise NotImplementedError
 
     # ------------------------------------------------------------------ decoding
     def step_constants(self, rdt, zero=False):
-        """What :meth:`step` and :meth:`chunk_output` read, in real precision ``rdt`` (any object), computed
-        once per parameter change; ``zero``: the branch ablated (its term zero, its state still moving)."""
+        """What :meth:`step` and :meth:`chunk_output` read, computed once per parameter change.
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+        zero : bool, default False
+            The branch ablated: its term zero, its state still moving.
+
+        Returns
+        -------
+        object
+            Any object the branch's decode methods read.
+        """
         raise NotImplementedError
 
     def allocate(self, batch_size, dtype, device):
-        """A fresh (zero) decode state: one tensor whose first axis is the batch."""
+        """A fresh (zero) decode state.
+
+        Parameters
+        ----------
+        batch_size : int
+        dtype : torch.dtype
+            Real precision of the decode.
+        device : torch.device
+
+        Returns
+        -------
+        Tensor ``(B, ...)``
+            One tensor whose first axis is the batch.
+        """
         raise NotImplementedError
 
     def step(self, x_t, state, t, consts):
-        """Token ``t``: ``x_t`` ``(B, C)`` -> the branch's term ``(B, C)``; updates ``state`` in place."""
+        """One token: the branch's term; updates ``state`` in place.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, C)``
+            The layer's input at token ``t``.
+        state : Tensor ``(B, ...)``
+            From :meth:`allocate`.
+        t : int
+            The token's position.
+        consts : object
+            From :meth:`step_constants`.
+
+        Returns
+        -------
+        Tensor ``(B, C)``
+        """
         raise NotImplementedError
 
     def chunk_output(self, xb, state, t0, consts):
-        """The term ``(B, C, L)`` for a chunk ``xb`` ``(B, C, L)`` of tokens ``t0 ..``, continuing ``state``
-        (read only: :meth:`prefill` moves it afterwards)."""
+        """The branch's term over a chunk, continuing ``state`` (read only: :meth:`prefill` moves it
+        afterwards).
+
+        Parameters
+        ----------
+        xb : Tensor ``(B, C, L)``
+            The chunk, tokens ``t0 .. t0 + L - 1``.
+        state : Tensor ``(B, ...)``
+        t0 : int
+            The chunk's first position.
+        consts : object
+            From :meth:`step_constants`.
+
+        Returns
+        -------
+        Tensor ``(B, C, L)``
+        """
         raise NotImplementedError
 
     def prefill(self, xb, state, t0=0):
-        """Move ``state`` in place past the chunk ``xb`` ``(B, C, L)`` of tokens ``t0 ..``."""
+        """Move ``state`` in place past a chunk.
+
+        Parameters
+        ----------
+        xb : Tensor ``(B, C, L)``
+            The chunk, tokens ``t0 .. t0 + L - 1``.
+        state : Tensor ``(B, ...)``
+            Updated in place.
+        t0 : int, default 0
+            The chunk's first position.
+        """
         raise NotImplementedError
 
     def history(self, state, t0, L, consts, dtype):
-        """The term ``(B, C, L)`` over a chunk's ``L`` steps due to the tokens before ``t0`` alone (those
-        ``state`` holds): :meth:`chunk_output` of a zero chunk."""
+        """The term over a chunk's ``L`` steps due to the tokens before ``t0`` alone (those ``state``
+        holds): :meth:`chunk_output` of a zero chunk.
+
+        Parameters
+        ----------
+        state : Tensor ``(B, ...)``
+        t0 : int
+            The chunk's first position.
+        L : int
+            Chunk length.
+        consts : object
+            From :meth:`step_constants`.
+        dtype : torch.dtype
+            Real dtype of the zero chunk.
+
+        Returns
+        -------
+        Tensor ``(B, C, L)``
+        """
         zero = torch.zeros((state.shape[0], self.channels, L), dtype=dtype, device=state.device)
         return self.chunk_output(zero, state, t0, consts)
 
     def carry(self, xb, state, t0, dtype):
-        """The state after the chunk ``xb`` ``(B, C, L)``, out of place (``state`` None: from a fresh one
-        of ``dtype``)."""
+        """The state after a chunk, out of place.
+
+        Parameters
+        ----------
+        xb : Tensor ``(B, C, L)``
+            The chunk, tokens ``t0 ..``.
+        state : Tensor ``(B, ...)`` or None
+            The state before it (not modified); None: a fresh one of ``dtype``.
+        t0 : int
+            The chunk's first position.
+        dtype : torch.dtype
+            Real precision of a fresh state.
+
+        Returns
+        -------
+        Tensor ``(B, ...)``
+            A new state.
+        """
         new = self.allocate(xb.shape[0], dtype, xb.device) if state is None else state.clone()
         self.prefill(xb, new, t0)
         return new
@@ -83,8 +204,19 @@ class Branch(nn.Module):
         return tuple((id(p), p._version, p.data_ptr(), p.device, p.dtype) for p in self.parameters())
 
     def check_finite(self, any_device=False):
-        """``FloatingPointError`` naming the branch's non-finite parameters (on CPU, or any device with
-        ``any_device``)."""
+        """Refuse non-finite parameters.
+
+        Parameters
+        ----------
+        any_device : bool, default False
+            Check on any device (a device synchronization); by default only when every parameter is on
+            the CPU.
+
+        Raises
+        ------
+        FloatingPointError
+            Naming the branch's non-finite parameters.
+        """
         if not any_device and any(p.device.type != "cpu" for p in self.parameters()):
             return
         bad = [n for n, p in self.named_parameters() if not bool(torch.isfinite(p).all())]
@@ -95,7 +227,23 @@ class Branch(nn.Module):
 
     # ------------------------------------------------------------------ analysis
     def to_ddesys(self, batch_shape=None):
-        """The branch as a :mod:`ddesys` system to add to the layer's (float64, batch ``batch_shape``)."""
+        """The branch as a :mod:`ddesys` system to add to the layer's (float64).
+
+        Parameters
+        ----------
+        batch_shape : tuple of int, optional
+            The layer's batch shape (``(2, H)`` for a bidirectional layer); default ``(C,)``.
+
+        Returns
+        -------
+        ddesys system
+            E.g. a :class:`ddesys.DelayTap`.
+
+        Raises
+        ------
+        NotImplementedError
+            A branch without a ddesys system (this default).
+        """
         raise NotImplementedError(f"the branch {type(self).__name__} has no ddesys system")
 
 

@@ -59,6 +59,22 @@ class TokenClock(nn.Module):
         self.register_buffer("pause", torch.tensor(ids, dtype=torch.int64), persistent=False)
 
     def forward(self, tokens):
+        """The ticks of ``tokens``: True at every token that is not a pause token.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+            Token ids.
+
+        Returns
+        -------
+        Tensor, bool, the shape of ``tokens``
+
+        Raises
+        ------
+        TypeError
+            Float or bool ``tokens``, or not a tensor.
+        """
         if not torch.is_tensor(tokens) or tokens.is_floating_point() or tokens.dtype == torch.bool:
             raise TypeError("TokenClock needs integer token ids")
         return ~torch.isin(tokens, self.pause.to(tokens.device))
@@ -115,8 +131,21 @@ class Clocked(ClockedLayer):
 
     # ------------------------------------------------------------------ training path
     def run(self, x, ticks, mode):
-        """``x`` ``(B, L, H)``, ``ticks`` ``(B, L)`` bool (None: every step ticks, the inner layer itself)
-        -> ``(B, L, H)``: the inner layer on the compacted sequence, expanded back."""
+        """The training path: the inner layer on the compacted sequence, expanded back.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        ticks : Tensor ``(B, L)`` bool or None
+            None: every step ticks (the inner layer itself).
+        mode : {"fft", "recurrent"}
+            The inner layer's path.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+            Between ticks the held state's readout plus ``D x``.
+        """
         if ticks is None:
             return self.inner(x, mode=mode)
         idx = clock_index(ticks)
@@ -128,8 +157,28 @@ class Clocked(ClockedLayer):
 
     # ------------------------------------------------------------------ decoding
     def new_cache(self, batch_size, max_seqlen, rdt, engine=None):
-        """A fresh :class:`ClockedCache` bound to a decode engine (:mod:`nn.decode.clocked`: ``"fused"``
-        on the CPU with Numba, else ``"reference"``; ``engine=`` or ``DDESYS_REFERENCE=1`` choose)."""
+        """A fresh :class:`ClockedCache` bound to a decode engine (:mod:`nn.decode.clocked`).
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int or None
+            Recorded on the cache (the ring is sized by the delays).
+        rdt : torch.dtype
+            Real precision of the update, ``torch.float32`` or ``torch.float64``.
+        engine : {None, "fused", "reference"}
+            None: ``"fused"`` on the CPU with Numba, else ``"reference"`` (or ``DDESYS_REFERENCE=1``).
+
+        Returns
+        -------
+        ClockedCache
+            Ring ``buf`` ``(B, R, H, N2)`` complex, ``R = k_max + 1`` (at least 2).
+
+        Raises
+        ------
+        ValueError
+            An unknown ``engine``, or one that cannot run on the layer's device.
+        """
         R = ring_slots(self.inner.decode_constants(rdt).slots)
         dev = self.inner.D.device
         shape, cdt = (batch_size, R, self.H, self.inner.N2), self.inner.cache_dtype(rdt)
@@ -141,14 +190,55 @@ class Clocked(ClockedLayer):
 
     @torch.no_grad()
     def step(self, x_t, cache, tick=None):
-        """``x_t`` ``(B, H)``, ``tick`` ``(B,)`` bool (None: all tick) -> ``(B, H)``; updates ``cache``."""
+        """One token of decoding; updates ``cache`` in place.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+        cache : ClockedCache
+            This layer's.
+        tick : Tensor ``(B,)`` bool, optional
+            Where the clock ticks (None: every row).
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+            In ``x_t``'s dtype.
+
+        Raises
+        ------
+        ValueError
+            An ``x_t`` or ``tick`` of another shape, a cache of another layer or batch.
+        TypeError
+            A ``tick`` that is not bool.
+        RuntimeError
+            Delays that now reach past the cache's ring (allocate a new cache).
+        """
         return self.advance(x_t, cache, check_clocked_step(self, x_t, cache, tick))
 
     @torch.no_grad()
     def advance(self, x_t, cache, tick):
-        """One token ``x_t`` ``(B, H)`` at the ticks ``tick`` ``(B,)`` bool as they are (checked; a clock of
-        its own has already applied itself): the step of the given clock, which the engine's prefill of
-        a cache that holds tokens runs per token."""
+        """One token at the ticks as they are: the step of the given clock, which the engine's prefill of a
+        cache that holds tokens runs per token.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+        cache : ClockedCache
+            Updated in place.
+        tick : Tensor ``(B,)`` bool
+            Already checked (a clock of its own has already applied itself).
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+            In ``x_t``'s dtype.
+
+        Raises
+        ------
+        RuntimeError
+            Delays that now reach past the cache's ring.
+        """
         consts = self.decode_constants(cache.real_dtype)
         if consts.slots > cache.n_slots:
             raise RuntimeError(f"the layer's delays now reach {consts.slots - 1} ticks, past the cache's "
@@ -162,11 +252,33 @@ class Clocked(ClockedLayer):
 
     @torch.no_grad()
     def prefill(self, x, cache, ticks=None):
-        """Consume a prompt ``x`` ``(B, L, H)`` with its ``ticks`` ``(B, L)`` -> outputs ``(B, L, H)``.
+        """Consume a prompt; moves ``cache`` on by ``L`` tokens.
 
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        cache : ClockedCache
+            This layer's.
+        ticks : Tensor ``(B, L)`` bool, optional
+            Where the clock ticks (None: everywhere).
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+
+        Raises
+        ------
+        ValueError
+            A cache of another layer or batch, ``ticks`` of another shape.
+        TypeError
+            ``ticks`` that are not bool.
+
+        Notes
+        -----
         A fresh cache runs the compacted FFT path once (the inner layer's ``return_state``): its final
         ring is every row's state after its own last tick. A cache that holds tokens steps through the
-        prompt (O(1) per token)."""
+        prompt (O(1) per token).
+        """
         B, L = x.shape[0], x.shape[1]
         check_clocked_cache(self, cache, B)
         ticks = torch.ones(B, L, dtype=torch.bool, device=x.device) if ticks is None else \

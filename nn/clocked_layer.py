@@ -124,28 +124,104 @@ class ClockedLayer(nn.Module):
 
     # ------------------------------------------------------------------ what a clock implements
     def run(self, x, ticks, mode):
-        """The training path: ``x`` ``(B, L, H)``, ``ticks`` ``(B, L)`` bool or None -> ``(B, L, H)``."""
+        """The training path (implemented by a clock).
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        ticks : Tensor ``(B, L)`` bool or None
+            Pauses forced from outside (False), or None.
+        mode : {"fft", "recurrent"}
+            The inner layer's path, where the clock has a choice.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+        """
         raise NotImplementedError
 
     def new_cache(self, batch_size, max_seqlen, rdt, **options):
-        """A fresh decode cache of this layer, bound (:meth:`nn.decode.cache.Cache.bind`)."""
+        """A fresh decode cache of this layer, bound (:meth:`nn.decode.cache.Cache.bind`); implemented by a
+        clock.
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int or None
+        rdt : torch.dtype
+            Real precision of the update, ``torch.float32`` or ``torch.float64``.
+        **options
+            The clock's own (e.g. the given clock's ``engine=``).
+
+        Returns
+        -------
+        Cache
+            An instance of ``cache_type``.
+        """
         raise NotImplementedError
 
     def clock_state(self, batch_size, device):
-        """The clock's own recurrent state, ``{cache field: zero tensor with the batch first}`` (none here)."""
+        """The clock's own recurrent state, kept in the cache beside the layer's (none here).
+
+        Parameters
+        ----------
+        batch_size : int
+        device : torch.device
+
+        Returns
+        -------
+        dict
+            ``{cache field: zero tensor with the batch first}``.
+        """
         return {}
 
     def decode_constants(self, rdt):
-        """What the cache's engine reads, in real precision ``rdt``: the inner layer's decode constants."""
+        """What the cache's engine reads: the inner layer's decode constants.
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        object
+            The inner layer's ``decode_constants(rdt)``.
+        """
         return self.inner.decode_constants(rdt)
 
     # ------------------------------------------------------------------ shared
     def forward(self, x, ticks=None, mode="fft", lengths=None, state=None, return_state=False):
-        """``x`` ``(B, L, H)``, ``ticks`` ``(B, L)`` bool (None: none forced) -> ``(B, L, H)``.
+        """The layer over a whole sequence, in its own time.
 
-        ``lengths`` (a right-padded batch) is refused: mark the padding as pauses (``ticks`` False),
-        which is what a clock is for. ``state`` (a cache of this layer) and ``return_state``: continue a
-        decode state and/or return the state after the chunk (:meth:`carry`); ``(y, state)`` then."""
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        ticks : Tensor ``(B, L)`` bool, optional
+            Pauses forced from outside (False); None: none forced.
+        mode : {"fft", "recurrent"}, default "fft"
+            The inner layer's path (see :meth:`run`).
+        lengths : optional
+            Refused unless None: mark a right-padded batch's padding as pauses (``ticks`` False), which is what a
+            clock is for.
+        state : cache of this layer, optional
+            A decode state to continue from (read, never modified; :meth:`carry`).
+        return_state : bool, default False
+            Also return the state after the chunk.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``, or ``(y, state)`` with ``return_state``
+
+        Raises
+        ------
+        ValueError
+            ``lengths``, ``x`` or ``ticks`` of another shape, a state of another layer or batch.
+        TypeError
+            ``ticks`` that are not bool.
+        RuntimeError
+            A state carried under autograd (:meth:`carry`).
+        """
         check_clocked_input(self, x, lengths)
         if ticks is not None:
             ticks = check_ticks(ticks, x.shape[0], x.shape[1], x.device)
@@ -155,10 +231,32 @@ class ClockedLayer(nn.Module):
         return (y, new) if return_state else y
 
     def carry(self, x, ticks, state, mode):
-        """``(y, new_state)`` for a chunk ``x`` ``(B, L, H)`` continuing ``state`` (None: a fresh one); the
-        state is not modified. Default: ``prefill`` on a copy, exact and without gradients (a layer whose
-        parameters require them is refused under autograd: train on whole sequences, or carry under
-        ``torch.no_grad()``)."""
+        """A chunk's outputs and the state after it, continuing ``state`` (not modified). Default:
+        ``prefill`` on a copy, exact and without gradients.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        ticks : Tensor ``(B, L)`` bool or None
+        state : cache of this layer or None
+            None: from a fresh cache (complex128 for a float64 ``x``).
+        mode : {"fft"}
+            The decode path; another mode is refused.
+
+        Returns
+        -------
+        y : Tensor ``(B, L, H)``
+            In ``x``'s dtype.
+        new_state : cache of this layer
+
+        Raises
+        ------
+        ValueError
+            ``mode`` other than ``"fft"``; a state of another layer or batch.
+        RuntimeError
+            Under autograd with ``x`` or parameters requiring gradients: train on whole sequences, or
+            carry under ``torch.no_grad()``.
+        """
         if mode != "fft":
             raise ValueError("state= and return_state= run the decode path: use mode='fft'")
         if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
@@ -174,9 +272,33 @@ class ClockedLayer(nn.Module):
         return y.to(x.dtype), new
 
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **options):
-        """A fresh decode cache (complex128 for ``dtype=torch.float64``, else complex64) for ``batch_size``
-        sequences; ``options`` are the clock's (the given clock's ``engine=``). Refuses an inner layer with
-        branches (their states would have to run in the layer's time)."""
+        """A fresh decode cache (Mamba's signature).
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int, optional
+            The longest sequence (required by the soft clock, whose cache keeps every state).
+        dtype : torch.dtype, optional
+            ``torch.float64``: complex128 states; else complex64.
+        **options
+            The clock's (the given clock's ``engine=``).
+
+        Returns
+        -------
+        Cache
+            An instance of ``cache_type``, bound to this layer.
+
+        Raises
+        ------
+        NotImplementedError
+            An inner layer with branches (their states would have to run in the layer's time).
+        TypeError
+            An option the clock does not take; bad sizes or dtype (as the inner layer's
+            ``prepare_decode``).
+        ValueError
+            A bidirectional inner layer.
+        """
         branches = self.inner.branches()
         if branches:
             names = ", ".join(type(b).__name__ for b in branches)
@@ -193,7 +315,18 @@ class ClockedLayer(nn.Module):
 
     def bind_cache(self, cache):
         """The decode constants for ``cache``'s precision, bound to it (the engine's ``bind`` runs when they
-        are new to the cache: :meth:`nn.decode.cache.Cache.bound`); returns them."""
+        are new to the cache: :meth:`nn.decode.cache.Cache.bound`).
+
+        Parameters
+        ----------
+        cache : Cache
+            This layer's.
+
+        Returns
+        -------
+        object
+            :meth:`decode_constants` at the cache's real dtype.
+        """
         consts = self.decode_constants(cache.real_dtype)
         cache.bound(consts)
         return consts

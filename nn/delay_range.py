@@ -131,7 +131,17 @@ class DelayRange:
 
     def adopt_range(self, s_max, l_max, check=True):
         """Fix the delay range at ``[s_min, s_max]`` with horizon ``l_max`` (the branches too); clears the
-        decode memo."""
+        decode memo. The initial delays are not placed again (a loaded checkpoint's stay).
+
+        Parameters
+        ----------
+        s_max : float
+            Upper end of the range, in steps.
+        l_max : int
+            History horizon (``floor(s_max) + 1`` for a range from a sequence length).
+        check : bool, default True
+            Validate the branches' settings against the range (False while a checkpoint loads).
+        """
         self.s_max, self.l_max = float(s_max), int(l_max)
         for i, v in enumerate((self.s_min, self.s_max)):             # in place, on the buffer's device
             self.delay_range[i].fill_(struct.unpack("<q", struct.pack("<d", v))[0])   # encode_range's bits
@@ -153,7 +163,28 @@ class DelayRange:
 
     def prepare_decode(self, batch_size, max_seqlen, dtype):
         """As :meth:`nn.base.DiagonalSSM.prepare_decode`; a layer built with ``l_max=None`` that has seen no
-        sequence takes its delay range from ``max_seqlen`` (as from a first forward of that length)."""
+        sequence takes its delay range from ``max_seqlen`` (as from a first forward of that length).
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int or None
+        dtype : torch.dtype or None
+            As :meth:`nn.base.DiagonalSSM.prepare_decode`.
+
+        Returns
+        -------
+        max_seqlen : int or None
+        rdt : torch.dtype
+            ``torch.float32`` or ``torch.float64``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`nn.base.DiagonalSSM.prepare_decode`; a ``max_seqlen`` too short for the range.
+        RuntimeError
+            No delay range yet (``l_max=None``, no sequence seen, no ``max_seqlen``).
+        """
         max_seqlen, rdt = super().prepare_decode(batch_size, max_seqlen, dtype)
         if self.s_max is None and max_seqlen is not None:           # l_max=None: the range from max_seqlen
             self._set_range(max_seqlen)

@@ -174,7 +174,25 @@ class DS4D(DelayRange, DiagonalSSM):
                          doc="Half-width of the tap's read window in steps (``layer.tap.width``). Settable.")
 
     def tap_delay(self, dtype=torch.float64):
-        """The tap delays in steps, ``(C,)`` (differentiable): ``layer.tap.delay(dtype)``."""
+        """The tap delays in steps (differentiable): ``layer.tap.delay(dtype)``.
+
+        Parameters
+        ----------
+        dtype : torch.dtype, default torch.float64
+            Real precision.
+
+        Returns
+        -------
+        Tensor ``(C,)``
+            ``C = H``, ``2H`` for a bidirectional layer.
+
+        Raises
+        ------
+        AttributeError
+            A layer built without ``tap=True``.
+        RuntimeError
+            A delay range not fixed yet (``l_max=None`` before the first sequence).
+        """
         return require_tap(self).delay(dtype)
 
     def _tap_on(self):
@@ -195,8 +213,24 @@ class DS4D(DelayRange, DiagonalSSM):
         return tuple(b for b in self.branches() if not self._ablated(b))
 
     def branch_constants(self, rdt):
-        """The branches' decode constants in ``rdt``, in :meth:`branches` order (an ablated branch's with
-        zero gains: its state still moves)."""
+        """The branches' decode constants, in :meth:`branches` order (an ablated branch's with zero gains:
+        its state still moves).
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        tuple
+            One object per branch (:meth:`nn.branch.Branch.step_constants`).
+
+        Raises
+        ------
+        FloatingPointError
+            A branch with non-finite parameters (named).
+        """
         return tuple(b.check_finite(any_device=True) or b.step_constants(rdt, zero=self._ablated(b))
                      for b in self.branches())
 
@@ -215,27 +249,85 @@ class DS4D(DelayRange, DiagonalSSM):
 
     # ------------------------------------------------------------------ discretization
     def discrete(self, dtype=None):
-        """The discrete system (:class:`ddesys.parameterization.DS4DDiscrete`): complex ``lam, mu, bbar, c``
-        ``(C, N2)``, ``k`` int64, ``alpha`` and ``delay`` ``(C,)`` (``C = 2H`` when bidirectional).
-        Differentiable; ``dtype`` is the real working precision (default ``kernel_dtype``)."""
+        """The discrete system (differentiable).
+
+        Parameters
+        ----------
+        dtype : torch.dtype, optional
+            Real working precision (default ``kernel_dtype``).
+
+        Returns
+        -------
+        DS4DDiscrete
+            :class:`ddesys.parameterization.DS4DDiscrete`: complex ``lam, mu, bbar, c`` ``(C, N2)``, ``k``
+            int64, ``alpha`` and ``delay`` ``(C,)`` (``C = 2H`` when bidirectional).
+
+        Raises
+        ------
+        RuntimeError
+            A delay range not fixed yet (``l_max=None`` before the first sequence).
+        """
         self._require_range("discretizing")
         f = lambda p: p.to(dtype or self.kernel_dtype)  # noqa: E731
         return ds4d_discrete(f(self.log_dt), f(self.nu_re), f(self.nu_im), f(self.r), f(self.theta), self.nu_tau,
                              f(self.B), f(self.C), self.s_min, self.s_max, ablation=self.ablation)
 
     def delay_form(self, dtype=None):
-        """``(lam, mu, bbar, c, delay)``: the discrete system's modes ``(C, N2)`` complex and delays ``(C,)``
-        in steps (differentiable; the form the clocked layers read, :mod:`nn.decode.clocked`)."""
+        """The discrete system's modes and delays (differentiable; the form the clocked layers read,
+        :mod:`nn.decode.clocked`).
+
+        Parameters
+        ----------
+        dtype : torch.dtype, optional
+            Real working precision (default ``kernel_dtype``).
+
+        Returns
+        -------
+        lam, mu, bbar, c : Tensor ``(C, N2)`` complex
+        delay : Tensor ``(C,)`` real
+            In steps.
+
+        Raises
+        ------
+        RuntimeError
+            As :meth:`discrete`.
+        """
         d = self.discrete(dtype)
         return d.lam, d.mu, d.bbar, d.c, d.delay
 
     def contour(self, L, dtype=None, eps=None, M=None, out_dtype=None):
-        """``(M, rho)`` of the kernel synthesis for length ``L`` in precision ``dtype`` (default
-        ``kernel_dtype``), delivered in ``out_dtype`` (default ``dtype``). ``M`` unless set: with the
-        automatic ``eps``, :func:`ddesys.fft_length` (``nextpow2(L)`` when its predicted error is within the
-        rounding of ``out_dtype``: a float64 synthesis for a float32 forward; else ``nextpow2(2L)``);
-        with a given ``eps``, ``nextpow2(2L)`` (the paper's). ``eps`` automatic for that ``M``
-        (:func:`ddesys.choose_contour` with no decay assumed, so no device sync)."""
+        """The contour ``(M, rho)`` of the kernel synthesis for length ``L``.
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : torch.dtype, optional
+            Precision of the synthesis (default ``kernel_dtype``).
+        eps : "auto" or float, optional
+            Aliasing suppression ``rho^M`` (default the layer's ``eps``); automatic for the chosen ``M``
+            (:func:`ddesys.choose_contour` with no decay assumed, so no device sync).
+        M : int, optional
+            FFT length (default the layer's ``M``, else chosen as in Notes).
+        out_dtype : torch.dtype, optional
+            The dtype the kernel is delivered in (default ``dtype``).
+
+        Returns
+        -------
+        M : int
+        rho : float
+
+        Raises
+        ------
+        ValueError
+            A bad ``L``, ``eps`` or ``M`` (:func:`ddesys.choose_contour`).
+
+        Notes
+        -----
+        ``M`` unless set: with the automatic ``eps``, :func:`ddesys.fft_length` (``nextpow2(L)`` when its
+        predicted error is within the rounding of ``out_dtype``: a float64 synthesis for a float32 forward;
+        else ``nextpow2(2L)``); with a given ``eps``, ``nextpow2(2L)`` (the paper's).
+        """
         eps = eps if eps is not None else self.eps
         u = unit_roundoff(dtype or self.kernel_dtype)
         if not (M or self.M):
@@ -245,10 +337,33 @@ class DS4D(DelayRange, DiagonalSSM):
         return ct.M, float(ct.rho[0])
 
     def kernel(self, L, eps=None, M=None, out_dtype=None, branches=True):
-        """Real kernels ``(H, L)`` (bidirectional: ``(2, H, L)``), in ``kernel_dtype``; ``eps``/``M``
-        override the layer's contour settings for this call; ``out_dtype``: the dtype the caller will
-        round the kernel to (the forward: its input's), which lets :meth:`contour` pick a shorter FFT.
-        ``branches=False``: the SSM with its delayed feedback alone (no tap)."""
+        """The layer's convolution kernels (differentiable), ``D`` excluded.
+
+        Parameters
+        ----------
+        L : int
+            Kernel length (fixes the delay range at ``l_max = L`` for a layer built with ``l_max=None``).
+        eps : "auto" or float, optional
+        M : int, optional
+            Override the layer's contour settings for this call (:meth:`contour`).
+        out_dtype : torch.dtype, optional
+            The dtype the caller will round the kernel to (the forward: its input's), which lets
+            :meth:`contour` pick a shorter FFT.
+        branches : bool, default True
+            Include the branches' kernels (the tap's); False: the SSM with its delayed feedback alone.
+
+        Returns
+        -------
+        Tensor ``(H, L)``, real
+            In ``kernel_dtype``; ``(2, H, L)`` for a bidirectional layer.
+
+        Raises
+        ------
+        ValueError
+            A bad ``L``, ``eps`` or ``M``; a length the delay range cannot be fixed from.
+        FloatingPointError
+            A branch with non-finite parameters.
+        """
         if self.s_max is None:
             self._set_range(L)
         d = self.discrete()
@@ -260,8 +375,25 @@ class DS4D(DelayRange, DiagonalSSM):
         return split_channels(K if Kb is None else K + Kb, self.H, self.bidirectional)
 
     def branch_kernel(self, L, dtype=None):
-        """The sum of the live branches' kernels ``(C, L)`` in ``dtype`` (default ``kernel_dtype``; ``C = H``,
-        ``2H`` for a bidirectional layer), or None for a layer without one (an ablated branch is not live)."""
+        """The sum of the live branches' kernels (an ablated branch is not live).
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : torch.dtype, optional
+            Real precision (default ``kernel_dtype``).
+
+        Returns
+        -------
+        Tensor ``(C, L)`` real, or None
+            ``C = H``, ``2H`` for a bidirectional layer; None for a layer without a live branch.
+
+        Raises
+        ------
+        FloatingPointError
+            A branch with non-finite parameters (on the CPU).
+        """
         live = self._live_branches()
         if not live:
             return None
@@ -315,6 +447,8 @@ class DS4D(DelayRange, DiagonalSSM):
             None: fused on the CPU, Triton on CUDA, else (or ``DDESYS_REFERENCE=1``) the reference.
         parallel : None, False, True or "auto"
             Fused engine: None a fixed rule, bitwise equal at any thread count; ``"auto"`` timed (opt-in).
+        **kwargs
+            None is taken: any other keyword raises ``TypeError`` naming it.
         """
         max_seqlen, rdt = self.prepare_decode(batch_size, max_seqlen, dtype)
         if kwargs:
@@ -335,9 +469,25 @@ class DS4D(DelayRange, DiagonalSSM):
         return DS4DCache(buf, branch_states=states).bind(self, eng, max_seqlen)
 
     def step_constants(self, rdt):
-        """:class:`nn.decode.engine.DS4DConstants` in real precision ``rdt`` (with the NumPy views of the fused
-        engine on the CPU and the tap's constants); names non-finite parameters on every device (this
-        runs once per parameter change, not per token)."""
+        """The decode constants (with the NumPy views of the fused engine on the CPU and the branches'
+        constants), computed once per parameter change, not per token.
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        DS4DConstants
+            :class:`nn.decode.engine.DS4DConstants`: ``lam, m1, m2, bbar, c`` ``(H, N2)`` complex, ``d``
+            ``(H,)``, ``k`` ``(H,)`` int64, ``k_max``, ...
+
+        Raises
+        ------
+        FloatingPointError
+            Non-finite parameters, named, on every device.
+        """
         check_finite_params(self, any_device=True)
         d = self.discrete(rdt)
         al = d.alpha[:, None]                                       # (H, 1)
@@ -380,7 +530,18 @@ class DS4D(DelayRange, DiagonalSSM):
 
     def compiled_step(self, cache):
         """A compiled model plan's :meth:`step` (:mod:`nn.model_step`): the engine's for this class's
-        step, no tap."""
+        step, no branches.
+
+        Parameters
+        ----------
+        cache : DS4DCache
+            This layer's cache.
+
+        Returns
+        -------
+        FusedStep or None
+            None where the plan must call :meth:`step` (another engine, a subclass's step, branches).
+        """
         return cache.engine.compiled_step(self, cache) if type(self).step is DS4D.step and not self.branches() else None
 
     @torch.no_grad()

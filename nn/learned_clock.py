@@ -70,7 +70,24 @@ class HardGateClock(nn.Module):
 
     @classmethod
     def from_soft(cls, gate, temperature=1.0):
-        """The binary clock ``[w . x + b > 0]`` of a trained :class:`nn.selective.GateClock` (``c > 1/2``)."""
+        """The binary clock ``[w . x + b > 0]`` of a trained :class:`nn.selective.GateClock` (``c > 1/2``).
+
+        Parameters
+        ----------
+        gate : nn.selective.GateClock
+            Its ``w`` ``(H,)`` and ``b`` are copied.
+        temperature : float, default 1.0
+            The surrogate's temperature.
+
+        Returns
+        -------
+        HardGateClock
+
+        Raises
+        ------
+        ValueError
+            A ``temperature <= 0``.
+        """
         out = cls(gate.w.shape[0], temperature=temperature, seed=0)   # w, b overwritten below
         with torch.no_grad():
             out.w.copy_(gate.w)
@@ -78,14 +95,45 @@ class HardGateClock(nn.Module):
         return out
 
     def logits(self, x):
-        """``w . x + b`` ``(B, L)`` (or ``(B,)``)."""
+        """The gate's logits ``w . x + b``.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` or ``(B, H)``
+
+        Returns
+        -------
+        Tensor ``(B, L)`` or ``(B,)``
+            In ``x``'s dtype.
+        """
         return x @ self.w.to(x.dtype) + self.b.to(x.dtype)
 
     def ticks(self, x):
-        """The clock as bool: ``logits(x) > 0``."""
+        """The clock as bool: ``logits(x) > 0``.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` or ``(B, H)``
+
+        Returns
+        -------
+        Tensor ``(B, L)`` or ``(B,)``, bool
+        """
         return self.logits(x) > 0
 
     def forward(self, x):
+        """The clock ``c`` in ``{0, 1}``; with gradients enabled its slope is the sigmoid's (straight-through).
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` or ``(B, H)``
+            Read detached when ``input_grad`` is False.
+
+        Returns
+        -------
+        Tensor ``(B, L)`` or ``(B,)``
+            Values exactly 0.0 or 1.0, in ``x``'s dtype.
+        """
         z = self.logits(x if self.input_grad else x.detach())
         hard = (z > 0).to(z.dtype)
         if not torch.is_grad_enabled():
@@ -122,8 +170,20 @@ class HardClocked(Clocked):
         self.gate = gate
 
     def run(self, x, ticks, mode):
-        """``x`` ``(B, L, H)`` -> ``(B, L, H)``; ``mode`` selects the inner path of the compacted run (no
-        gradients) and is ignored by the scan."""
+        """The training path in the gate's ticks, with the clock's gradient under autograd.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        ticks : Tensor ``(B, L)`` bool or None
+            Pauses forced on top of the gate's.
+        mode : {"fft", "recurrent"}
+            The inner path of the compacted run (no gradients); ignored by the scan.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+        """
         c = self.gate(x)                                                # (B, L) in {0, 1}
         if ticks is not None:
             c = c * ticks.to(c.dtype)
@@ -142,12 +202,48 @@ class HardClocked(Clocked):
 
     @torch.no_grad()
     def step(self, x_t, cache, tick=None):
-        """One token ``x_t`` ``(B, H)`` -> ``(B, H)``: it ticks where the gate (and ``tick``, if given) says so."""
+        """One token of decoding: it ticks where the gate (and ``tick``, if given) says so.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+        cache : ClockedCache
+            This layer's; updated in place.
+        tick : Tensor ``(B,)`` bool, optional
+            Pauses forced on top of the gate's.
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+
+        Raises
+        ------
+        ValueError, TypeError, RuntimeError
+            As :meth:`nn.clock.Clocked.step`.
+        """
         return super().step(x_t, cache, self._ticks(x_t, tick))
 
     @torch.no_grad()
     def prefill(self, x, cache, ticks=None):
-        """A prompt ``x`` ``(B, L, H)`` -> ``(B, L, H)``, in the ticks the gate sets."""
+        """Consume a prompt in the ticks the gate sets.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        cache : ClockedCache
+            This layer's; moved on by ``L`` tokens.
+        ticks : Tensor ``(B, L)`` bool, optional
+            Pauses forced on top of the gate's.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`nn.clock.Clocked.prefill`.
+        """
         return super().prefill(x, cache, self._ticks(x, ticks))
 
 
@@ -168,7 +264,25 @@ class BinaryClock:
         self.init, self.temperature, self.seed, self.input_grad = init, temperature, seed, input_grad
 
     def wrap(self, layer, index):
-        """Block ``index``'s ``layer`` in the ticks of a new gate: a :class:`HardClocked`."""
+        """Block ``index``'s ``layer`` in the ticks of a new gate.
+
+        Parameters
+        ----------
+        layer : nn.DS4D or nn.S4D
+            ``transposed=False``.
+        index : int
+            The block's place in the model (unused: every gate gets the same seed).
+
+        Returns
+        -------
+        HardClocked
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :class:`HardClocked` (a layer without the inner members, a transposed one) and
+            :class:`HardGateClock`.
+        """
         gate = HardGateClock(layer.H, init=self.init, temperature=self.temperature, seed=self.seed,
                              input_grad=self.input_grad)
         return HardClocked(layer, gate)
@@ -232,7 +346,18 @@ class TimeCost:
         return len(self._hooks)
 
     def weight_at(self, step):
-        """The cost's weight at optimizer step ``step`` (1-based)."""
+        """The cost's weight at an optimizer step.
+
+        Parameters
+        ----------
+        step : int
+            The optimizer step, 1-based.
+
+        Returns
+        -------
+        float
+            ``weight`` up to ``steps`` (always with ``steps = 0``), then ``after``.
+        """
         return self.weight if self.steps == 0 or step <= self.steps else self.after
 
     def __call__(self, step):

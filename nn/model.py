@@ -266,8 +266,13 @@ class SequenceModel(nn.Module):
         return allocate_caches([blk.layer for blk in self.blocks], batch_size, max_seqlen, dtype, kwargs)
 
     def reset_cache(self, caches):
-        """Put used ``caches`` (from :meth:`allocate_inference_cache`) back to the empty state, in place,
-        to decode new sequences without allocating again.
+        """Put used caches back to the empty state, in place, to decode new sequences without allocating
+        again.
+
+        Parameters
+        ----------
+        caches : list
+            From :meth:`allocate_inference_cache`, one per block.
 
         Raises
         ------
@@ -288,9 +293,27 @@ class SequenceModel(nn.Module):
                              f"allocate_inference_cache), got {got}")
 
     def step_input(self, x_t, caches):
-        """The checks and the clock of :meth:`step`: ``x_t`` -> ``(x, tick, seq_axis)``, ``x`` ``(B, d_input)``
-        (token ids ``(B,)``), ``tick`` ``(B,)`` bool or None, ``seq_axis`` whether ``x_t`` had the length
-        axis. Raises as :meth:`step`."""
+        """The checks and the clock of :meth:`step`.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, d_input)`` or ``(B, 1, d_input)``, or token ids ``(B,)`` or ``(B, 1)``
+        caches : list
+            One cache per block.
+
+        Returns
+        -------
+        x : Tensor ``(B, d_input)`` or ids ``(B,)``
+        tick : Tensor ``(B,)`` bool or None
+            The given clock's ticks (None without one).
+        seq_axis : bool
+            Whether ``x_t`` had the length axis.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`step`.
+        """
         self._check_caches(caches, "step")
         x, seq_axis, _ = checked_input(self, x_t, "step", step=True)   # (B, d_input) or ids (B,)
         tick = None
@@ -300,12 +323,31 @@ class SequenceModel(nn.Module):
         return x, tick, seq_axis
 
     def step(self, x_t, caches):
-        """One position: ``(B, d_input)`` or ``(B, 1, d_input)`` (token ids ``(B,)`` or ``(B, 1)``) ->
-        ``(B, d_output)``, or ``(B, 1, d_output)`` for an input with the length axis (no pooling).
+        """One position of decoding (no pooling).
 
-        ``caches`` (from :meth:`allocate_inference_cache`) are updated in place. The step runs the compiled
-        plan of the model over these caches (:meth:`compile_step`: on the CPU one compiled pass per block
-        and each layer's fused step) whenever it applies, and through the modules otherwise
+        Parameters
+        ----------
+        x_t : Tensor ``(B, d_input)`` or ``(B, 1, d_input)``, or token ids ``(B,)`` or ``(B, 1)``
+        caches : list
+            From :meth:`allocate_inference_cache`, one per block; updated in place.
+
+        Returns
+        -------
+        Tensor ``(B, d_output)``
+            ``(B, 1, d_output)`` for an input with the length axis.
+
+        Raises
+        ------
+        ValueError
+            ``caches`` not a list of one cache per block, ``x_t`` of another shape, or ids outside the
+            vocabulary (named).
+        TypeError
+            Float token ids, or integer inputs to a model without ``embedding``.
+
+        Notes
+        -----
+        The step runs the compiled plan of the model over these caches (:meth:`compile_step`: on the CPU one
+        compiled pass per block and each layer's fused step) whenever it applies, and through the modules otherwise
         (:meth:`module_step`; ``model.compile_step(caches).reason`` says why). The plan is made at the first
         step over a list of caches, kept with them (``caches[0].plan``) and made again when the model
         changes (its mode, a module, a hook, a parameter object; values written in place, such as an
@@ -318,14 +360,6 @@ class SequenceModel(nn.Module):
         :meth:`forward`, chunks carrying ``state``). In training mode with active dropout it warns
         (once per call site, as :meth:`generate` does): dropout then makes identical steps differ;
         call ``model.eval()``.
-
-        Raises
-        ------
-        ValueError
-            ``caches`` not a list of one cache per block, ``x_t`` of another shape, or ids outside the
-            vocabulary (named).
-        TypeError
-            Float token ids, or integer inputs to a model without ``embedding``.
         """
         plan = self._plan(caches, "step")
         with torch.no_grad():
@@ -334,7 +368,28 @@ class SequenceModel(nn.Module):
     def module_step(self, x_t, caches):
         """:meth:`step` through the modules (each block's :meth:`SequenceBlock.step`), never compiled: the
         reference the compiled plan is tested against, and the path for what the plan does not cover.
-        Takes and returns what :meth:`step` does (and warns as it does about active dropout)."""
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, d_input)`` or ``(B, 1, d_input)``, or token ids ``(B,)`` or ``(B, 1)``
+        caches : list
+            One cache per block; updated in place.
+
+        Returns
+        -------
+        Tensor ``(B, d_output)`` or ``(B, 1, d_output)``
+            As :meth:`step`.
+
+        Raises
+        ------
+        ValueError, TypeError
+            As :meth:`step`.
+
+        Warns
+        -----
+        UserWarning
+            Active dropout (training mode), as :meth:`step`.
+        """
         warn_dropout(self, "step")
         with torch.no_grad():
             x, tick, seq_axis = self.step_input(x_t, caches)
@@ -370,6 +425,11 @@ class SequenceModel(nn.Module):
         tap on a ``"fused"`` cache) or its own ``step`` (any other layer: S4D, a tap, a given or learned
         clock); otherwise, and per token under autograd, it steps through the modules.
 
+        Parameters
+        ----------
+        caches : list
+            From :meth:`allocate_inference_cache`, one per block.
+
         Returns
         -------
         StepPlan
@@ -394,24 +454,35 @@ class SequenceModel(nn.Module):
         return plan if plan is not None else StepPlan(self, caches)
 
     def prefill(self, x, caches, lengths=None):
-        """Consume a prompt ``(B, L, d_input)`` (or ``(B, L)`` ids) in parallel.
+        """Consume a prompt in parallel: fills ``caches`` and returns the outputs at every position (no
+        pooling).
 
-        Fills ``caches`` (from :meth:`allocate_inference_cache`) and returns the outputs at every
-        position ``(B, L, d_output)`` (no pooling).
+        Parameters
+        ----------
+        x : Tensor ``(B, L, d_input)`` or token ids ``(B, L)``
+        caches : list
+            From :meth:`allocate_inference_cache`, one per block; moved on by ``L`` tokens in place.
+        lengths : Tensor or sequence ``(B,)`` of ints, optional
+            A right-padded batch (fresh caches only): see Notes.
 
-        ``lengths`` ``(B,)``: a right-padded batch (fresh caches only). The prompts are left-aligned
-        and every layer's input at the padding is zeroed, so each sequence's states after prefill are
-        those after its own ``lengths[b]`` tokens, and decoding continues every sequence from its own
-        end; the outputs come back right-aligned (``y[b, lengths[b] - 1]`` is the last token's).
-
-        The padding of a padded prompt is never read (ids there are not looked up; whatever it holds,
-        NaN included, never reaches a valid output or a state).
+        Returns
+        -------
+        Tensor ``(B, L, d_output)``
+            With ``lengths``, right-aligned as ``x`` (``y[b, lengths[b] - 1]`` is the last token's).
 
         Raises
         ------
         ValueError
             ``caches`` not a list of one cache per block, ``x`` of another shape, or ids outside the
-            vocabulary at valid positions (named).
+            vocabulary at valid positions (named); ``lengths`` with caches that hold tokens.
+
+        Notes
+        -----
+        With ``lengths`` the prompts are left-aligned and every layer's input at the padding is zeroed, so
+        each sequence's states after prefill are those after its own ``lengths[b]`` tokens, and decoding
+        continues every sequence from its own end; the outputs come back right-aligned. The padding of a
+        padded prompt is never read (ids there are not looked up; whatever it holds, NaN included, never
+        reaches a valid output or a state).
         """
         self._check_caches(caches, "prefill")
         x, _, n = checked_input(self, x, "prefill", lengths=lengths)   # padding replaced
@@ -440,13 +511,44 @@ class SequenceModel(nn.Module):
     def generate(self, prompt, max_new_tokens, temperature=1.0, top_k=None, sampler=None, generator=None, *,
                  return_logits=False, cache_kwargs=None, lengths=None):
         """Continue token prompts: prefill, then one :meth:`step` per new token (a token model:
-        ``embedding=True, pool=None``). See :func:`nn.generate.generate` for the parameters.
+        ``embedding=True, pool=None``; :func:`nn.generate.generate`).
+
+        Parameters
+        ----------
+        prompt : Tensor ``(B, L)`` int
+            Token ids, ``L >= 1``, on the model's device.
+        max_new_tokens : int
+            Tokens to add (``0``: the prompt is returned).
+        temperature : float, default 1.0
+            ``0``: greedy; else sampling from ``softmax(logits / temperature)``.
+        top_k : int, optional
+            Sample only among the ``top_k`` most likely tokens.
+        sampler : callable, optional
+            ``sampler(logits)``, ``logits`` ``(B, d_output)`` -> ids ``(B,)``; replaces ``temperature`` /
+            ``top_k``.
+        generator : torch.Generator, optional
+            Random stream of the sampling (the global RNG is left untouched).
+        return_logits : bool, default False
+            Also return the logits every new token was drawn from.
+        cache_kwargs : dict, optional
+            Passed to :meth:`allocate_inference_cache` (e.g. ``history_dtype``).
+        lengths : Tensor or sequence ``(B,)`` of ints, optional
+            Right-padded prompts: each continues from its own last token (zeros after its new tokens).
 
         Returns
         -------
-        Tensor ``(B, L + max_new_tokens)`` int64
-            The prompt followed by the new tokens; with ``return_logits=True`` also the logits each
-            token was drawn from, ``(B, max_new_tokens, d_output)``.
+        ids : Tensor ``(B, L + max_new_tokens)`` int64
+            The prompt followed by the new tokens.
+        logits : Tensor ``(B, max_new_tokens, d_output)``
+            Only with ``return_logits=True``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            A model that is not a token model, a prompt of another shape or dtype, ids outside the
+            vocabulary, bad sampling arguments (each named), before any work.
+        FloatingPointError
+            Non-finite logits (the new token's index is named).
         """
         return generate(self, prompt, max_new_tokens, temperature, top_k, sampler, generator,
                         return_logits=return_logits, cache_kwargs=cache_kwargs, lengths=lengths)

@@ -41,28 +41,85 @@ class S4D(DiagonalSSM):
             register_optim(self, name, {"weight_decay": 0.0})
 
     def memo_key(self):
+        """What the decode constants depend on besides the parameters: nothing (``StepMemo``).
+
+        Returns
+        -------
+        None
+        """
         return None
 
     def discrete(self, dtype=torch.float32):
-        """:class:`ddesys.parameterization.S4DDiscrete`: complex ``lam, bbar, c`` and ``dtA`` ``(C, N2)``."""
+        """The discrete system (differentiable).
+
+        Parameters
+        ----------
+        dtype : torch.dtype, default torch.float32
+            Real working precision.
+
+        Returns
+        -------
+        S4DDiscrete
+            :class:`ddesys.parameterization.S4DDiscrete`: complex ``lam, bbar, c`` and ``dtA`` ``(C, N2)``
+            (``C = 2H`` when bidirectional).
+        """
         f = lambda p: p.to(dtype)  # noqa: E731
         return s4d_discrete(f(self.log_dt), f(self.nu_re), f(self.nu_im), f(self.B), f(self.C))
 
     def delay_form(self, dtype=torch.float32):
-        """``(lam, mu, bbar, c, delay)`` as DS4D's: no delayed branch (``mu = 0``), delays of one step."""
+        """The modes and delays as :meth:`nn.DS4D.delay_form`: no delayed branch (``mu = 0``), delays of one
+        step.
+
+        Parameters
+        ----------
+        dtype : torch.dtype, default torch.float32
+            Real working precision.
+
+        Returns
+        -------
+        lam, mu, bbar, c : Tensor ``(C, N2)`` complex
+        delay : Tensor ``(C,)`` float64
+            All ones.
+        """
         d = self.discrete(dtype)
         ones = torch.ones(d.lam.shape[0], dtype=torch.float64, device=d.lam.device)
         return d.lam, torch.zeros_like(d.lam), d.bbar, d.c, ones
 
     def kernel(self, L, dtype=torch.float32):
-        """Real kernels ``(H, L)`` (bidirectional ``(2, H, L)``) in ``dtype``."""
+        """The layer's convolution kernels (differentiable), ``D`` excluded.
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : torch.dtype, default torch.float32
+            Real precision.
+
+        Returns
+        -------
+        Tensor ``(H, L)``, real
+            ``(2, H, L)`` for a bidirectional layer.
+        """
         d = self.discrete(dtype)
         return split_channels(vandermonde(d.lam, d.c * d.bbar, L), self.H, self.bidirectional)
 
     def time_kernel(self, L, dtype=torch.float64):
-        """The kernel and its derivative in the layer's time, ``K(m)`` and ``K'(m) = 2 Re sum_n C_n bbar_n
-        log(lam_n) lam_n^m``, each ``(H, L)`` real in ``dtype`` (no gradient): what a learned binary clock's
-        gradient needs (:func:`nn.tick_grad.tick_grad`). ``None`` for a bidirectional layer."""
+        """The kernel and its derivative in the layer's time (no gradient): what a learned binary clock's
+        gradient needs (:func:`nn.tick_grad.tick_grad`).
+
+        Parameters
+        ----------
+        L : int
+            Kernel length.
+        dtype : torch.dtype, default torch.float64
+            Real precision.
+
+        Returns
+        -------
+        tuple of Tensor ``(H, L)``, or None
+            ``K(m)`` and ``K'(m) = 2 Re sum_n C_n bbar_n log(lam_n) lam_n^m``, real in ``dtype``; None for a
+            bidirectional layer.
+        """
         if self.bidirectional:
             return None
         with torch.no_grad():
@@ -81,12 +138,36 @@ class S4D(DiagonalSSM):
         return torch.stack([self.step(x[..., t], cache) for t in range(x.shape[-1])], dim=-1)   # (B, H, L)
 
     def allocate_inference_cache(self, batch_size, max_seqlen=None, dtype=None, **kwargs):
-        """A fresh :class:`S4DCache` bound to this layer (complex128 for ``dtype=torch.float64``, else
-        complex64). Mamba's signature: ``max_seqlen`` (None or a positive int) is validated and recorded,
-        used for nothing else (the state is ``(B, H, N/2)`` whatever the length); ``dtype`` must be None
-        or a torch float dtype. ``allocate_inference_cache(8)`` works as before. ``history_dtype`` (DS4D's
-        16-bit delay history: None, ``torch.float16`` or ``torch.bfloat16``) is accepted so that a script
-        switches layers without edits, and changes nothing: S4D keeps no history, only its current state."""
+        """A fresh :class:`S4DCache` bound to this layer (Mamba's signature; ``allocate_inference_cache(8)``
+        works as before).
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int, optional
+            Validated (a positive int) and recorded, used for nothing else: the state is ``(B, H, N/2)``
+            whatever the length.
+        dtype : torch.dtype, optional
+            ``torch.float64``: complex128 state; None or another float dtype: complex64.
+        **kwargs
+            ``history_dtype`` (DS4D's 16-bit delay history: None, ``torch.float16`` or ``torch.bfloat16``)
+            is accepted so that a script switches layers without edits, and changes nothing: S4D keeps no
+            history, only its current state.
+
+        Returns
+        -------
+        S4DCache
+            State ``(B, H, N/2)`` complex.
+
+        Raises
+        ------
+        TypeError
+            A bad ``batch_size``, ``max_seqlen`` or ``dtype``; another keyword.
+        ValueError
+            A bidirectional layer; a bad ``history_dtype``.
+        FloatingPointError
+            Non-finite parameters (on the CPU).
+        """
         max_seqlen, rdt = self.prepare_decode(batch_size, max_seqlen, dtype)
         hd = kwargs.pop("history_dtype", None)
         if hd not in (None, torch.float16, torch.bfloat16):
@@ -99,14 +180,47 @@ class S4D(DiagonalSSM):
         return S4DCache(h).bind(self, eng, max_seqlen)
 
     def step_constants(self, rdt):
-        """:class:`nn.decode.engine.S4DConstants` in real precision ``rdt``; names non-finite parameters."""
+        """The decode constants, computed once per parameter change.
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        S4DConstants
+            :class:`nn.decode.engine.S4DConstants`: ``lam, bbar, c`` ``(H, N2)`` complex, ``d`` ``(H,)``.
+
+        Raises
+        ------
+        FloatingPointError
+            Non-finite parameters, named, on every device.
+        """
         check_finite_params(self, any_device=True)
         d = self.discrete(rdt)
         return S4DConstants(d.lam.detach(), d.bbar.detach(), d.c.detach(), self.D.detach().to(rdt))
 
     @torch.no_grad()
     def step(self, x_t, cache):
-        """``x_t`` ``(B, H)`` -> ``(B, H)``, updating ``cache`` in place with its engine (no autograd)."""
+        """One token of recurrent decoding, updating ``cache`` in place with its engine (no autograd).
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+        cache : S4DCache
+            From :meth:`allocate_inference_cache`.
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+            In ``x_t``'s dtype.
+
+        Raises
+        ------
+        ValueError, TypeError, RuntimeError
+            A bidirectional layer, an ``x_t`` of another shape or dtype, a cache of another layer (named).
+        """
         check_step_input(self, x_t, cache)
         consts = self.bind_cache(cache)
         y = cache.engine.step(cache, x_t, consts)
@@ -115,11 +229,32 @@ class S4D(DiagonalSSM):
 
     @torch.no_grad()
     def prefill(self, x, cache, lengths=None):
-        """Consume a prompt ``(B, L, H)``; returns its outputs and sets the cache state
-        ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j`` (plus ``lam_n^L h_n`` from a cache that already holds
-        tokens: chunked prefill equals one prefill, :mod:`nn.decode.history`). The cache's engine runs it:
-        one compiled pass on the CPU (:func:`nn.decode.prefill.fused_s4d`), else the Vandermonde product.
-        ``lengths`` ``(B,)``: a right-padded prompt in a fresh cache, as :meth:`nn.DS4D.prefill`."""
+        """Consume a prompt in parallel and move the cache on by its length.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` (transposed layers: ``(B, H, L)``)
+        cache : S4DCache
+            Its state set to ``h_n = sum_j bbar_n lam_n^(L-1-j) x_j`` (plus ``lam_n^L h_n`` from a cache
+            that already holds tokens: chunked prefill equals one prefill, :mod:`nn.decode.history`).
+        lengths : Tensor or sequence of int ``(B,)``, optional
+            A right-padded prompt in a fresh cache, as :meth:`nn.DS4D.prefill`.
+
+        Returns
+        -------
+        Tensor, the shape and dtype of ``x``
+
+        Raises
+        ------
+        ValueError, TypeError, RuntimeError
+            An ``x`` of another shape, a cache of another layer or batch, a cache with autograd history,
+            ``lengths`` with a cache that holds tokens.
+
+        Notes
+        -----
+        The cache's engine runs it: one compiled pass on the CPU (:func:`nn.decode.prefill.fused_s4d`),
+        else the Vandermonde product.
+        """
         if lengths is not None:                                     # a right-padded batch (nn.lengths)
             return self._prefill_padded(x, cache, lengths)
         xb = self._begin_prefill(x, cache)                          # (B, H, L)

@@ -66,6 +66,17 @@ class GateClock(nn.Module):
         self.b = nn.Parameter(torch.logit(torch.tensor(float(init))))
 
     def forward(self, x):
+        """The clock ``c = sigmoid(w . x + b)``.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)`` or ``(B, H)``
+
+        Returns
+        -------
+        Tensor ``(B, L)`` or ``(B,)``
+            In ``(0, 1)``, in ``x``'s dtype.
+        """
         return torch.sigmoid(x @ self.w.to(x.dtype) + self.b.to(x.dtype))
 
 
@@ -147,15 +158,51 @@ class SoftClocked(ClockedLayer):
         self._memo = StepMemo()
 
     def run(self, x, ticks, mode):
-        """``x`` ``(B, L, H)`` -> ``(B, L, H)`` by the scan (``mode`` is ignored: the system is time-varying,
-        there is no FFT path); ``ticks`` ``(B, L)`` bool: pauses forced on top of the learned clock."""
+        """The training path: the scan under the gate's clock (:func:`soft_forward`).
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        ticks : Tensor ``(B, L)`` bool or None
+            Pauses forced on top of the learned clock.
+        mode : str
+            Ignored: the system is time-varying, there is no FFT path.
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+
+        Raises
+        ------
+        NonFiniteInputError
+            A clock holding NaN or inf (a diverged gate).
+        """
         c = self.gate(x)                                                # (B, L) in (0, 1)
         if ticks is not None:
             c = c * ticks.to(c.dtype)
         return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
 
     def new_cache(self, batch_size, max_seqlen, rdt):
-        """A fresh :class:`SoftClockCache` (every state of the sequence: ``max_seqlen`` required)."""
+        """A fresh :class:`SoftClockCache`, which keeps every state of the sequence.
+
+        Parameters
+        ----------
+        batch_size : int
+        max_seqlen : int
+            Required: the cache's length ``R``.
+        rdt : torch.dtype
+            Real precision of the update, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        SoftClockCache
+            ``buf`` ``(B, max_seqlen, H, N2)`` complex, ``tau`` ``(B, max_seqlen)`` float64.
+
+        Raises
+        ------
+        ValueError
+            ``max_seqlen`` None.
+        """
         if max_seqlen is None:
             raise ValueError("a gated Clocked layer's decode cache keeps every state (a delayed read may reach back "
                              "any number of real steps): pass max_seqlen to allocate_inference_cache")
@@ -166,12 +213,46 @@ class SoftClocked(ClockedLayer):
         return SoftClockCache(buf, tau, **self.clock_state(batch_size, dev)).bind(self, eng, max_seqlen)
 
     def decode_constants(self, rdt):
-        """:func:`nn.decode.clocked.soft_constants` of the inner layer, memoized."""
+        """:func:`nn.decode.clocked.soft_constants` of the inner layer, memoized.
+
+        Parameters
+        ----------
+        rdt : torch.dtype
+            Real precision, ``torch.float32`` or ``torch.float64``.
+
+        Returns
+        -------
+        object
+            The soft engine's constants.
+        """
         return self._memo.get(self.inner, rdt, lambda r: soft_constants(self.inner, r))
 
     @torch.no_grad()
     def step(self, x_t, cache, tick=None):
-        """One token ``x_t`` ``(B, H)`` -> ``(B, H)``; appends its state to ``cache``."""
+        """One token of decoding; appends its state to ``cache``.
+
+        Parameters
+        ----------
+        x_t : Tensor ``(B, H)``
+        cache : SoftClockCache
+            This layer's.
+        tick : Tensor ``(B,)`` bool, optional
+            Must be all True (or None): the layer sets its own clock.
+
+        Returns
+        -------
+        Tensor ``(B, H)``
+            In ``x_t``'s dtype.
+
+        Raises
+        ------
+        NotImplementedError
+            A forced pause (``tick`` False somewhere).
+        RuntimeError
+            A full cache (it holds ``max_seqlen`` tokens).
+        ValueError, TypeError
+            An ``x_t`` or ``tick`` of another shape or dtype, a cache of another layer or batch.
+        """
         tick = check_clocked_step(self, x_t, cache, tick)
         if not bool(tick.all()):
             raise NotImplementedError("a gated layer sets its own clock: forced pauses (tick=False) in decoding "
@@ -185,8 +266,30 @@ class SoftClocked(ClockedLayer):
 
     @torch.no_grad()
     def prefill(self, x, cache, ticks=None):
-        """A prompt ``x`` ``(B, L, H)`` -> ``(B, L, H)``: into a fresh cache one scan, its states kept; into a
-        cache holding tokens, step by step."""
+        """Consume a prompt: into a fresh cache one scan, its states kept; into a cache holding tokens, step
+        by step.
+
+        Parameters
+        ----------
+        x : Tensor ``(B, L, H)``
+        cache : SoftClockCache
+            This layer's; moved on by ``L`` tokens.
+        ticks : Tensor ``(B, L)`` bool, optional
+            Must be all True (or None).
+
+        Returns
+        -------
+        Tensor ``(B, L, H)``
+
+        Raises
+        ------
+        NotImplementedError
+            A forced pause.
+        ValueError
+            A prompt longer than the cache's ``max_seqlen``; a cache of another layer or batch.
+        RuntimeError
+            A cache filled past ``max_seqlen`` while stepping.
+        """
         B, L = x.shape[0], x.shape[1]
         check_clocked_cache(self, cache, B)
         ticks = None if ticks is None else check_ticks(ticks, B, L, x.device)
@@ -220,7 +323,24 @@ class SoftClock:
         self.init, self.seed = init, seed
 
     def wrap(self, layer, index):
-        """Block ``index``'s ``layer`` in the time of a new gate: a :class:`SoftClocked`."""
+        """Block ``index``'s ``layer`` in the time of a new gate.
+
+        Parameters
+        ----------
+        layer : nn.DS4D or nn.S4D
+            ``transposed=False``.
+        index : int
+            The block's place in the model (unused: every gate gets the same seed).
+
+        Returns
+        -------
+        SoftClocked
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :class:`SoftClocked` and :class:`GateClock` (an ``init`` outside ``(0, 1)``).
+        """
         return SoftClocked(layer, GateClock(layer.H, init=self.init, seed=self.seed))
 
     def __repr__(self):

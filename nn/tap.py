@@ -316,12 +316,34 @@ class TapWidthSchedule:
             raise ValueError("TapWidthSchedule: the model has no DS4D layer with tap=True")
 
     def step(self):
+        """Advance one optimizer step and set the width there on every tap of the model."""
         self.i = _check_step(self.i) + 1
         self._apply()
 
     def state_dict(self):
+        """The schedule's position, for a checkpoint.
+
+        Returns
+        -------
+        dict
+            ``{"i": int}``: the optimizer steps taken.
+        """
         return {"i": self.i}
 
     def load_state_dict(self, state):
+        """Resume the schedule at the saved step and set the width there.
+
+        Parameters
+        ----------
+        state : dict
+            ``{"i": int}``, from :meth:`state_dict`.
+
+        Raises
+        ------
+        ValueError
+            A step that is not a non-negative integer; a model without a DS4D layer with ``tap=True``.
+        KeyError
+            No ``"i"``.
+        """
         self.i = _check_step(state["i"])
         self._apply()

@@ -74,7 +74,18 @@ class Cache:
     def bound(self, consts):
         """``self.handle`` bound to the decode constants ``consts``: the engine's ``bind`` runs when the handle
         is missing (first use, a reset, a copy), was bound to other constants (a parameter changed) or to a
-        state tensor since replaced (``cache.buf = ...``). The one place a handle is made."""
+        state tensor since replaced (``cache.buf = ...``). The one place a handle is made.
+
+        Parameters
+        ----------
+        consts : object
+            The owning layer's decode constants (``layer.decode_constants(rdt)``).
+
+        Returns
+        -------
+        object
+            The handle (what ``engine.bind`` returned), also ``self.handle``.
+        """
         hd = self.handle
         if hd is None or hd.consts is not consts or self.__dict__.get("_bound_to") is not self.state:
             self.handle = None
@@ -83,7 +94,22 @@ class Cache:
         return self.handle
 
     def bind(self, layer, engine, max_seqlen=None):
-        """Bind this cache to ``layer`` (held weakly) and ``engine``; returns the cache."""
+        """Bind this cache to ``layer`` (held weakly) and ``engine``; the handle is cleared.
+
+        Parameters
+        ----------
+        layer : torch.nn.Module
+            The allocating layer.
+        engine : DecodeEngine
+            The decode engine (:func:`nn.decode.select.select_engine`).
+        max_seqlen : int, optional
+            Recorded as ``self.max_seqlen``.
+
+        Returns
+        -------
+        Cache
+            This cache.
+        """
         self._owner_ref = weakref.ref(layer)
         self.owner_name = describe_layer(layer)
         self.engine = engine
@@ -166,6 +192,13 @@ class RingCache(Cache):
         return sum(v.numel() * v.element_size() for v in self.tensors())
 
     def detach(self):
+        """A copy whose ring is detached from autograd (the other fields shared, the handle not copied).
+
+        Returns
+        -------
+        RingCache
+            Of the same class.
+        """
         new = copy.copy(self)
         new.buf = self.buf.detach()
         return new
