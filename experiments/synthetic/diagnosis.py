@@ -1,4 +1,4 @@
-"""Why a learned clock does or does not pause at every padding id (issue 51's diagnosis, measured).
+"""Why a learned clock does or does not pause at every padding id: the pushes on its clock, measured.
 
 On a task whose padding comes from several ids (:attr:`.tasks.Task.pads`), each learned clock's gate sees
 each padding id through that id's own embedding (and, above the first layer, its context). The time cost
@@ -7,7 +7,7 @@ prediction needs it. :func:`pad_pushes` measures both, per gated layer and per p
 batch: how often the id's tokens tick, and the push of the task loss and of the time cost on the clock
 values at that id's positions (minus the summed derivative: the direction a gradient step moves them;
 negative: towards a pause). Summed over the id's positions, a push scales with the id's frequency: the
-question the issue asks is whether a rare id's share of the cost's push is too small to make it pause
+question is whether a rare id's share of the cost's push is too small to make it pause
 before the cost switches off. :func:`.train.train_run` records it at every evaluation of a learned-clock
 run on such a task (``pads`` in the curve points); :func:`table` reads it for the report.
 """

@@ -432,7 +432,7 @@ def markdown(runs, meta):
     pads = [(r, diagnosis.table(r)) for r in done(runs)]
     pads = [(r, t) for r, t in pads if t]
     if pads:
-        lines += ["## Padding ids and the learned clocks (issue 51's diagnosis)", "",
+        lines += ["## Padding ids and the learned clocks", "",
                   "Per run, gated layer and padding id: its tokens on the probe batch, the fraction that tick at "
                   "the first and the last evaluation, and the push of the task loss and of the time cost on the "
                   "clock at those tokens (minus the derivative, summed over the tokens and over every evaluation; "

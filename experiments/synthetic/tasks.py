@@ -12,7 +12,7 @@ The filler (``G = gap`` tokens of id ``V-2``, default none) is content that carr
 (pause at padding) sees a look-back of ``T + G`` of its ticks whatever ``P``.
 
 Padding that is not one id (the clock's harder case: whitespace, separators, silence come as many tokens):
-``pads = k`` draws each padding token from ``k`` ids (``0`` and the ``k - 1`` ids below go, or below the
+``pads = k`` draws each padding token (the gap's and the trailing one's) from ``k`` ids (``0`` and the ``k - 1`` ids below go, or below the
 filler), uniformly or with Zipf frequencies (``pad_dist``); ``noise`` replaces each padding token by a
 random data value with that probability (data-like tokens inside the gap, which carry no time for the
 task but are not padding by their id). Targets never change: the data are where they were.
@@ -177,8 +177,8 @@ class Task:
             tokens[:, :T] = data
         tokens[:, T:T + self.gap] = self.filler
         go_at = T + self.gap + P                                            # (B,)
-        if self.pads > 1 or self.noise:                                     # the padding before go, redrawn
-            pad = (tokens == 0) & (np.arange(L)[None, :] < go_at[:, None])
+        if self.pads > 1 or self.noise:                                     # every padding token, redrawn
+            pad = tokens == 0
             ids = np.asarray(self.pad_ids)[rng.choice(self.pads, size=(batch, L), p=self.pad_probs())]
             if self.noise:
                 noisy = rng.random((batch, L)) < self.noise

@@ -307,7 +307,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             st["curve"][-1]["test_acc"] = accuracy(model, test[0], test[1])
         if clocked:                                    # the learned clocks at every evaluation (a gate flip)
             st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE], task.pad_ids)
-            if task.pads > 1 or task.noise:            # issue 51's diagnosis: each padding id's pushes
+            if task.pads > 1 or task.noise:            # each padding id's pushes (.diagnosis)
                 st["curve"][-1]["pads"] = pad_pushes(model, vt[:CLOCK_PROBE], vl[:CLOCK_PROBE], task.pad_ids,
                                                      cost.weight_at(step) if cost is not None else 0.0)
         if det["acc"] > st["best_acc"]:

@@ -44,6 +44,8 @@ def test_padding_from_several_ids(dist):
     assert np.abs(freq - want).max() < 0.02                       # the drawn frequencies
     if dist == "zipf":
         assert freq[0] > 1.8 * freq[1]
+    short = lags < task.P_max                                     # the trailing padding is drawn too
+    assert np.isin(tok[short, -1], task.pad_ids).all() and (tok[short, -1] != 0).any()
     data = tok[:, :task.T]
     sup = lab != IGNORE
     assert (lab[sup].reshape(len(tok), task.T) == data).all()     # copy: the targets are the data
