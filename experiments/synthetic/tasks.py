@@ -12,10 +12,11 @@ The filler (``G = gap`` tokens of id ``V-2``, default none) is content that carr
 (pause at padding) sees a look-back of ``T + G`` of its ticks whatever ``P``.
 
 Padding that is not one id (the clock's harder case: whitespace, separators, silence come as many tokens):
-``pads = k`` draws each padding token (the gap's and the trailing one's) from ``k`` ids (``0`` and the ``k - 1`` ids below go, or below the
-filler), uniformly or with Zipf frequencies (``pad_dist``); ``noise`` replaces each padding token by a
-random data value with that probability (data-like tokens inside the gap, which carry no time for the
-task but are not padding by their id). Targets never change: the data are where they were.
+``pads = k`` draws each padding token (the gap's and the trailing one's) from ``k`` ids (``0`` and the
+``k - 1`` ids below go, or below the filler), uniformly or with Zipf frequencies (``pad_dist``); ``noise``
+replaces each padding token by a random data value with that probability (data-like tokens in the
+padding, which carry no time for the task but are not padding by their id). Targets never change: the
+data are where they were.
 
 Targets (``d`` = data, ``i`` = 0..T-1, windows truncated at the start of the data):
 
