@@ -305,9 +305,10 @@ class ClockedLayer(nn.Module):
             raise NotImplementedError(f"decoding a clocked layer whose inner layer has branches ({names}) is not "
                                       "implemented: each branch's state would have to run in the layer's time; "
                                       "build the inner layer without them")
-        takes = inspect.signature(self.new_cache).parameters
-        unknown = sorted(set(options) - set(takes) - {"batch_size", "max_seqlen", "rdt"})
-        if unknown and not any(p.kind is p.VAR_KEYWORD for p in takes.values()):
+        params = inspect.signature(self.new_cache).parameters
+        takes = set(params) - {"batch_size", "max_seqlen", "rdt"}                # the clock's own options
+        unknown = sorted(set(options) - takes)
+        if unknown and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             raise TypeError(f"{type(self).__name__}.allocate_inference_cache got unexpected keyword argument(s) "
                             f"{unknown}")
         max_seqlen, rdt = self.inner.prepare_decode(batch_size, max_seqlen, dtype)

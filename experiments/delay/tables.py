@@ -14,6 +14,7 @@ import numpy as np
 from .._models import model_of
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
+from .._tables import chosen_on_validation
 from .._tables import mean_std as _ms
 
 from .models import Arch
@@ -64,12 +65,7 @@ def held_out(curve):
     :func:`.train.train_run` keeps ``best_step``), the test error there, and both errors at the last
     evaluation. ``test`` and ``test_final`` are None for a curve without test scores; ``None`` for an
     empty curve. The test scores choose nothing."""
-    if not curve:
-        return None
-    best = min(range(len(curve)), key=lambda i: (curve[i]["val_rel_rmse"], i))     # the first at the minimum
-    last = curve[-1]
-    return {"step": curve[best]["step"], "val": curve[best]["val_rel_rmse"], "test": curve[best].get("test_rel_rmse"),
-            "val_final": last["val_rel_rmse"], "test_final": last.get("test_rel_rmse")}
+    return chosen_on_validation(curve, "val_rel_rmse", "test_rel_rmse", lower=True)
 
 
 def lr_groups(runs):

@@ -7,28 +7,33 @@ import json
 
 import numpy as np
 
+from .._tables import chosen_on_validation
+
+
+def _labelled(runs, drop, detail):
+    """``(task, model label, run)`` of every finished run: the family, with ``detail(run)`` added where one
+    task and family has several settings (the config without the keys ``drop``, and the data sizes)."""
+    def canon(r):
+        return json.dumps({"c": {k: v for k, v in r["config"].items() if k not in drop}, "d": r.get("data")},
+                          sort_keys=True)
+    finished = [r for r in runs if r.get("status", "done") == "done"]
+    settings = {}
+    for r in finished:
+        settings.setdefault((r["task"], r["config"]["family"]), {}).setdefault(canon(r), r)
+    return [(r["task"], r["config"]["family"] + (detail(r) if len(settings[(r["task"], r["config"]["family"])]) > 1
+                                                 else ""), r) for r in finished]
+
 
 def groups(runs):
     """``{(task, model label): [finished runs over seeds]}``; the label shows H / lr / epochs / data
     size only where one task and family has several settings."""
-    def canon(r):
-        return json.dumps({"c": {k: v for k, v in r["config"].items() if k != "seed"}, "d": r.get("data")},
-                          sort_keys=True)
-    settings = {}
-    for r in runs:
-        if r.get("status", "done") == "done":
-            settings.setdefault((r["task"], r["config"]["family"]), {}).setdefault(canon(r), r)
-    groups = {}
-    for r in runs:
-        if r.get("status", "done") != "done":
-            continue
-        c, fam = r["config"], r["config"]["family"]
-        label = fam
-        if len(settings[(r["task"], fam)]) > 1:
-            n_train = (r.get("data") or {}).get("n_train", "?")
-            label += f" (H={c['width']}, lr={c['lr']:g}, epochs={c['epochs']}, n_train={n_train})"
-        groups.setdefault((r["task"], label), []).append(r)
-    return groups
+    def detail(r):
+        c, n_train = r["config"], (r.get("data") or {}).get("n_train", "?")
+        return f" (H={c['width']}, lr={c['lr']:g}, epochs={c['epochs']}, n_train={n_train})"
+    out = {}
+    for task, label, r in _labelled(runs, ("seed",), detail):
+        out.setdefault((task, label), []).append(r)
+    return out
 
 
 def done(runs):
@@ -48,41 +53,20 @@ def held_out(curve, m="acc"):
     test score there, and both scores at the last epoch. ``epoch``, ``val``, ``test`` and ``val_final`` are
     None for a curve without validation scores (nothing can be chosen honestly); ``None`` for an empty
     curve. The test scores choose nothing."""
-    if not curve:
-        return None
-    last = curve[-1]
-    out = {"epoch": None, "val": None, "test": None, "val_final": last.get(f"val_{m}"),
-           "test_final": last[f"test_{m}"]}
-    idx = [i for i, p in enumerate(curve) if p.get(f"val_{m}") is not None]
-    if idx:
-        sign = -1.0 if m == "rmse" else 1.0
-        best = max(idx, key=lambda i: (sign * curve[i][f"val_{m}"], -i))          # the first at the best
-        out.update(epoch=curve[best]["epoch"], val=curve[best][f"val_{m}"], test=curve[best][f"test_{m}"])
-    return out
+    return chosen_on_validation(curve, f"val_{m}", f"test_{m}", at="epoch", lower=m == "rmse")
 
 
 def lr_groups(runs):
     """``{(task, model label): {lr: [finished runs over seeds]}}``: the runs of one task, family and setting
     (all but seed and learning rate) side by side over the rates it was tuned over; the label shows H /
     epochs / data size only where one task and family has several settings."""
-    def canon(r):
-        return json.dumps({"c": {k: v for k, v in r["config"].items() if k not in ("seed", "lr")},
-                           "d": r.get("data")}, sort_keys=True)
-    settings = {}
-    for r in runs:
-        if r.get("status", "done") == "done":
-            settings.setdefault((r["task"], r["config"]["family"]), {}).setdefault(canon(r), r)
+    def detail(r):
+        c, d = r["config"], r.get("data") or {}
+        return (f" (H={c['width']}, epochs={c['epochs']}, n_train={d.get('n_train', '?')}"
+                + (f", n_val={d['n_val']}" if "n_val" in d else "") + ")")
     out = {}
-    for r in runs:
-        if r.get("status", "done") != "done":
-            continue
-        c, fam = r["config"], r["config"]["family"]
-        label = fam
-        if len(settings[(r["task"], fam)]) > 1:
-            d = r.get("data") or {}
-            label += (f" (H={c['width']}, epochs={c['epochs']}, n_train={d.get('n_train', '?')}"
-                      + (f", n_val={d['n_val']}" if "n_val" in d else "") + ")")
-        out.setdefault((r["task"], label), {}).setdefault(c["lr"], []).append(r)
+    for task, label, r in _labelled(runs, ("seed", "lr"), detail):
+        out.setdefault((task, label), {}).setdefault(r["config"]["lr"], []).append(r)
     return out
 
 

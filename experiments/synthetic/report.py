@@ -18,6 +18,7 @@ import numpy as np
 from .._models import model_of
 from .._runs import canonical as _canon
 from .._runs import done_runs as done
+from .._tables import chosen_on_validation
 from .._tables import mean_std as _ms
 from . import diagnosis
 from .tasks import COPY_KINDS
@@ -86,12 +87,7 @@ def held_out(curve):
     keeps it), the test accuracy there, and both accuracies at the last evaluation. ``test`` and
     ``test_final`` are None for a curve without test scores; ``None`` for an empty curve. The test scores
     choose nothing."""
-    if not curve:
-        return None
-    best = max(range(len(curve)), key=lambda i: (curve[i]["val_acc"], -i))     # the first at the maximum
-    last = curve[-1]
-    return {"step": curve[best]["step"], "val": curve[best]["val_acc"], "test": curve[best].get("test_acc"),
-            "val_final": last["val_acc"], "test_final": last.get("test_acc")}
+    return chosen_on_validation(curve, "val_acc", "test_acc")
 
 
 def accuracy_table(runs):

@@ -6,7 +6,7 @@ layer's recurrence and its clocked recurrence, plus brute-force loops of the par
 * :class:`ToggleClocked`: a flip-flop clock. Each token with ``x_t[0] > 0`` flips a per-row bit; the layer
   ticks while the bit is set. The bit is the clock's own state: it lives in the cache beside the layer's
   ring (:meth:`nn.clocked_layer.ClockedLayer.clock_state`), is reset, copied and carried with it.
-* :class:`DecayBranch`: ``s_t = a s_{t-1} + x_t``, term ``g s_t`` per channel, one per block from
+* the echo branch of ``test_added_parts`` (``s_t = a s_{t-1} + x_t``, term ``g s_t``), one per block from
   ``SequenceModel(layer=factory)`` (no parameter shared between blocks).
 """
 from __future__ import annotations
@@ -17,13 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from ddesys.nn import DS4D, SequenceModel
-from ddesys.nn.branch import Branch
 from ddesys.nn.clock import Clocked, ClockedCache
 from ddesys.verification.reference.errors import rel_max
 from ddesys.verification.reference.layer import clocked_recurrence, ds4d_params, recurrence
+from test_added_parts import EchoBranch, _echo_loop
 
 F64 = torch.float64
 V, H, L = 7, 6, 30
@@ -85,57 +84,14 @@ def toggle_loop(x):
 
 
 # ---------------------------------------------------------------------------------------------- the branch
-class DecayBranch(Branch):
-    """``y += g s_t``, ``s_t = a s_{t-1} + x_t`` per channel, ``a = sigmoid(nu)``."""
-
-    def __init__(self, channels, seed=0):
-        super().__init__(channels)
-        g = torch.Generator().manual_seed(seed)
-        self.nu = nn.Parameter(torch.randn(channels, generator=g))
-        self.g = nn.Parameter(0.5 * torch.randn(channels, generator=g))
-
-    def kernel(self, L, dtype):
-        a = torch.sigmoid(self.nu.to(dtype))
-        return self.g.to(dtype)[:, None] * a[:, None] ** torch.arange(L, dtype=dtype)     # (C, L)
-
-    def filter(self, x):
-        return torch.from_numpy(decay_loop(self, x.double().numpy()))
-
-    def step_constants(self, rdt, zero=False):
-        g = torch.zeros_like(self.g) if zero else self.g
-        return torch.sigmoid(self.nu.double()).detach().to(rdt), g.detach().to(rdt)
-
-    def allocate(self, batch_size, dtype, device):
-        return torch.zeros(batch_size, self.channels, dtype=dtype, device=device)       # (B, C)
-
-    def step(self, x_t, state, t, consts):
-        a, g = consts
-        state.mul_(a).add_(x_t.to(state.dtype))
-        return g * state
-
-    def chunk_output(self, xb, state, t0, consts):
-        a, g = consts
-        s, ys = state.clone(), []
-        for t in range(xb.shape[-1]):
-            s = a * s + xb[..., t].to(s.dtype)
-            ys.append(g * s)
-        return torch.stack(ys, -1)                                                       # (B, C, L)
-
-    def prefill(self, xb, state, t0=0):
-        a, _ = self.step_constants(state.dtype)
-        for t in range(xb.shape[-1]):
-            state.mul_(a).add_(xb[..., t].to(state.dtype))
+# EchoBranch (``s_t = a s_{t-1} + x_t``, term ``g s_t``), written once in the tests beside the layer-level
+# checks of an added branch; here it is handed to every block through a layer factory.
 
 
 def decay_loop(branch, x):
-    """The branch by a loop: ``x`` ``(B, C, L)`` float64 numpy -> its term."""
-    a = torch.sigmoid(branch.nu.detach().double()).numpy()
-    g = branch.g.detach().double().numpy()
-    s, y = np.zeros(x.shape[:2]), np.empty_like(x)
-    for t in range(x.shape[-1]):
-        s = a * s + x[..., t]
-        y[..., t] = g * s
-    return y
+    """The branch by the brute-force loop: ``x`` ``(B, C, L)`` float64 numpy -> its term."""
+    a, g = torch.sigmoid(branch.nu.detach().double()), branch.g.detach().double()
+    return _echo_loop(a, g, torch.from_numpy(x)).numpy()
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -149,7 +105,7 @@ def clocked_model():
 
 
 def branched_model():
-    return _model(layer=lambda d, i: DS4D(d, d_state=8, l_max=L, seed=3 + i, branches=[DecayBranch(d, seed=i)]))
+    return _model(layer=lambda d, i: DS4D(d, d_state=8, l_max=L, seed=3 + i, branches=[EchoBranch(d, seed=i)]))
 
 
 def model_loop(model, tokens, clocked):
@@ -187,7 +143,7 @@ def test_parts_are_built_per_block():
     assert first is not second and first.nu.data_ptr() != second.nu.data_ptr()
     assert not torch.equal(first.nu, second.nu)                                      # seeds per index
     with pytest.raises(ValueError, match="factory"):                                 # one list for every block
-        SequenceModel(V, V, d_model=H, n_layers=2, embedding=True, layer_kw={"branches": [DecayBranch(H)]})
+        SequenceModel(V, V, d_model=H, n_layers=2, embedding=True, layer_kw={"branches": [EchoBranch(H)]})
 
 
 @pytest.mark.parametrize("kind", KINDS)
