@@ -325,26 +325,6 @@ class DelayIOSystem(LoopAnalysis, MatrixLTI):
         """
         return _lft.transfer(self.io_data(), s)
 
-    def freqresp(self, omega):
-        """Exact frequency response ``G(i omega)``.
-
-        Parameters
-        ----------
-        omega : array_like, real ``(F,)``
-            Radians per time unit.
-
-        Returns
-        -------
-        ndarray, complex ``(p, m, F)``
-
-        Raises
-        ------
-        ValueError, TypeError
-            Non-finite or non-real ``omega``.
-        """
-        omega = real_vector(omega, "omega", "real frequencies (rad per time unit)")
-        return self.transfer(1j * omega)
-
     def dcgain(self):
         """``G(0)``, ``(p, m)`` (python-control's name); infinite entries for an integrator."""
         with np.errstate(all="ignore"):

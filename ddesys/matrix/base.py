@@ -5,11 +5,12 @@ here, written once (python-control's ``LTI`` holds its systems' shapes the same 
 from __future__ import annotations
 
 from ..lti import DelayLTI
+from .charmatrix import real_vector
 
 
 class MatrixLTI(DelayLTI):
-    """Shapes and ``repr`` of a continuous system with a state matrix ``A``, an input matrix and an output
-    matrix, and delays ``tau``.
+    """Shapes, ``repr`` and the frequency response of a continuous system with a state matrix ``A``, an
+    input matrix and an output matrix, and delays ``tau``.
 
     A subclass names its input and output matrices when they are not ``B`` and ``C`` (``_input_matrix``,
     ``_output_matrix``) and the delays its ``repr`` lists when they are not ``tau`` as given
@@ -33,6 +34,35 @@ class MatrixLTI(DelayLTI):
     def n_outputs(self):
         """Output dimension ``p``."""
         return int(getattr(self, self._output_matrix).shape[0])
+
+    def freqresp(self, omega):
+        """Exact frequency response ``G(i omega)`` (the transfer matrix on the imaginary axis; a subclass
+        with a faster path overrides it).
+
+        Parameters
+        ----------
+        omega : array_like, real ``(F,)``
+            Radians per time unit.
+
+        Returns
+        -------
+        ndarray, complex ``(p, m, F)``
+
+        Raises
+        ------
+        ValueError, TypeError
+            Non-finite or non-real ``omega``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ddesys.matrix.neutral import NeutralStateSpace
+        >>> sys = NeutralStateSpace([[-2.0]], [[0.5]], 0.5, 1.0)
+        >>> complex(np.round(sys.freqresp([0.0])[0, 0, 0], 6))    # DC gain 1 / (2 - 0.5)
+        (0.666667+0j)
+        """
+        omega = real_vector(omega, "omega", "real frequencies (rad per time unit)")
+        return self.transfer(1j * omega)
 
     def _repr_delays(self):
         """``(name, list of floats)``: the delays the ``repr`` shows."""

@@ -406,30 +406,3 @@ class NeutralStateSpace(MatrixLTI):
             out[i:i + 4096] = np.einsum("pn,fnm->fpm", self.C, X)
         return np.moveaxis(out, 0, -1) + self.D[..., None]
 
-    def freqresp(self, omega):
-        """Exact frequency response ``G(i omega)``.
-
-        Parameters
-        ----------
-        omega : array_like, real ``(F,)``
-            Radians per time unit.
-
-        Returns
-        -------
-        ndarray, complex ``(p, m, F)``
-
-        Raises
-        ------
-        ValueError, TypeError
-            Non-finite or non-real ``omega``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from ddesys.matrix.neutral import NeutralStateSpace
-        >>> sys = NeutralStateSpace([[-2.0]], [[0.5]], 0.5, 1.0)
-        >>> complex(np.round(sys.freqresp([0.0])[0, 0, 0], 6))    # DC gain 1 / (2 - 0.5)
-        (0.666667+0j)
-        """
-        omega = real_vector(omega, "omega", "real frequencies (rad per time unit)")
-        return self.transfer(1j * omega)
