@@ -425,22 +425,25 @@ def markdown(runs, meta):
             lines.append(f"| {c['task']['name']} | {c['family']} | {c['width']} | {c['lr']:g} | {c['seed']} | "
                          f"{r.get('diverged_step', '?')} | {best} |")
     lines += ["", "![learning curves](curves.png)", ""]
-    pads = [(r, diagnosis.table(r)) for r in done(runs)]
-    pads = [(r, t) for r, t in pads if t]
+    pads = [(task, label, r, diagnosis.table(r)) for (task, label), by_lr in _groups(runs).items()
+            for lr in sorted(by_lr) for r in sorted(by_lr[lr], key=lambda r: r["config"]["seed"])]
+    pads = [p for p in pads if p[3]]
     if pads:
         lines += ["## Padding ids and the learned clocks", "",
                   "Per run, gated layer and padding id: its tokens on the probe batch, the fraction that tick at "
-                  "the first and the last evaluation, and the push of the task loss and of the time cost on the "
+                  "the first and the last evaluation, the push of the task loss and of the time cost on the "
                   "clock at those tokens (minus the derivative, summed over the tokens and over every evaluation; "
-                  "negative: towards a pause).", "",
-                  "| task | model | seed | layer | id | tokens | ticks first | ticks last | loss push | cost push |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r, rows in pads:
+                  "negative: towards a pause), and at the last evaluation the gate's logit at the id (it ticks "
+                  "above 0) beside the lowest logit of any other id (`-`: not recorded).", "",
+                  "| task | model | lr | seed | layer | id | tokens | ticks first | ticks last | loss push | cost push "
+                  "| logit last | lowest other logit |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        for task, label, r, rows in pads:
             c = r["config"]
-            for layer, i, n, t0, t1, gl, gc in rows:
-                f = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-                lines.append(f"| {c['task']['name']} | {c['family']} | {c['seed']} | {layer} | {i} | {n} | {f(t0)} | "
-                             f"{f(t1)} | {gl:.3g} | {gc:.3g} |")
+            for layer, i, n, t0, t1, gl, gc, z, zd in rows:
+                lines.append(f"| {task} | {label} | {c['lr']:g} | {c['seed']} | {layer} | {i} | {n} | {f(t0)} | "
+                             f"{f(t1)} | {gl:.3g} | {gc:.3g} | {f(z)} | {f(zd)} |")
         lines.append("")
     if clocked_runs(runs):
         lines += ["The learned clocks during training (each layer's mean clock at the padding and elsewhere, "

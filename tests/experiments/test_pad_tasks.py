@@ -105,6 +105,13 @@ def test_the_pushes_on_each_padding_id_against_finite_differences():
     per_token = 0.3 / (2 * tok.numel())
     assert np.allclose(rows[1]["cost"], [-per_token * n for n in rows[1]["count"]], rtol=1e-12)
     assert not np.allclose(rows[0]["cost"], [-per_token * n for n in rows[0]["count"]], rtol=1e-6)
+    with torch.no_grad():                      # the first gate reads the normed embedding: its logit per id
+        blk = model.blocks[0]
+        z = blk.layer.gate.logits(blk.norm(model.encoder(tok)))                      # (B, L)
+    for j, i in enumerate(task.pad_ids):
+        assert abs(rows[0]["logit"][j] - float(z[tok == i].mean())) <= 1e-12
+    others = [float(z[tok == i].mean()) for i in torch.unique(tok).tolist() if i not in task.pad_ids]
+    assert abs(rows[0]["data_logit"] - min(others)) <= 1e-12
     torch.manual_seed(0)
     model = build(ModelSpec.from_label("s4d-gate"), task.vocab, 8, 2, task.length, 8, seed=0,
                   pad=task.pad_ids).double()
@@ -128,3 +135,4 @@ def test_the_pushes_on_each_padding_id_against_finite_differences():
     run = {"curve": [{"step": 1, "val_acc": 0.1, "pads": rows}, {"step": 2, "val_acc": 0.2, "pads": rows}]}
     t = table(run)
     assert len(t) == 6 and t[0][:3] == (1, 0, rows[0]["count"][0]) and t[0][5] == 2 * rows[0]["loss"][0]
+    assert t[0][7:] == (None, None)               # the soft gate has no logits: not recorded
