@@ -127,8 +127,8 @@ class ModelSpec:
         from ddesys import nn as dnn
         if self.layer not in LAYERS:
             raise ValueError(f"{self.label} is not built by nn.SequenceModel")
-        if self.clock is not None:
-            model_kw["clock"] = dnn.TokenClock(tuple(pad)) if self.clock == "given" else self.clock
+        if self.clock is not None:                 # a configured part given for a learned clock wins
+            model_kw.setdefault("clock", dnn.TokenClock(tuple(pad)) if self.clock == "given" else self.clock)
         return dnn.SequenceModel(d_input, d_output, layer=self.layer, layer_kw=self.layer_kw(**layer_kw), **model_kw)
 
 

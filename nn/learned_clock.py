@@ -26,6 +26,7 @@ learned clock find its pauses: internal time is spent only where the loss needs 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .clock import Clocked
@@ -36,7 +37,8 @@ __all__ = ["BinaryClock", "HardClocked", "HardGateClock", "TimeCost"]
 
 
 class HardGateClock(nn.Module):
-    """``tick_t = [w . x_t + b > 0]`` in ``{0, 1}``, trained through ``sigma((w . x_t + b) / temperature)``.
+    """``tick_t = [z_t > 0]`` in ``{0, 1}``, ``z_t = w . x_t + b`` (plus ``v . gelu(W x_t + a)`` with a
+    hidden layer), trained through ``sigma(z_t / temperature)``.
 
     Parameters
     ----------
@@ -52,21 +54,35 @@ class HardGateClock(nn.Module):
         Pass the surrogate's gradient on to the gate's input (the embedding and the layers below). False:
         only ``w`` and ``b`` learn from it (the input is read detached), so a time cost cannot move the
         input towards pausing. An attribute: settable on a built model.
+    hidden : int, default 0
+        Width of the gate's hidden layer (``W`` ``(hidden, H)``, ``a``, ``v`` ``(hidden,)``; ``v`` starts
+        small, so the clock starts at ``init`` as without it); ``0``: the linear gate. A linear gate moves
+        every token's logit with its shared ``w`` and ``b``; the hidden layer lets it pause a set of inputs
+        (padding drawn from several ids) without pausing the rest.
 
     Notes
     -----
-    Shapes: ``x (B, L, H) -> c (B, L)``; ``x_t (B, H) -> (B,)``; values exactly 0.0 or 1.0.
+    Shapes: ``x (B, L, H) -> c (B, L)``; ``x_t (B, H) -> (B,)``; values exactly 0.0 or 1.0. The tick
+    depends on the token's own input only, so decoding stays O(1) per token whatever ``hidden``.
     """
 
-    def __init__(self, d_model, init=0.9, temperature=1.0, seed=None, input_grad=True):
+    def __init__(self, d_model, init=0.9, temperature=1.0, seed=None, input_grad=True, hidden=0):
         super().__init__()
         if not temperature > 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
+        if not (isinstance(hidden, int) and hidden >= 0):
+            raise ValueError(f"hidden must be a whole number >= 0, got {hidden!r}")
         soft = GateClock(d_model, init=init, seed=seed)          # the same initialization as the soft gate
         self.w = nn.Parameter(soft.w.detach().clone())           # (H,)
         self.b = nn.Parameter(soft.b.detach().clone() * temperature)
         self.temperature = float(temperature)
         self.input_grad = bool(input_grad)
+        self.hidden = hidden
+        if hidden:
+            g = torch.Generator().manual_seed(seed + 1) if seed is not None else None
+            self.W = nn.Parameter(torch.randn(hidden, d_model, generator=g) / d_model ** 0.5)    # (hidden, H)
+            self.a = nn.Parameter(torch.zeros(hidden))                                           # (hidden,)
+            self.v = nn.Parameter(torch.randn(hidden, generator=g) / hidden ** 0.5 * 0.1)         # (hidden,)
 
     @classmethod
     def from_soft(cls, gate, temperature=1.0):
@@ -95,7 +111,7 @@ class HardGateClock(nn.Module):
         return out
 
     def logits(self, x):
-        """The gate's logits ``w . x + b``.
+        """The gate's logits ``w . x + b`` (plus ``v . gelu(W x + a)`` with a hidden layer).
 
         Parameters
         ----------
@@ -106,7 +122,10 @@ class HardGateClock(nn.Module):
         Tensor ``(B, L)`` or ``(B,)``
             In ``x``'s dtype.
         """
-        return x @ self.w.to(x.dtype) + self.b.to(x.dtype)
+        z = x @ self.w.to(x.dtype) + self.b.to(x.dtype)
+        if self.hidden:
+            z = z + F.gelu(x @ self.W.to(x.dtype).T + self.a.to(x.dtype)) @ self.v.to(x.dtype)
+        return z
 
     def ticks(self, x):
         """The clock as bool: ``logits(x) > 0``.
@@ -143,7 +162,7 @@ class HardGateClock(nn.Module):
 
     def extra_repr(self):
         return f"d_model={self.w.shape[0]}, temperature={self.temperature:g}" + \
-            ("" if self.input_grad else ", input_grad=False")
+            (f", hidden={self.hidden}" if self.hidden else "") + ("" if self.input_grad else ", input_grad=False")
 
 
 class HardClocked(Clocked):
@@ -254,14 +273,15 @@ class BinaryClock:
 
     Parameters
     ----------
-    init, temperature, input_grad :
+    init, temperature, input_grad, hidden :
         Every gate's (:class:`HardGateClock`).
     seed : int or None
         Seeds every gate's ``w`` (the same seed for each block; the global RNG is untouched when given).
     """
 
-    def __init__(self, init=0.9, temperature=1.0, seed=None, input_grad=True):
+    def __init__(self, init=0.9, temperature=1.0, seed=None, input_grad=True, hidden=0):
         self.init, self.temperature, self.seed, self.input_grad = init, temperature, seed, input_grad
+        self.hidden = hidden
 
     def wrap(self, layer, index):
         """Block ``index``'s ``layer`` in the ticks of a new gate.
@@ -284,12 +304,12 @@ class BinaryClock:
             :class:`HardGateClock`.
         """
         gate = HardGateClock(layer.H, init=self.init, temperature=self.temperature, seed=self.seed,
-                             input_grad=self.input_grad)
+                             input_grad=self.input_grad, hidden=self.hidden)
         return HardClocked(layer, gate)
 
     def __repr__(self):
         return (f"BinaryClock(init={self.init}, temperature={self.temperature}, seed={self.seed}, "
-                f"input_grad={self.input_grad})")
+                f"input_grad={self.input_grad}, hidden={self.hidden})")
 
 
 class TimeCost:

@@ -113,6 +113,9 @@ def _parse(argv):
     ap.add_argument("--gate-detach", action="store_true", help="a learned binary clock's gates read their input "
                     "detached: the time cost and the clock's gradient move the gates alone, not the embedding (-tick "
                     "models)")
+    ap.add_argument("--gate-hidden", type=int, default=None, metavar="WIDTH",
+                    help="a learned binary clock's gates get a hidden layer of this width (nn.HardGateClock "
+                    "hidden=; default: the linear gate; -tick models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -134,7 +137,10 @@ def _parse(argv):
         if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
             ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
     from .._models import ModelSpec
-    for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach)):
+    if args.gate_hidden is not None and args.gate_hidden < 1:
+        ap.error(f"--gate-hidden needs a width >= 1, got {args.gate_hidden}")
+    for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach),
+                        ("--gate-hidden", args.gate_hidden is not None)):
         if given and not any(ModelSpec.from_label(m).clock == "binary"
                              for m in args.models or SCALES[args.scale]["models"]):
             ap.error(f"{flag} is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
@@ -221,7 +227,8 @@ def _plan(args, ctx):
                                              time_cost=args.time_cost if spec.clock == "binary" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
-                                             else None))
+                                             else None,
+                                             gate_hidden=args.gate_hidden if spec.clock == "binary" else None))
     jobs = [Job(c.key(), f"{c.task.name} {c.model.label} lr={c.lr:g} s{c.seed}", c.steps,
                 lambda ckpt, progress, ctx, c=c: train_run(c, ckpt=ckpt, ctx=ctx, progress=progress))
             for c in configs]

@@ -125,8 +125,8 @@ def build(spec, vocab, d_model, n_layers, length, d_state=64, dt_lr=1e-4, seed=N
     content length is a scale given to the model, as ``length`` is; no position is named); the soft
     learned clock keeps real time. ``lstm_init``: the LSTM's
     initialization (:class:`TokenLSTM`; its chrono horizon is ``length``). ``clock``: a clock part for a
-    DS4D / S4D model whose ``spec`` has none (``nn.SequenceModel(clock=)``, e.g. a configured
-    :class:`nn.learned_clock.BinaryClock`). ``pad``: the padding ids a given clock pauses at (the task's
+    DS4D / S4D model (``nn.SequenceModel(clock=)``, e.g. a configured :class:`nn.learned_clock.BinaryClock`),
+    in place of the ``spec``'s own clock where it has one. ``pad``: the padding ids a given clock pauses at (the task's
     :attr:`.tasks.Task.pad_ids`)."""
     if not spec.is_baseline:
         kw = {"d_state": d_state, "init": "lin", "dt_lr": dt_lr, "seed": seed}

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ddesys import nn as dnn
-from ddesys.nn.learned_clock import HardGateClock, TimeCost
+from ddesys.nn.learned_clock import BinaryClock, HardGateClock, TimeCost
 from ddesys.nn.optim import register_optim
 
 from .._dist import single
@@ -66,6 +66,8 @@ class RunConfig:
     ``time_cost["steps"]`` steps; ``0``: frozen there; ``None``: the base ``lr`` throughout; binary clocks
     only). ``gate_detach``: ``True`` makes the binary clocks' gates read their input detached
     (:class:`nn.learned_clock.HardGateClock` ``input_grad=False``); ``None``: not (binary clocks only).
+    ``gate_hidden``: the width of the binary clocks' gates' hidden layer (``HardGateClock(hidden=)``, a
+    whole number > 0); ``None``: the linear gate (binary clocks only).
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -85,6 +87,7 @@ class RunConfig:
     time_cost: dict | None = None
     gate_lr: float | None = None
     gate_detach: bool | None = None
+    gate_hidden: int | None = None
     test_size: int | None = None
 
     def __post_init__(self):
@@ -102,6 +105,10 @@ class RunConfig:
         if self.gate_detach not in (None, True) or (self.gate_detach and not binary):
             raise ValueError(f"gate_detach is a binary clock's, True or None (got {self.gate_detach!r} on "
                              f"{self.model.label})")
+        if self.gate_hidden is not None and (not binary or not (isinstance(self.gate_hidden, int)
+                                                                and self.gate_hidden > 0)):
+            raise ValueError(f"gate_hidden is a binary clock's gates' hidden width, a whole number > 0 (got "
+                             f"{self.gate_hidden!r} on {self.model.label})")
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -123,6 +130,8 @@ class RunConfig:
             del d["gate_lr"]
         if d["gate_detach"] is None:                 # as in files written before the choice
             del d["gate_detach"]
+        if d["gate_hidden"] is None:                 # the linear gate, as in files written before the choice
+            del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
         return d
@@ -268,17 +277,19 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     ctx = ctx or single(device)
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
+    clock = None if cfg.gate_hidden is None else BinaryClock(seed=cfg.seed, hidden=cfg.gate_hidden)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
-                  seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids).to(dev)
+                  seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
+                  clock=clock).to(dev)
     init_state, init_taps = delay_state(model), tap_delays(model)
     for gate in (m for m in model.modules() if isinstance(m, HardGateClock)):
         gate.input_grad = not cfg.gate_detach
     gates = [m for m in model.modules() if isinstance(m, HardGateClock)] if cfg.gate_lr is not None else []
     for gate in gates:                                            # the gates' own group (nn.param_groups)
-        for name in ("w", "b"):
+        for name, _ in gate.named_parameters():
             register_optim(gate, name, {"lr": cfg.lr, "weight_decay": 0.0})
     opt = torch.optim.AdamW(dnn.param_groups(model, cfg.lr, weight_decay=0.0), lr=cfg.lr, weight_decay=0.0)
-    gate_group = _group_of(opt, [p for g in gates for p in (g.w, g.b)]) if gates else None
+    gate_group = _group_of(opt, [p for g in gates for p in g.parameters()]) if gates else None
     tap = cfg.model.tap
     sched = tap.schedule(model, cfg.steps) if tap is not None else None   # the tap's window, w0 -> 1 at frac
     tr = Trainer(model, opt, ctx, sched=sched, amp=cfg.amp)

@@ -278,3 +278,42 @@ def test_gate_detach_reaches_the_gates_and_is_part_of_the_run(monkeypatch, capsy
     with pytest.raises(SystemExit):
         cli._parse(["--models", "s4d", "--gate-detach"])
     assert "-tick model" in capsys.readouterr().err
+
+
+def test_gate_hidden_reaches_the_gates_and_is_part_of_the_run(monkeypatch, capsys):
+    """``gate_hidden`` builds every binary gate of the run's model with a hidden layer of that width (its
+    parameters in the gates' own learning-rate group); part of the run's identity when set, absent when
+    not, refused for other models and bad widths (on the command line too)."""
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    from ddesys.nn.learned_clock import HardGateClock
+    task = preset("copy", "variable", "smoke")
+    spec = ModelSpec.from_label("s4d-tick")
+    kw = dict(n_layers=2, d_state=4, steps=1, batch=2, eval_every=1, val_size=4)
+    base, mlp = RunConfig(task, spec, 8, **kw), RunConfig(task, spec, 8, gate_hidden=6, gate_lr=0.0, **kw)
+    assert "gate_hidden" not in base.to_dict() and mlp.to_dict()["gate_hidden"] == 6 and mlp.key() != base.key()
+    for bad in (dict(model=ModelSpec("s4d"), gate_hidden=4), dict(model=spec, gate_hidden=0)):
+        with pytest.raises(ValueError, match="gate_hidden"):
+            RunConfig(task, bad.pop("model"), 8, **bad)
+    widths = []
+    real = HardGateClock.forward
+
+    def spy(self, x):
+        widths.append(self.hidden)
+        return real(self, x)
+    monkeypatch.setattr(HardGateClock, "forward", spy)
+    train_run(mlp)
+    assert widths and set(widths) == {6}
+    widths.clear()
+    train_run(base)
+    assert widths and set(widths) == {0}
+    args = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "--gate-hidden", "16",
+                       "--seeds", "0"])
+    plain = cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "--seeds", "0"])
+    assert cli._plan(args, None)[0][0].key != cli._plan(plain, None)[0][0].key     # the option reached the run
+    for bad, msg in ((["--models", "s4d", "--gate-hidden", "8"], "-tick model"),
+                     (["--models", "s4d-tick", "--gate-hidden", "0"], "--gate-hidden")):
+        with pytest.raises(SystemExit):
+            cli._parse(bad)
+        assert msg in capsys.readouterr().err

@@ -220,20 +220,28 @@ def test_clock_gradient_split_equals_finite_differences(seed):
     assert np.max(np.abs(g_step + g_time - full[-1])) < 1e-12
 
 
-def _binary_model(seed=0):
-    m = dnn.SequenceModel(10, 10, d_model=H, n_layers=2, layer="ds4d", embedding=True, clock="binary",
+def _binary_model(seed=0, hidden=0):
+    from ddesys.nn.learned_clock import BinaryClock
+    clock = "binary" if not hidden else BinaryClock(seed=seed, hidden=hidden)
+    m = dnn.SequenceModel(10, 10, d_model=H, n_layers=2, layer="ds4d", embedding=True, clock=clock,
                           layer_kw={"d_state": 4, "l_max": LMAX, "seed": seed}).double()
     with torch.no_grad():
         for blk in m.blocks:
             blk.layer.gate.b.fill_(0.0)                                       # some pauses, some ticks
             blk.layer.gate.w.mul_(30.0)
+            if hidden:                                                        # the hidden layer decides
+                blk.layer.gate.w.mul_(0.1)
+                blk.layer.gate.v.normal_(0.0, 10.0, generator=torch.Generator().manual_seed(seed))
+                blk.layer.gate.a.fill_(-0.5)
     return m
 
 
-def test_binary_clock_model_paths_agree_with_the_tick_loop():
+@pytest.mark.parametrize("hidden", [0, 8])
+def test_binary_clock_model_paths_agree_with_the_tick_loop(hidden):
     """SequenceModel(clock="binary"): each block's layer equals the tick loop at its gate's ticks (training
-    scan and FFT), and the model's decode and prefill + decode equal its forward pass."""
-    m = _binary_model()
+    scan and FFT), and the model's decode and prefill + decode equal its forward pass; with a gate whose
+    hidden layer sets the ticks (``BinaryClock(hidden=8)``) too."""
+    m = _binary_model(hidden=hidden)
     x = torch.randint(0, 10, (3, L), generator=torch.Generator().manual_seed(0))
     h = m.encoder(x)
     fractions = []
@@ -311,6 +319,29 @@ def test_learned_clock_without_l_max_takes_the_first_sequence(clock):
     assert _err(ys[0], ys[1]) < 1e-9                                          # float32 delays placed, then cast
     ys[0].sum().backward()
     assert models[0].blocks[0].layer.inner.l_max == 12
+
+
+def test_a_gate_with_a_hidden_layer():
+    """``hidden``: the logits are ``w . x + b + v . gelu(W x + a)`` (written out here), the clock starts at
+    ``init`` as the linear gate does (small ``v``), the surrogate's gradient reaches every parameter and the
+    seed fixes them all; a bad width is refused."""
+    import torch.nn.functional as Fn
+
+    from ddesys.nn.learned_clock import BinaryClock
+    x = torch.randn(2, 7, 5, dtype=F64, generator=torch.Generator().manual_seed(0))
+    gate = HardGateClock(5, init=0.9, seed=3, hidden=6).double()
+    ref = x @ gate.w + gate.b + Fn.gelu(torch.einsum("blh,kh->blk", x, gate.W) + gate.a) @ gate.v
+    assert _err(gate.logits(x), ref) < 1e-14 and _err(gate.logits(x[:, 2]), ref[:, 2]) < 1e-14
+    assert float((torch.sigmoid(gate.logits(x)) - 0.9).abs().max()) < 0.1
+    gate(x).sum().backward()
+    assert all(p.grad is not None and float(p.grad.abs().max()) > 0 for p in gate.parameters())
+    again = HardGateClock(5, init=0.9, seed=3, hidden=6).double()
+    assert all(torch.equal(p, q) for p, q in zip(gate.parameters(), again.parameters()))
+    assert "hidden=6" in repr(gate) and "hidden=6" in repr(BinaryClock(hidden=6))
+    assert not hasattr(HardGateClock(5, seed=3), "W")                         # the linear gate: w and b alone
+    for bad in (-1, 2.5):
+        with pytest.raises(ValueError, match="hidden"):
+            HardGateClock(5, hidden=bad)
 
 
 def test_a_gate_reading_its_input_detached_passes_no_gradient_to_it():
