@@ -64,9 +64,17 @@ def _groups(runs):
         if len(variants) > 1:
             diff = sorted(k for k in set().union(*variants.values()) if k not in ("seed", "lr", "task")
                           and len({json.dumps(v.get(k)) for v in variants.values()}) > 1)
-            label = f"{fam} ({', '.join(f'{k}={c.get(k)}' for k in diff)})"
+            label = f"{fam} ({', '.join(f'{k}={_setting(c.get(k))}' for k in diff)})"
         g[(task, label)][c["lr"]].append(r)
     return g
+
+
+def _setting(v):
+    """A setting as a model label shows it: a dict by its values in order (``time_cost`` ``(weight, steps,
+    after)``), ``None`` as ``no``."""
+    if isinstance(v, dict):
+        return "(" + ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v.values()) + ")"
+    return "no" if v is None else v
 
 
 def best_lr_runs(runs):
@@ -275,6 +283,22 @@ def clocked_runs(runs):
     return [r for r in done(runs) if any(p.get("clock") for p in r["curve"])]
 
 
+def clock_table(runs):
+    """Rows ``(task, model, lr, seed, step, validation accuracy, [(at padding, elsewhere) per gated layer])``:
+    each learned-clock run's mean clock per layer at the padding and at the other tokens, read at the
+    last evaluation (every group and learning rate; the curves' ``clock`` records)."""
+    rows = []
+    for (task, label), by_lr in _groups(runs).items():
+        for lr in sorted(by_lr):
+            for r in sorted(by_lr[lr], key=lambda r: r["config"]["seed"]):
+                pts = [p for p in r["curve"] if p.get("clock")]
+                if pts:
+                    last = pts[-1]
+                    rows.append((task, label, lr, r["config"]["seed"], last["step"], last["val_acc"],
+                                 [(c["pad"], c["tokens"]) for c in last["clock"]]))
+    return rows
+
+
 def plot_clocks(runs, path):
     """The learned clocks against the padding during training: one panel per clocked run (task, model,
     seed), each layer's mean clock at the padding (solid) and at the other tokens (dotted), with the
@@ -446,6 +470,18 @@ def markdown(runs, meta):
                              f"{f(t1)} | {gl:.3g} | {gc:.3g} | {f(z)} | {f(zd)} |")
         lines.append("")
     if clocked_runs(runs):
-        lines += ["The learned clocks during training (each layer's mean clock at the padding and elsewhere, "
+        rows = clock_table(runs)
+        n = max(len(r[6]) for r in rows)
+        lines += ["## The learned clocks", "",
+                  "Each learned-clock run at its last evaluation: per gated layer, the mean clock at the padding "
+                  "and at the other tokens (1: every token ticks; a layer that pauses the padding alone reads "
+                  "0.00 / 1.00).", "",
+                  "| task | model | lr | seed | step | validation | " +
+                  " | ".join(f"layer {i + 1} padding / other" for i in range(n)) + " |",
+                  "|---|---|---:|---:|---:|---:|" + "---:|" * n]
+        for task, label, lr, seed, step, acc, layers in rows:
+            cells = [f"{a:.2f} / {b:.2f}" for a, b in layers] + ["-"] * (n - len(layers))
+            lines.append(f"| {task} | {label} | {lr:g} | {seed} | {step} | {acc:.3f} | " + " | ".join(cells) + " |")
+        lines += ["", "The learned clocks during training (each layer's mean clock at the padding and elsewhere, "
                   "with the validation accuracy):", "", "![learned clocks](clocks.png)", ""]
     return "\n".join(lines)

@@ -136,3 +136,21 @@ def test_the_pushes_on_each_padding_id_against_finite_differences():
     t = table(run)
     assert len(t) == 6 and t[0][:3] == (1, 0, rows[0]["count"][0]) and t[0][5] == 2 * rows[0]["loss"][0]
     assert t[0][7:] == (None, None)               # the soft gate has no logits: not recorded
+
+
+def test_the_clock_table_reads_each_runs_last_evaluation():
+    """:func:`report.clock_table` on the committed padding runs: one row per learned-clock run, its clocks
+    those of the run's last evaluation, runs of one task that differ in a setting told apart by the label."""
+    import json
+    from pathlib import Path
+
+    from ddesys.experiments.synthetic import report
+    runs = json.loads((Path(__file__).parents[2] / "docs/experiments/clock-pads-cpu/results.json").read_text())["runs"]
+    rows = report.clock_table(runs)
+    clocked = [r for r in runs if r["status"] == "done" and any(p.get("clock") for p in r["curve"])]
+    assert len(rows) == len(clocked) >= 2
+    by_key = {(r["config"]["seed"], r["curve"][-1]["step"], r["curve"][-1]["val_acc"],
+               tuple((c["pad"], c["tokens"]) for c in r["curve"][-1]["clock"])) for r in clocked}
+    assert {(seed, step, acc, tuple(layers)) for _, _, _, seed, step, acc, layers in rows} == by_key
+    labels = {(task, label) for task, label, *_ in rows}
+    assert len({label for task, label in labels if task == "copy-variable-pads4"}) >= 2   # variants apart
