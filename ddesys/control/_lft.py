@@ -166,82 +166,115 @@ def transfer(g, s):
 
 
 def transfer_at(g):
-    """An evaluator ``s (F,) -> G(s) (p, m, F)`` of ``g``'s transfer matrix, factorized once.
+    """An evaluator ``s (F,) -> G(s) (p, m, F)`` of ``g``'s transfer matrix, factorized once: that of
+    :func:`schur_at`, and for tiny systems (``n + q <= SMALL``, or no state) the dense solve of
+    :func:`_dense_at` at every point, which keeps their realization's exact zeros to the last digit (the Schur
+    path leaves up to ``eps / CANCEL`` of them where ``C Q Y`` cancels)."""
+    n, q = g.A.shape[0], g.tau.size
+    if n + q <= SMALL or n == 0:
+        dense = _dense_at(g)
+        return lambda s: dense(np.asarray(s, dtype=complex).reshape(-1))
+    return schur_at(g)
+
+
+def schur_at(g, dense=None):
+    """The evaluator of :func:`transfer_at` through the Schur form of ``A`` (``n >= 1``), at any size.
 
     The state part is eliminated through the Schur form ``A = Q T Q^H`` (one ``O(n^3)`` factorization,
     then ``O(n^2)`` back substitutions per point): ``X = (sI - A)^{-1} [B1, B2]``, and the channels solve
     ``(I - E D22 - E C2 X_2) W = E (C2 X_1 + D21)``, ``E = diag(e^{-s tau})``; ``G = C1 (X_1 + X_2 W) +
     D12 W + D11``. Many points are solved together, row by row in blocks that stay in cache (each row's
-    update one real matrix-vector product over the real and imaginary parts). A few points at a time (up
-    to ``FEW_POINTS``: a root refinement's, whose digits are the result) and points within rounding of an
+    update one real matrix-vector product over the real and imaginary parts), on the columns of ``Q^H [B1,
+    B2]`` that are not zero (a zero column's ``X`` is zero exactly). A few points at a time (up to
+    ``FEW_POINTS``: a root refinement's, whose digits are the result) and points within rounding of an
     eigenvalue of ``A`` (where ``sI - A`` is singular but the whole loop need not be) take one dense solve
-    of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead, and so do tiny systems (``n + q <=
-    SMALL``) at every point. The dense solve keeps the exact zeros of the realization (``C B = 0`` of a
-    relative degree above one), which the Schur basis turns into rounding that ``s^k`` amplifies at high
-    frequency: points where ``C Q Y`` cancels below ``CANCEL`` times ``|C Q| |Y|`` are solved densely too."""
+    of ``[[sI - A, -B2], [-E C2, I - E D22]]`` per point instead (``dense``, default :func:`_dense_at`).
+    The dense solve keeps the exact zeros of the realization (``C B = 0`` of a relative degree above one),
+    which the Schur basis turns into rounding that ``s^k`` amplifies at high frequency: points where some
+    entry of ``[C1; C2] Q Y`` (the direct path, the delay channels' outputs and inputs) cancels below
+    ``CANCEL`` times ``|C Q| |Y|`` are solved densely too."""
     from scipy.linalg import schur
 
     n, q, m, p = g.A.shape[0], g.tau.size, g.B1.shape[1], g.C1.shape[0]
-    dense = _dense_at(g)
-    if n + q <= SMALL or n == 0:              # tiny: one batched dense solve is cheap, and keeps the structure
-        return lambda s: dense(np.asarray(s, dtype=complex).reshape(-1))
+    dense = _dense_at(g) if dense is None else dense
     T, Q = schur(g.A.astype(complex), output="complex")
     d = np.diag(T)
-    scale = 1.0 + np.abs(d).max()
+    tol = 1e-10 * (1.0 + np.abs(d).max())                         # a point this close to an eigenvalue: dense
     k = m + q
     R0 = Q.conj().T @ np.hstack([g.B1, g.B2])                     # (n, k)
+    live = np.flatnonzero(np.any(R0 != 0, axis=0))                 # a zero column of [B1, B2] has X = 0 exactly
+    R0 = np.ascontiguousarray(R0[:, live])
+    kl = live.size
     CQ = np.vstack([g.C1, g.C2]) @ Q                               # (p + q, n)
     absCQ = np.abs(CQ)
     rows = [np.ascontiguousarray(np.stack([T[r, r + 1:].real, T[r, r + 1:].imag])) for r in range(n)]
-    chunk = max(256, _CHUNK_BYTES // (16 * n * k))
+    chunk = max(256, _CHUNK_BYTES // (16 * n * max(kl, 1)))
 
     def channels(CY, z):
         """``G (p, m, F)`` from ``CY = [C1; C2] Q Y`` ``(p + q, k, F)`` at the points ``z (F,)``."""
         G = CY[:p, :m]
-        if q:
+        if q == 1:                                     # the same sums as below, without the axis of length one
+            e = np.exp(-g.tau[0] * z)                                              # (F,)
+            den = 1.0 - e * (g.D22[0, 0] + CY[p, m])
+            if not den.all():
+                raise np.linalg.LinAlgError("Singular matrix")
+            W = e * (CY[p, :m] + g.D21[0][:, None]) / den                          # (m, F)
+            G = G + (CY[:p, m] + g.D12[:, :1])[:, None, :] * W[None]
+        elif q:
             E = np.exp(-np.multiply.outer(g.tau, z))                              # (q, F)
             Mq = -E[:, None, :] * (g.D22[:, :, None] + CY[p:, m:])               # (q, q, F)
             Mq[np.arange(q), np.arange(q)] += 1.0
             rhs = E[:, None, :] * (CY[p:, :m] + g.D21[:, :, None])               # (q, m, F)
-            if q == 1:
-                if not Mq.all():
-                    raise np.linalg.LinAlgError("Singular matrix")
-                W = rhs / Mq[0, 0]
-            else:
-                W = np.moveaxis(np.linalg.solve(np.moveaxis(Mq, -1, 0), np.moveaxis(rhs, -1, 0)), 0, -1)
+            W = np.moveaxis(np.linalg.solve(np.moveaxis(Mq, -1, 0), np.moveaxis(rhs, -1, 0)), 0, -1)
             CW = CY[:p, m:] + g.D12[:, :, None]                                   # (p, q, F)
             G = G + (CW[:, :, None, :] * W[None, :, :, :]).sum(axis=1)
         return G + g.D11[:, :, None]
 
     def block(z):
-        """``G`` at many points ``z (F,)`` away from the eigenvalues: back substitution row by row."""
+        """``G`` at many points ``z (F,)`` away from the eigenvalues: back substitution row by row, on the
+        live columns of ``Q^H [B1, B2]`` only."""
         F = z.size
         inv = 1.0 / (z[None, :] - d[:, None])                                       # (n, F)
-        Y = np.empty((n, k, F), complex)
-        Yv = Y.reshape(n, k * F).view(float)                                       # (n, 2 k F): re, im pairs
+        Y = np.empty((n, kl, F), complex)
+        Yf = Y.reshape(n, kl * F)
+        Yv = Yf.view(float)                                                        # (n, 2 kl F): re, im pairs
         Y[n - 1] = R0[n - 1][:, None] * inv[n - 1]
         for r in range(n - 2, -1, -1):
-            P = (rows[r] @ Yv[r + 1:]).view(complex)          # (2, k F): Re T[r, r+1:] Y, Im T[r, r+1:] Y
+            P = (rows[r] @ Yv[r + 1:]).view(complex)        # (2, kl F): Re T[r, r+1:] Y, Im T[r, r+1:] Y
             P[1] *= 1j
             P[0] += P[1]
-            Y[r] = (R0[r][:, None] + P[0].reshape(k, F)) * inv[r]
-        Yf = Y.reshape(n, k * F)
-        CY = (CQ @ Yf).reshape(p + q, k, F)
+            Y[r] = (R0[r][:, None] + P[0].reshape(kl, F)) * inv[r]
+        CYl = (CQ @ Yf).reshape(p + q, kl, F)
+        if kl == k:
+            CY = CYl
+        else:
+            CY = np.zeros((p + q, k, F), complex)
+            CY[:, live] = CYl
         # cancellation: where C Q Y is far below |C Q| |Y| the Schur basis left rounding only (the exact
-        # zeros of C B of a high relative degree); those points take the dense solve
-        size = (absCQ[:p] @ np.abs(Yf)).reshape(p, k, F)[:, :m]
-        lost = (np.abs(CY[:p, :m]) < CANCEL * size).any(axis=(0, 1))
+        # zeros of C B of a high relative degree, on the direct path or through a delay channel); those
+        # points take the dense solve
+        size = (absCQ @ np.abs(Yf)).reshape(p + q, kl, F)
+        lost = (np.abs(CYl) < CANCEL * size).any(axis=(0, 1))
         G = channels(CY, z)
         if lost.any():
             G[:, :, lost] = dense(z[lost])
         return G
+
+    def near_eigenvalue(s):
+        """Whether ``|s - d_j| <= tol`` for some eigenvalue ``d_j``, checked for the eigenvalues whose real
+        part is within ``tol`` of the points' range (on the imaginary axis: those on it)."""
+        near = np.zeros(s.size, bool)
+        re = s.real
+        for dj in d[(d.real >= re.min() - tol) & (d.real <= re.max() + tol)]:
+            near |= np.abs(s - dj) <= tol
+        return near
 
     def evaluate(s):
         s = np.asarray(s, dtype=complex).reshape(-1)
         if s.size <= FEW_POINTS:              # a root refinement's points: the dense solve, one at a time
             return dense(s)
         out = np.empty((p, m, s.size), complex)
-        near = (np.abs(s[:, None] - d[None, :]) <= 1e-10 * scale).any(axis=1)
+        near = near_eigenvalue(s)
         idx = np.flatnonzero(~near)
         for i in range(0, idx.size, chunk):
             sel = idx[i:i + chunk]
@@ -249,6 +282,53 @@ def transfer_at(g):
         if near.any():
             out[:, :, near] = dense(s[near])
         return out
+
+    return evaluate
+
+
+def transfer_and_derivative(g, s):
+    """``L(s)`` and ``L'(s)`` of a SISO ``IOData`` at the points ``s`` (:func:`derivative_at`)."""
+    return derivative_at(g)(np.asarray(s, complex).reshape(-1))
+
+
+def derivative_at(g):
+    """An evaluator ``s (F,) -> (L(s), L'(s))`` of a SISO ``IOData``, its constant blocks set up once: with
+    ``K [X; W] = R`` the linear system of :meth:`ddesys.DelayIOSystem.transfer` and ``L = c^T [X; W] + D11``,
+    ``c = [C1, D12]^T``, the adjoint ``K^T y = c`` gives ``L' = y^T (R' - K' [X; W])`` (``E' = -diag(tau) E``):
+    both systems in one batched solve."""
+    n, q = g.A.shape[0], g.tau.size
+    N = n + q
+    K0 = np.zeros((N, N), complex)
+    K0[:n, :n] = -g.A
+    K0[:n, n:] = -g.B2
+    K0[n:, n:] = np.eye(q)
+    Cq = np.hstack([g.C2, g.D22])                                   # (q, N): the rows that E scales
+    b = np.zeros(N, complex)
+    b[:n] = g.B1[:, 0]
+    c = np.concatenate([g.C1[0], g.D12[0]]).astype(complex)
+    d21, tau, d11 = g.D21[:, 0], g.tau, g.D11[0, 0]
+    diag = np.arange(n) * (N + 1)                                   # K.flat: the diagonal of the state block
+
+    def evaluate(s):
+        F = s.size
+        if N == 0 or F == 0:
+            return np.full(F, d11, complex), np.zeros(F, complex)
+        E = np.exp(-np.multiply.outer(s, tau))                                       # (F, q)
+        K = np.empty((2 * F, N, N), complex)                                         # K, then K^T
+        K[:F] = K0
+        K[:F].reshape(F, N * N)[:, diag] += s[:, None]
+        K[:F, n:] -= E[:, :, None] * Cq
+        K[F:] = K[:F].transpose(0, 2, 1)
+        R = np.empty((2 * F, N), complex)                                            # R, then c
+        R[:F] = b
+        R[:F, n:] = E * d21
+        R[F:] = c
+        X = np.linalg.solve(K, R[..., None])[..., 0]
+        xw, y = X[:F], X[F:]
+        dR = np.empty((F, N), complex)                                               # R' - K' [X; W]
+        dR[:, :n] = -xw[:, :n]
+        dR[:, n:] = -(E * tau) * (d21 + xw @ Cq.T)
+        return (xw * c).sum(axis=1) + d11, (y * dR).sum(axis=1)
 
     return evaluate
 
@@ -413,6 +493,6 @@ def to_control(g, pade_order=None):
     return control.ss(*pade(g, pade_order))
 
 
-__all__ = ["MAX_PADE_ORDER", "IOData", "append", "coerce", "connect", "delay_block", "feedback", "from_control",
-           "from_neutral", "from_statespace", "gain", "make", "pade", "parallel", "series", "to_control", "transfer",
-           "transfer_at"]
+__all__ = ["MAX_PADE_ORDER", "IOData", "append", "coerce", "connect", "delay_block", "derivative_at", "feedback",
+           "from_control", "from_neutral", "from_statespace", "gain", "make", "pade", "parallel", "schur_at", "series",
+           "to_control", "transfer", "transfer_and_derivative", "transfer_at"]

@@ -204,35 +204,6 @@ class NyquistResponse(NamedTuple):
     reason: str
 
 
-def _transfer_and_derivative(g, s):
-    """``L(s)`` and ``L'(s)`` of a SISO ``IOData`` at the points ``s``: with ``K [X; W] = R`` the linear
-    system of :meth:`ddesys.DelayIOSystem.transfer`, ``K [X'; W'] = R' - K' [X; W]``, ``E' = -diag(tau) E``."""
-    s = np.asarray(s, complex).reshape(-1)
-    n, q = g.A.shape[0], g.tau.size
-    if n + q == 0:
-        return np.full(s.size, g.D11[0, 0], complex), np.zeros(s.size, complex)
-    E = np.exp(-np.multiply.outer(s, g.tau))                                       # (F, q)
-    TE = E * g.tau
-    K = np.zeros((s.size, n + q, n + q), complex)
-    K[:, :n, :n] = s[:, None, None] * np.eye(n) - g.A
-    K[:, :n, n:] = -g.B2
-    K[:, n:, :n] = -E[:, :, None] * g.C2
-    K[:, n:, n:] = np.eye(q) - E[:, :, None] * g.D22
-    R = np.zeros((s.size, n + q, 1), complex)
-    R[:, :n] = g.B1
-    R[:, n:] = E[:, :, None] * g.D21
-    Kd = np.zeros_like(K)
-    Kd[:, :n, :n] = np.eye(n)
-    Kd[:, n:, :n] = TE[:, :, None] * g.C2
-    Kd[:, n:, n:] = TE[:, :, None] * g.D22
-    Rd = np.zeros_like(R)
-    Rd[:, n:] = -TE[:, :, None] * g.D21
-    XW = np.linalg.solve(K, R)
-    XWd = np.linalg.solve(K, Rd - Kd @ XW)
-    CD = np.hstack([g.C1, g.D12])[0]
-    return XW[:, :, 0] @ CD + g.D11[0, 0], XWd[:, :, 0] @ CD
-
-
 def _poles(g):
     """``(poles, axis_tol)`` of the SISO loop ``g`` (eigenvalues, or characteristic roots with a real part
     above ``-1e-6`` when a state is read late), or ``(None, reason)`` if they cannot be had."""
@@ -390,7 +361,7 @@ def nyquist_response(L, max_samples=2 ** 18):
 
 def _fn(g, s):
     with np.errstate(all="ignore"):
-        Ls, dL = _transfer_and_derivative(g, s)
+        Ls, dL = _lft.transfer_and_derivative(g, s)
         F = 1.0 + Ls
         a = np.abs(F)
         return np.log(a), np.where(a > 0, F / a, 0.0), dL / F

@@ -4,8 +4,11 @@ Nyquist plots (python-control's names and return values; docs/theory.md §9.7).
 A loop transfer function ``L(i w)`` with dead time is evaluated exactly (no Pade model). Crossings are
 bracketed on a frequency grid that resolves both the system's time constants (log-spaced) and the
 phase turn of its delays (at most ``pi / 16`` of ``w * delay`` between points), then refined with
-Brent's method to the working precision. As in python-control, a crossing that touches without a
-sign change is not reported.
+Brent's method to the working precision, all brackets at once. The stability margin's minima of
+``|1 + L|`` are refined the same way, as zeros of its slope ``Re(conj(1 + L) dL/dw)``, and only those a
+lower bound from the grid cannot exclude (the later turns of a dead time's spiral can be excluded; a
+pass close to ``-1`` that the grid sees as a shallow dip cannot). As in python-control, a crossing that
+touches without a sign change is not reported.
 
 python-control's conventions at the ends of the frequency axis are kept:
 
@@ -37,6 +40,8 @@ MAX_POINTS = 400_000         # grid points of one margin computation, at most
 MAG_TOL = 1e-10              # | |L| - 1 | at or below this: no sign (rounding of an all-pass)
 IM_TOL = 1e-13               # |Im L| / |L| at or below this: no sign
 SM_POLISH = 1e-6             # |1 + L| below this at a refined minimum: polished to rounding (a touch of -1)
+MIN_ROUNDS = 4               # _minima: rounds of eight refinements at most, in branch and bound
+FEW_BRACKETS = 3             # _zeros: up to this many brackets, scipy's brentq on each (the same steps, less overhead)
 
 
 class SensitivityPeaks(NamedTuple):
@@ -88,7 +93,7 @@ def margin_grid(sys, floor=1e-3):
     ``1 / floor`` and the log grid suffices). Frequencies at or below the rounding floor of
     :func:`zero_cluster` are left out."""
     sys = _lft.coerce(sys)
-    return _grid_values(sys, _lft.transfer_at(sys), zero_cluster(sys)[1], floor)[0]
+    return _grid_values(sys, _grid_evaluator(sys), zero_cluster(sys)[1], floor)[0]
 
 
 def _grid_values(sys, G, w_floor, floor=1e-3):
@@ -116,12 +121,30 @@ def _grid_values(sys, G, w_floor, floor=1e-3):
     return grid, values
 
 
-def _response(g):
-    G = _lft.transfer_at(g)
+def _grid_evaluator(g, dense=None):
+    """The evaluator of the grid: only brackets the crossings and the minima, so the Schur evaluator
+    (:func:`ddesys.control._lft.schur_at`) whenever there is a state, tiny systems included (there it is
+    several times faster than the dense solve). Its rounding (up to ``eps / CANCEL`` of ``|C Q| |Y|``) can
+    only flip a sign within that of zero, which moves a bracket by one grid point, and every bracket's
+    signs are read again by the refinement (:func:`_response`)."""
+    dense = _lft._dense_at(g) if dense is None else dense
+    return _lft.schur_at(g, dense) if g.A.shape[0] else (lambda s: dense(np.asarray(s, complex).reshape(-1)))
 
-    def L(w):
-        return G(1j * np.atleast_1d(np.asarray(w, float)))[0, 0]
-    return L, G
+
+def _response(g):
+    """``(G, refine, dL)`` of a SISO loop: ``G`` the evaluator of the grid (:func:`_grid_evaluator`),
+    ``refine(w)`` the loop at the frequencies ``w`` by the dense solve at every point (batched, bit for bit
+    the values of one point at a time: every refinement and every returned value reads it), ``dL(w)`` the
+    loop and its derivative ``dL/dw`` (``= i L'(i w)``)."""
+    dense, derivative = _lft._dense_at(g), _lft.derivative_at(g)
+
+    def refine(w):
+        return dense(1j * np.asarray(w, float).reshape(-1))[0, 0]
+
+    def dL(w):
+        v, d = derivative(1j * np.asarray(w, float).reshape(-1))
+        return v, 1j * d
+    return _grid_evaluator(g, dense), refine, dL
 
 
 def _sign_pairs(values, tol=0.0):
@@ -137,17 +160,17 @@ def _sign_pairs(values, tol=0.0):
 
 
 def _brackets(f, grid, values, keep=None, tol=0.0):
-    """Refined zeros of the real function ``f`` at sign changes of ``values`` on ``grid`` (values within
-    ``tol`` of zero have no sign); ``keep`` (a function of the bracket index arrays ``i, j`` returning a
-    mask) selects the brackets worth refining."""
-    from scipy.optimize import brentq
-
+    """Refined zeros of the real function ``f`` (vectorized) at sign changes of ``values`` on ``grid``
+    (values within ``tol`` of zero have no sign), all at once (:func:`_zeros`, Brent's method); ``keep`` (a
+    function of the bracket index arrays ``i, j`` returning a mask) selects the brackets worth refining."""
     i, j = _sign_pairs(values, tol)
     if keep is not None and i.size:
         k = keep(i, j)
         i, j = i[k], j[k]
-    return np.array([brentq(lambda w: float(f(w)), grid[a], grid[b], xtol=1e-15 * grid[b],
-                            rtol=4 * np.finfo(float).eps) for a, b in zip(i, j)])
+    if not i.size:
+        return np.zeros(0)
+    x = _zeros(f, grid[i], grid[j], 1e-15 * grid[j], 4 * np.finfo(float).eps)
+    return x[np.isfinite(x)]
 
 
 def _polish_min(f, x, a, b):
@@ -174,27 +197,178 @@ def _polish_min(f, x, a, b):
     return best[1]
 
 
-def _minima(f, grid, values, slack=None):
-    """Local minima of ``f`` (interior ones refined by a bounded scalar search, and polished where ``f``
-    comes near 0), endpoints included; with ``slack``, only those whose grid value is within ``slack``
-    (relative) of the smallest."""
+def _zeros(f, a, b, xtol, rtol, fa=None, fb=None, maxiter=100):
+    """Zeros of the real function ``f`` in the brackets ``[a_k, b_k]``, all brackets at once: ``f`` takes the
+    array of one point per unfinished bracket (``fa``, ``fb``: its values at the ends, when known). Each
+    bracket follows the steps of scipy's ``brentq`` (its C loop, operation for operation: the same zero
+    from the same values), to ``|x - x*| <= (xtol + rtol |x|) / 2``; up to ``FEW_BRACKETS`` brackets go
+    through ``brentq`` itself, one by one (less overhead per step than the arrays). Each step keeps a
+    bracket, so the zero is where ``f`` changes sign in the direction it does from ``a_k`` to ``b_k``. A
+    bracket whose ends have the same sign, or whose ``f`` turns non-finite, gives nan."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size <= FEW_BRACKETS:                       # scipy's loop itself, one bracket at a time
+        from scipy.optimize import brentq
+
+        out = np.full(a.size, np.nan)
+        for j in range(a.size):
+            known = {} if fa is None or fb is None else {a[j]: float(fa[j]), b[j]: float(fb[j])}
+
+            def one(x):
+                v = known.get(x)                     # the ends' values, when given, are not computed again
+                v = float(np.asarray(f(np.array([x])), float)[0]) if v is None else v
+                if not np.isfinite(v):
+                    raise ValueError("not finite")
+                return v
+            try:
+                out[j] = brentq(one, a[j], b[j], xtol=xtol[j], rtol=rtol, maxiter=maxiter, disp=False)
+            except ValueError:                       # no sign change, or f not finite
+                pass
+        return out
+    if fa is None or fb is None:
+        v = np.asarray(f(np.concatenate([a, b])), float)
+        fa, fb = v[:a.size], v[a.size:]
+    xpre, xcur, fpre, fcur = a.copy(), b.copy(), np.array(fa, float), np.array(fb, float)
+    xblk, fblk, spre, scur = np.zeros_like(xpre), np.zeros_like(xpre), np.zeros_like(xpre), np.zeros_like(xpre)
+    out = np.where(fpre == 0, xpre, np.where(fcur == 0, xcur, np.nan))
+    live = (fpre != 0) & (fcur != 0) & np.isfinite(fpre) & np.isfinite(fcur) & (np.signbit(fpre) != np.signbit(fcur))
+    for _ in range(maxiter):
+        k = np.flatnonzero(live)
+        if not k.size:
+            break
+        xp, xc, fp, fc, xb, fbk, sp, sc = xpre[k], xcur[k], fpre[k], fcur[k], xblk[k], fblk[k], spre[k], scur[k]
+        new = (fp != 0) & (fc != 0) & (np.signbit(fp) != np.signbit(fc))       # a new bracket [xpre, xcur]
+        xb, fbk = np.where(new, xp, xb), np.where(new, fp, fbk)
+        sp, sc = np.where(new, xc - xp, sp), np.where(new, xc - xp, sc)
+        sw = np.abs(fbk) < np.abs(fc)
+        xp, xc, xb = np.where(sw, xc, xp), np.where(sw, xb, xc), np.where(sw, xc, xb)
+        fp, fc, fbk = np.where(sw, fc, fp), np.where(sw, fbk, fc), np.where(sw, fc, fbk)
+        delta = (xtol[k] + rtol * np.abs(xc)) / 2
+        sbis = (xb - xc) / 2
+        done = (fc == 0) | (np.abs(sbis) < delta)
+        out[k[done]] = xc[done]
+        live[k[done]] = False
+        step = ~done & (np.abs(sp) > delta) & (np.abs(fc) < np.abs(fp))
+        with np.errstate(all="ignore"):
+            interp = -fc * (xc - xp) / (fc - fp)
+            dpre = (fp - fc) / (xp - xc)
+            dblk = (fbk - fc) / (xb - xc)
+            extrap = -fc * (fbk * dblk - fp * dpre) / (dblk * dpre * (fbk - fp))
+        stry = np.where(xp == xb, interp, extrap)
+        good = step & (2 * np.abs(stry) < np.minimum(np.abs(sp), 3 * np.abs(sbis) - delta))
+        sp, sc = np.where(good, sc, sbis), np.where(good, stry, sbis)
+        xp, fp = xc, fc
+        xc = np.where(np.abs(sc) > delta, xc + sc, xc + np.where(sbis > 0, delta, -delta))
+        xpre[k], fpre[k], xblk[k], fblk[k], spre[k], scur[k], xcur[k] = xp, fp, xb, fbk, sp, sc, xc
+        k = k[~done]
+        with np.errstate(all="ignore"):
+            fcur[k] = np.asarray(f(xcur[k]), float)
+        bad = ~np.isfinite(fcur[k])
+        live[k[bad]] = False
+    else:
+        out[live] = xcur[live]                        # maxiter reached: the last point (brentq would raise)
+    return out
+
+
+def _refine_minima(f, slope, grid, idx):
+    """The grid minima ``idx`` of ``f`` refined (see :func:`_minima`)."""
     from scipy.optimize import minimize_scalar
 
-    out = [grid[0], grid[-1]]
+    lo, hi = grid[idx - 1], grid[idx + 1]
+    x = np.full(idx.size, np.nan)
+    if idx.size:
+        with np.errstate(all="ignore"):
+            ends = np.asarray(slope(np.concatenate([lo, hi])), float)
+        sl, sh = ends[:idx.size], ends[idx.size:]
+        ok = (sl < 0) & (sh > 0)
+        x[ok] = _zeros(slope, lo[ok], hi[ok], 1e-15 * hi[ok], 4 * np.finfo(float).eps, sl[ok], sh[ok])
+    fl = lambda w: float(f(w)[0])                      # noqa: E731
+    for j in np.flatnonzero(np.isnan(x)):
+        r = minimize_scalar(fl, bounds=(lo[j], hi[j]), method="bounded", options={"xatol": 1e-14 * hi[j]})
+        x[j] = r.x
+        if r.fun < SM_POLISH:
+            x[j] = _polish_min(fl, r.x, lo[j], hi[j])
+    return x
+
+
+def _minima(f, slope, grid, values, slack=None, floor=None):
+    """Local minima of ``f`` on the grid, refined, endpoints included: every one, or those that can hold the
+    smallest value.
+
+    With ``floor`` (a function of grid indices: a lower bound of ``f`` over the two grid intervals around
+    each), by branch and bound: the grid minima whose floor is at most the smallest value known (on the
+    grid, then refined) are refined eight at a time, smallest grid value first, at most ``MIN_ROUNDS``
+    times; a minimum whose floor is above an attained value cannot be the smallest. The first round holds
+    the eight smallest grid minima that can be the smallest, so nothing the slack rule below would refine
+    is missed; the floor lets in a minimum that the grid sees only as a shallow dip. Otherwise, with
+    ``slack``, the eight smallest grid minima within ``slack`` (relative) of the smallest.
+
+    A grid minimum ``i`` is refined as the zero of ``slope`` between ``grid[i - 1]`` and ``grid[i + 1]``:
+    ``slope`` (vectorized) has the sign of ``f'`` and is smooth where ``f`` has a minimum, such as
+    ``Re(conj(1 + L) dL/dw)`` for ``|1 + L|``, which has a simple zero even where the Nyquist curve passes
+    through ``-1`` and ``|1 + L|`` is V-shaped; Brent's method finds it to the rounding of ``w``, all minima
+    at once (:func:`_zeros`), where ``slope`` rises through zero (a minimum, not a maximum). A grid minimum
+    whose neighbours do not bracket such a rise takes a bounded scalar search of ``f``, polished where
+    ``f`` comes near 0."""
     d = np.sign(np.diff(values))
     idx = np.flatnonzero((d[:-1] < 0) & (d[1:] >= 0)) + 1
+    ends = [grid[0], grid[-1]]
+    if floor is not None and idx.size:
+        idx = idx[np.argsort(values[idx], kind="stable")]
+        lb = floor(idx)
+        best, out = float(values.min()), []
+        for _ in range(MIN_ROUNDS):
+            take = np.flatnonzero(lb <= best)[:8]
+            if not take.size:
+                break
+            x = _refine_minima(f, slope, grid, idx[take])
+            out.append(x)
+            best = min(best, float(np.min(f(x))))
+            idx, lb = np.delete(idx, take), np.delete(lb, take)
+        return np.concatenate([ends] + out)
     if slack is not None and idx.size:                 # the few that can hold the smallest value
         idx = idx[values[idx] <= values.min() * (1 + slack) + 1e-300]
         idx = idx[np.argsort(values[idx], kind="stable")[:8]]
-    fl = lambda w: float(f(w))                         # noqa: E731
-    for i in idx:
-        r = minimize_scalar(fl, bounds=(grid[i - 1], grid[i + 1]), method="bounded",
-                            options={"xatol": 1e-14 * grid[i + 1]})
-        x = r.x
-        if r.fun < SM_POLISH:
-            x = _polish_min(fl, x, grid[i - 1], grid[i + 1])
-        out.append(x)
-    return np.array(out)
+    return np.concatenate([ends, _refine_minima(f, slope, grid, idx)])
+
+
+def _sm_slope(dL):
+    """The slope of ``|1 + L|``, up to the positive factor ``|1 + L|``: ``Re(conj(1 + L) dL/dw)``."""
+    def slope(w):
+        v, d = dL(w)
+        return (np.conj(1.0 + v) * d).real
+    return slope
+
+
+def _sm_floor(grid, G):
+    """A lower bound of ``|1 + L|`` over the two grid intervals around the grid points ``i`` (``G = L`` on the
+    grid), as a function of ``i``: the distance of ``-1`` to the polygon ``L(w_{i-1}), L(w_i), L(w_{i+1})``,
+    less how far the curve can stray from it, ``h^2 / 8 max |L''|`` on an interval of length ``h``, with
+    ``max |L''|`` taken as 16 times the divided second difference of the three points (a curve that strays
+    further between its samples is a feature the grid does not resolve, nor any minimum near it). It keeps
+    the minima a coarse grid sees only as a shallow dip (the Nyquist curve passing close to ``-1`` between
+    two points of a long dead time's spiral) and sets apart the later turns of the spiral where ``|L|`` is
+    small (all within about ``|L|`` of 1)."""
+    def floor(i):
+        a, m, b = G[i - 1], G[i], G[i + 1]
+        h1, h2 = grid[i] - grid[i - 1], grid[i + 1] - grid[i]
+        d2 = 2.0 * ((b - m) / h2 - (m - a) / h1) / (h1 + h2)
+        stray = 2.0 * np.maximum(h1, h2) ** 2 * np.abs(d2)
+        return np.minimum(_segment_distance(a, m), _segment_distance(m, b)) - stray
+    return floor
+
+
+def _segment_distance(a, b, p=-1.0):
+    """Distance of the point ``p`` to the segments ``[a, b]`` (complex arrays)."""
+    d = b - a
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.clip(((p - a) * np.conj(d)).real / (d * np.conj(d)).real, 0.0, 1.0)
+    return np.abs(a + np.where(np.isfinite(t), t, 0.0) * d - p)
+
+
+def _modulus(z):
+    """``|z|`` by ``hypot``, elementwise as for one number (NumPy's ``abs`` of a complex array may round the
+    last bit differently): a crossing of ``|L| = 1`` is the same zero whether refined alone or with others."""
+    return np.hypot(z.real, z.imag)
 
 
 def _near_best(score, slack=0.05):
@@ -247,7 +421,7 @@ def stability_margins(L, returnall=False, epsw=0.0):
     """
     sys = _siso(L)
     epsw = float(epsw)
-    f, evaluator = _response(sys)
+    evaluator, refine, dL = _response(sys)
     m0, w_floor = zero_cluster(sys)
     grid, G = _grid_values(sys, evaluator, w_floor)
     G = G[0, 0]
@@ -257,32 +431,37 @@ def stability_margins(L, returnall=False, epsw=0.0):
     absG = np.abs(G)
     neg = lambda i, j: (G.real[i] < 0) | (G.real[j] < 0)                       # noqa: E731
     if returnall:
-        keep_pc, keep_gc, slack = neg, None, None
+        keep_pc, keep_gc = neg, None
     else:                                       # refine only the candidates that can decide the margins
-        with np.errstate(divide="ignore"):
-            logmag = np.abs(np.log(absG))
+        def logmag(i):                          # |log |L||, read at the brackets' ends only
+            with np.errstate(divide="ignore"):
+                return np.abs(np.log(absG[i]))
+
+        def ph(i):                              # distance of the phase to -180 deg, likewise
+            return np.abs(np.remainder(np.angle(G[i], deg=True), 360.0) - 180.0)
         keep_pc = lambda i, j: neg(i, j) & _near_best(                                      # noqa: E731
-            lambda a, b: np.where(neg(a, b), np.minimum(logmag[a], logmag[b]), np.inf))(i, j)
-        ph = np.abs(np.remainder(np.angle(G, deg=True), 360.0) - 180.0)
-        keep_gc, slack = _near_best(lambda a, b: np.minimum(ph[a], ph[b]), 5.0), 0.01
+            lambda a, b: np.where(neg(a, b), np.minimum(logmag(a), logmag(b)), np.inf))(i, j)
+        keep_gc = _near_best(lambda a, b: np.minimum(ph(a), ph(b)), 5.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         im_rel = np.where(absG > 0, G.imag / absG, 0.0)
-    w180 = _brackets(lambda w: f(w)[0].imag, grid, im_rel, keep_pc, IM_TOL)
-    w180 = w180[f(w180).real < 0] if w180.size else w180
+    w180 = _brackets(lambda w: refine(w).imag, grid, im_rel, keep_pc, IM_TOL)
+    w180 = w180[refine(w180).real < 0] if w180.size else w180
     if epsw == 0 and m0 == 0:                        # omega = 0: the static gain, when finite and <= 0
         try:
             with np.errstate(all="ignore"):
-                L0 = complex(evaluator(np.zeros(1))[0, 0, 0])
+                L0 = complex(refine(np.zeros(1))[0])
         except np.linalg.LinAlgError:               # a pole at s = 0 exactly
             L0 = complex("nan")
         if np.isfinite(L0) and L0.real <= 0 and abs(L0.imag) <= IM_TOL * abs(L0):
             w180 = np.concatenate([[0.0], w180])
-    wc = _brackets(lambda w: abs(f(w)[0]) - 1.0, grid, absG - 1.0, keep_gc, MAG_TOL)
-    ws = _minima(lambda w: abs(1.0 + f(w)[0]), grid, np.abs(1.0 + G), slack)
+    wc = _brackets(lambda w: _modulus(refine(w)) - 1.0, grid, absG - 1.0, keep_gc, MAG_TOL)
+    ws = _minima(lambda w: np.abs(1.0 + refine(w)), _sm_slope(dL), grid, np.abs(1.0 + G),
+                 floor=None if returnall else _sm_floor(grid, G))
+    L180, Lc, Ls = np.split(refine(np.concatenate([w180, wc, ws])), [w180.size, w180.size + wc.size])
     with np.errstate(divide="ignore"):
-        GM = 1.0 / np.abs(f(w180)) if w180.size else np.zeros(0)
-    PM = np.remainder(np.angle(f(wc), deg=True), 360.0) - 180.0 if wc.size else np.zeros(0)
-    SM = np.abs(1.0 + f(ws))
+        GM = 1.0 / np.abs(L180)
+    PM = np.remainder(np.angle(Lc, deg=True), 360.0) - 180.0
+    SM = np.abs(1.0 + Ls)
     if returnall:
         return GM, PM, SM, w180, wc, ws
     if GM.size and not np.all(np.isinf(GM)):
@@ -327,16 +506,24 @@ def sensitivity_peaks(L):
     (1.2999, 0.3598)
     """
     sys = _siso(L)
-    f, evaluator = _response(sys)
+    evaluator, refine, dL = _response(sys)
     grid, G = _grid_values(sys, evaluator, zero_cluster(sys)[1])
     G = G[0, 0]
-    ws = _minima(lambda w: abs(1.0 + f(w)[0]), grid, np.abs(1.0 + G), 0.01)
-    S = np.abs(1.0 + f(ws))
+    ws = _minima(lambda w: np.abs(1.0 + refine(w)), _sm_slope(dL), grid, np.abs(1.0 + G), floor=_sm_floor(grid, G))
+    S = np.abs(1.0 + refine(ws))
     k = int(np.argmin(S))
-    t = lambda w: -abs(f(w)[0] / (1.0 + f(w)[0]))          # noqa: E731
+
+    def t(w):                                              # -|T| and its slope, up to |1 + L|^2 > 0
+        v = refine(w)
+        return -np.abs(v / (1.0 + v))
+
+    def t_slope(w):
+        v, d = dL(w)
+        return -(np.conj(v) * d / (1.0 + v)).real
     tg = np.abs(G / (1.0 + G))
-    wt = _minima(t, grid, tg.max() * (1 + 1e-9) - tg + 1e-300, 0.01) if tg.size else grid[:1]
-    T = np.abs(f(wt) / (1.0 + f(wt)))
+    wt = _minima(t, t_slope, grid, tg.max() * (1 + 1e-9) - tg + 1e-300, 0.01) if tg.size else grid[:1]
+    Lt = refine(wt)
+    T = np.abs(Lt / (1.0 + Lt))
     j = int(np.argmax(T))
     return SensitivityPeaks(float(1.0 / S[k]), float(ws[k]), float(T[j]), float(wt[j]))
 
