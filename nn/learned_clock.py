@@ -334,6 +334,9 @@ class TimeCost:
         Optimizer steps with the cost at ``weight`` (``0``: always).
     after : float, default 0.0
         The weight after ``steps``: a small floor keeps the pauses found from drifting back.
+    start : int, default 0
+        Optimizer steps with no cost before the ``steps`` at ``weight`` begin: the task loss alone first,
+        so that the layers learn to use the tokens the task reads before the cost pushes every clock down.
 
     Notes
     -----
@@ -341,11 +344,11 @@ class TimeCost:
     over ``n`` tokens); ``cost(step)`` is a scalar tensor (``0.`` when off or when no clock ran).
     """
 
-    def __init__(self, model, weight=0.3, steps=100, after=0.0):
-        if not (weight >= 0 and after >= 0) or int(steps) != steps or steps < 0:
-            raise ValueError(f"weight and after must be >= 0 and steps a count >= 0, got {weight!r}, {after!r}, "
-                             f"{steps!r}")
-        self.weight, self.steps, self.after = float(weight), int(steps), float(after)
+    def __init__(self, model, weight=0.3, steps=100, after=0.0, start=0):
+        if not (weight >= 0 and after >= 0) or int(steps) != steps or steps < 0 or int(start) != start or start < 0:
+            raise ValueError(f"weight and after must be >= 0, steps and start counts >= 0, got {weight!r}, {after!r}, "
+                             f"{steps!r}, {start!r}")
+        self.weight, self.steps, self.after, self.start = float(weight), int(steps), float(after), int(start)
         self._seen = {}
         gates = [m.gate for m in model.modules() if isinstance(getattr(m, "gate", None), nn.Module)]
         if not gates:
@@ -376,9 +379,12 @@ class TimeCost:
         Returns
         -------
         float
-            ``weight`` up to ``steps`` (always with ``steps = 0``), then ``after``.
+            ``0`` up to ``start``, then ``weight`` for ``steps`` steps (always with ``steps = 0``), then
+            ``after``.
         """
-        return self.weight if self.steps == 0 or step <= self.steps else self.after
+        if step <= self.start:
+            return 0.0
+        return self.weight if self.steps == 0 or step - self.start <= self.steps else self.after
 
     def __call__(self, step):
         seen, self._seen = list(self._seen.values()), {}

@@ -108,6 +108,9 @@ def _parse(argv):
     ap.add_argument("--time-cost", nargs=3, type=float, metavar=("WEIGHT", "STEPS", "AFTER"),
                     help="a learned binary clock's time cost (-tick models; nn.TimeCost): WEIGHT for the first STEPS "
                     "steps, then AFTER (default 0.3 100 0.03)")
+    ap.add_argument("--time-cost-start", type=int, default=None, metavar="STEPS",
+                    help="the time cost starts after this many steps of the task loss alone (nn.TimeCost start=; "
+                    "default 0: from the first step; -tick models)")
     ap.add_argument("--gate-lr", type=nonneg_float, help="the learning rate of a learned binary clock's gates "
                     "after the time cost's first phase (-tick models; 0: frozen there; default: the base rate)")
     ap.add_argument("--gate-detach", action="store_true", help="a learned binary clock's gates read their input "
@@ -136,11 +139,16 @@ def _parse(argv):
         from .._models import ModelSpec
         if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
             ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
-    from .._models import ModelSpec
+    from .._models import TIME_COST, ModelSpec
+    if args.time_cost_start is not None:
+        if args.time_cost_start < 0:
+            ap.error(f"--time-cost-start needs STEPS >= 0, got {args.time_cost_start}")
+        args.time_cost = {**(args.time_cost or TIME_COST), "start": args.time_cost_start}
     if args.gate_hidden is not None and args.gate_hidden < 1:
         ap.error(f"--gate-hidden needs a width >= 1, got {args.gate_hidden}")
     for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach),
-                        ("--gate-hidden", args.gate_hidden is not None)):
+                        ("--gate-hidden", args.gate_hidden is not None),
+                        ("--time-cost-start", args.time_cost_start is not None)):
         if given and not any(ModelSpec.from_label(m).clock == "binary"
                              for m in args.models or SCALES[args.scale]["models"]):
             ap.error(f"{flag} is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")

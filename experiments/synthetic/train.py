@@ -60,7 +60,7 @@ class RunConfig:
     command line gives every LSTM run its ``--lstm-init``, chrono by default); ``None``, the only value for
     other models, is PyTorch's default for an LSTM: the runs of results files written before the choice.
     ``time_cost``: a binary learned clock's training prior, the keywords of :class:`nn.learned_clock.TimeCost`
-    (``weight``, ``steps``, ``after``); default for a ``-tick`` model
+    (``weight``, ``steps``, ``after``, and ``start`` when the cost starts late); default for a ``-tick`` model
     :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models. ``gate_lr``: the
     learning rate of a binary clock's gates once the time cost's first phase is over (after
     ``time_cost["steps"]`` steps; ``0``: frozen there; ``None``: the base ``lr`` throughout; binary clocks
@@ -96,9 +96,9 @@ class RunConfig:
         binary = self.model.clock == "binary"
         if self.time_cost is None and binary:
             self.time_cost = dict(TIME_COST)
-        if self.time_cost is not None and (not binary or set(self.time_cost) != set(TIME_COST)):
-            raise ValueError(f"time_cost is a binary clock's, with the keys {sorted(TIME_COST)} (got "
-                             f"{self.time_cost!r} on {self.model.label})")
+        if self.time_cost is not None and (not binary or set(self.time_cost) - {"start"} != set(TIME_COST)):
+            raise ValueError(f"time_cost is a binary clock's, with the keys {sorted(TIME_COST)} and optionally "
+                             f"'start' (got {self.time_cost!r} on {self.model.label})")
         if self.gate_lr is not None and (not binary or not self.gate_lr >= 0):
             raise ValueError(f"gate_lr is a binary clock's gates' learning rate, >= 0 (got {self.gate_lr!r} on "
                              f"{self.model.label})")
@@ -305,7 +305,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     def batch(step):
         keep["now"] = step
         if gate_group is not None:                                # the gates settle after the cost's phase
-            gate_group["lr"] = cfg.lr if step <= cfg.time_cost["steps"] else cfg.gate_lr
+            gate_group["lr"] = cfg.lr if step <= cfg.time_cost.get("start", 0) + cfg.time_cost["steps"] else cfg.gate_lr
         x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
         return x, y, int((y != IGNORE).sum())
 

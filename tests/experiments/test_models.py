@@ -317,3 +317,23 @@ def test_gate_hidden_reaches_the_gates_and_is_part_of_the_run(monkeypatch, capsy
         with pytest.raises(SystemExit):
             cli._parse(bad)
         assert msg in capsys.readouterr().err
+
+
+def test_time_cost_start_reaches_the_cost_and_is_part_of_the_run(capsys):
+    """``--time-cost-start N``: the run's time cost gains ``start`` (with the default weights, or those of
+    ``--time-cost``), which changes its key; runs without it keep theirs; a negative count and models
+    without a binary clock are refused."""
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments._models import TIME_COST
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-tick", "--seeds", "0"]
+    plain, late = cli._parse(base), cli._parse(base + ["--time-cost-start", "200"])
+    both = cli._parse(base + ["--time-cost", "0.9", "50", "0", "--time-cost-start", "10"])
+    assert plain.time_cost is None and late.time_cost == {**TIME_COST, "start": 200}
+    assert both.time_cost == {"weight": 0.9, "steps": 50, "after": 0.0, "start": 10}
+    keys = [cli._plan(a, None)[0][0].key for a in (plain, late, both)]
+    assert len(set(keys)) == 3
+    for bad, msg in ((base + ["--time-cost-start", "-1"], "--time-cost-start"),
+                     (["--models", "s4d", "--time-cost-start", "5"], "-tick model")):
+        with pytest.raises(SystemExit):
+            cli._parse(bad)
+        assert msg in capsys.readouterr().err

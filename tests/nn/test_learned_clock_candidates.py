@@ -299,8 +299,18 @@ def test_time_cost_is_the_mean_clock_and_switches_off():
     m(x)
     assert abs(float(floor(4)) - 0.1 * np.mean(means)) < 1e-14                 # ... or down to ``after``
     floor.remove()
+    late = TimeCost(m, weight=0.5, steps=3, after=0.1, start=2)                # the task loss alone first
+    assert [late.weight_at(k) for k in range(1, 8)] == [0.0, 0.0, 0.5, 0.5, 0.5, 0.1, 0.1]
+    m(x)
+    assert float(late(2)) == 0.0
+    m(x)
+    assert abs(float(late(3)) - 0.5 * np.mean(means)) < 1e-14
+    late.remove()
     with pytest.raises(ValueError, match="weight"):
         TimeCost(m, weight=-1.0)
+    for bad in (-1, 1.5):
+        with pytest.raises(ValueError, match="start"):
+            TimeCost(m, start=bad)
 
 
 @pytest.mark.parametrize("clock", ["binary", "learned"])
