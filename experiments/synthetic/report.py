@@ -70,10 +70,10 @@ def _groups(runs):
 
 
 def _setting(v):
-    """A setting as a model label shows it: a dict by its values in order (``time_cost`` ``(weight, steps,
-    after)``), ``None`` as ``no``."""
+    """A setting as a model label shows it: a dict as ``(key value, ...)`` (``time_cost`` ``(weight 0.3,
+    steps 100, after 0.03)``), ``None`` as ``no``."""
     if isinstance(v, dict):
-        return "(" + ", ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v.values()) + ")"
+        return "(" + ", ".join(f"{k} {x:g}" if isinstance(x, float) else f"{k} {x}" for k, x in v.items()) + ")"
     return "no" if v is None else v
 
 
