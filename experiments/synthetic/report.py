@@ -71,10 +71,10 @@ def _groups(runs):
 
 def _setting(v):
     """A setting as a model label shows it: a dict as ``(key value, ...)`` (``time_cost`` ``(weight 0.3,
-    steps 100, after 0.03)``), ``None`` as ``no``."""
+    steps 100, after 0.03)``), anything else as it is (``None``: the setting's default)."""
     if isinstance(v, dict):
         return "(" + ", ".join(f"{k} {x:g}" if isinstance(x, float) else f"{k} {x}" for k, x in v.items()) + ")"
-    return "no" if v is None else v
+    return v
 
 
 def best_lr_runs(runs):
