@@ -56,9 +56,10 @@ class HardGateClock(nn.Module):
         input towards pausing. An attribute: settable on a built model.
     hidden : int, default 0
         Width of the gate's hidden layer (``W`` ``(hidden, H)``, ``a``, ``v`` ``(hidden,)``; ``v`` starts
-        small, so the clock starts at ``init`` as without it); ``0``: the linear gate. A linear gate moves
-        every token's logit with its shared ``w`` and ``b``; the hidden layer lets it pause a set of inputs
-        (padding drawn from several ids) without pausing the rest.
+        small, so the clock starts at ``init`` as without it); ``0``: the linear gate, whose shared ``w``
+        and ``b`` move every token's logit together. More capacity is not what padding drawn from several
+        ids lacks: measured there, the hidden layer paused data tokens even more than the linear gate
+        (docs/experiments/clock-pads-select).
 
     Notes
     -----
@@ -70,7 +71,7 @@ class HardGateClock(nn.Module):
         super().__init__()
         if not temperature > 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
-        if not (isinstance(hidden, int) and hidden >= 0):
+        if isinstance(hidden, bool) or not (isinstance(hidden, int) and hidden >= 0):
             raise ValueError(f"hidden must be a whole number >= 0, got {hidden!r}")
         soft = GateClock(d_model, init=init, seed=seed)          # the same initialization as the soft gate
         self.w = nn.Parameter(soft.w.detach().clone())           # (H,)
@@ -314,7 +315,8 @@ class BinaryClock:
 
 class TimeCost:
     """The time cost of a model's learned clocks: ``weight`` times the mean clock over every position and
-    clocked layer of the last forward pass with gradients, for the first ``steps`` optimizer steps.
+    clocked layer of the last forward pass with gradients, for ``steps`` optimizer steps (the first ones, or
+    those after ``start``).
 
     A learned clock starts ticking everywhere; the cost is a prior that internal time is spent only where
     the loss needs it, so the gates learn to pause where the input carries nothing the task reads (the

@@ -349,7 +349,7 @@ def test_a_gate_with_a_hidden_layer():
     assert all(torch.equal(p, q) for p, q in zip(gate.parameters(), again.parameters()))
     assert "hidden=6" in repr(gate) and "hidden=6" in repr(BinaryClock(hidden=6))
     assert not hasattr(HardGateClock(5, seed=3), "W")                         # the linear gate: w and b alone
-    for bad in (-1, 2.5):
+    for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="hidden"):
             HardGateClock(5, hidden=bad)
 
