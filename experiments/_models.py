@@ -15,7 +15,8 @@ take the specification, reports ask it.
 * ``clock``: ``None``, ``"given"`` (:class:`nn.clock.TokenClock`: time stands still at padding tokens;
   suffix ``-clock``), ``"learned"`` (a soft gate per layer; suffix ``-gate``) or ``"binary"`` (a gate per
   layer that ticks or pauses, trained with a time cost: :class:`nn.learned_clock.TimeCost`; suffix
-  ``-tick``), for DS4D and S4D;
+  ``-tick``) or ``"token"`` (one learned clock per token id, shared by the layers: :class:`nn.LearnedTokenClock`,
+  trained with the same time cost; suffix ``-idclock``), for DS4D and S4D;
 * ``options``: further layer keyword arguments, as sorted ``(name, value)`` pairs (not in the label:
   an experiment that varies them names its variants itself, e.g. :data:`experiments.s4_recipe.ARMS`).
 """
@@ -25,8 +26,8 @@ from dataclasses import dataclass
 
 LAYERS = ("ds4d", "s4d")                              # the project's layers (ddesys.nn)
 BASELINES = ("lstm", "mamba", "gpt2", "llama")        # built by the experiments that compare against them
-CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick"}     # clock -> its label suffix
-TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a binary clock's training prior (nn.learned_clock.TimeCost)
+CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick", "token": "idclock"}   # clock -> its label suffix
+TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a learned clock's training prior (nn.TimeCost)
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
 
@@ -117,8 +118,13 @@ class ModelSpec:
 
     @property
     def counts_ticks(self):
-        """Whether the layers' delays count ticks of a clock that pauses (given or binary), not steps."""
-        return self.clock in ("given", "binary")
+        """Whether the layers' delays count ticks of a clock that pauses (given, binary or per id), not steps."""
+        return self.clock in ("given", "binary", "token")
+
+    @property
+    def time_cost(self):
+        """Whether the model's clock is learned by ticking or pausing under a time cost (binary, per id)."""
+        return self.clock in ("binary", "token")
 
     def sequence_model(self, d_input, d_output, layer_kw, pad=(), **model_kw):
         """The :class:`nn.SequenceModel` of a DS4D / S4D specification: ``layer_kw`` completed by
@@ -128,12 +134,15 @@ class ModelSpec:
         if self.layer not in LAYERS:
             raise ValueError(f"{self.label} is not built by nn.SequenceModel")
         if self.clock is not None:                 # a configured part given for a learned clock wins
-            model_kw.setdefault("clock", dnn.TokenClock(tuple(pad)) if self.clock == "given" else self.clock)
+            clock = {"given": lambda: dnn.TokenClock(tuple(pad)),
+                     "token": lambda: dnn.LearnedTokenClock(d_input)}.get(self.clock, lambda: self.clock)
+            if "clock" not in model_kw:
+                model_kw["clock"] = clock()
         return dnn.SequenceModel(d_input, d_output, layer=self.layer, layer_kw=self.layer_kw(**layer_kw), **model_kw)
 
 
 FAMILIES = ("ds4d", "ds4d-tap", "s4d", "lstm", "mamba", "gpt2", "llama", "ds4d-clock", "s4d-clock", "ds4d-gate",
-            "s4d-gate", "ds4d-tick", "s4d-tick")                    # every label an experiment runs today
+            "s4d-gate", "ds4d-tick", "s4d-tick", "ds4d-idclock", "s4d-idclock")   # every label an experiment runs today
 
 
 def model_of(config):

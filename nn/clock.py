@@ -34,6 +34,8 @@ from .clocked_layer import ClockedLayer
 from .decode.cache import RingCache
 from .decode.clocked import ring_slots
 from .decode.select import select_engine
+from .selective import soft_forward
+from .tick_grad import TickGrad
 
 __all__ = ["TokenClock", "Clocked", "ClockedCache", "check_ticks"]
 
@@ -136,10 +138,14 @@ class Clocked(ClockedLayer):
         Parameters
         ----------
         x : Tensor ``(B, L, H)``
-        ticks : Tensor ``(B, L)`` bool or None
-            None: every step ticks (the inner layer itself).
+        ticks : Tensor ``(B, L)``, bool or float, or None
+            None: every step ticks (the inner layer itself). Float: a learned clock ``c`` with values
+            exactly 0.0 or 1.0 whose slope is a surrogate's (straight-through): under autograd it gets
+            its gradient, the soft system's exact derivative with respect to each ``c_t`` at the binary
+            point (by FFT, :mod:`nn.tick_grad`; an inner layer with a delayed branch runs the soft scan
+            of :mod:`ddesys.selective` at the binary clock instead, the same system).
         mode : {"fft", "recurrent"}
-            The inner layer's path.
+            The inner layer's path (of the compacted run).
 
         Returns
         -------
@@ -148,6 +154,19 @@ class Clocked(ClockedLayer):
         """
         if ticks is None:
             return self.inner(x, mode=mode)
+        if ticks.dtype == torch.bool:
+            return self._compacted(x, ticks, mode)
+        c = ticks.to(x.dtype)                                           # (B, L) in {0, 1}
+        tick = c.detach() > 0.5
+        if not (torch.is_grad_enabled() and c.requires_grad):
+            return self._compacted(x, tick, mode)
+        kernels = self.inner.time_kernel(int(tick.sum(1).max()) + 1 if x.shape[1] else 1)
+        if kernels is None:                                             # a delayed branch: the scan
+            return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
+        y = self._compacted(x, tick, mode)                              # the FFT on the compacted ticks
+        return TickGrad.apply(y, c, *kernels, x.detach(), tick)         # and the clock's gradient by FFT
+
+    def _compacted(self, x, ticks, mode):
         idx = clock_index(ticks)
         xt = x.transpose(1, 2)                                          # (B, H, L)
         xc = compact(xt, idx)                                           # (B, H, Lc), left-padded

@@ -198,7 +198,8 @@ class ClockedLayer(nn.Module):
         ----------
         x : Tensor ``(B, L, H)``
         ticks : Tensor ``(B, L)`` bool, optional
-            Pauses forced from outside (False); None: none forced.
+            Pauses forced from outside (False); None: none forced. Float values 0.0 / 1.0: a learned
+            clock's (:class:`nn.LearnedTokenClock`), given its gradient by :meth:`run` (not with a state).
         mode : {"fft", "recurrent"}, default "fft"
             The inner layer's path (see :meth:`run`).
         lengths : optional
@@ -218,13 +219,13 @@ class ClockedLayer(nn.Module):
         ValueError
             ``lengths``, ``x`` or ``ticks`` of another shape, a state of another layer or batch.
         TypeError
-            ``ticks`` that are not bool.
+            ``ticks`` that are neither bool nor (without a state) float.
         RuntimeError
             A state carried under autograd (:meth:`carry`).
         """
         check_clocked_input(self, x, lengths)
         if ticks is not None:
-            ticks = check_ticks(ticks, x.shape[0], x.shape[1], x.device)
+            ticks = check_ticks(ticks, x.shape[0], x.shape[1], x.device, learned=state is None and not return_state)
         if state is None and not return_state:
             return self.run(x, ticks, mode)
         y, new = self.carry(x, ticks, state, mode)

@@ -185,9 +185,10 @@ def check_alloc_sizes(layer, batch_size, max_seqlen):
 
 
 # ---------------------------------------------------------------------------------------------- clocked layers
-def check_ticks(ticks, B, L, device=None):
-    """``ticks`` as a bool tensor ``(B, L)`` (``TypeError`` / ``ValueError`` naming the misfit)."""
-    if not torch.is_tensor(ticks) or ticks.dtype != torch.bool:
+def check_ticks(ticks, B, L, device=None, learned=False):
+    """``ticks`` as a tensor ``(B, L)``, bool (or, with ``learned``, float: a learned clock's values 0.0 / 1.0
+    carrying its gradient) (``TypeError`` / ``ValueError`` naming the misfit)."""
+    if not torch.is_tensor(ticks) or not (ticks.dtype == torch.bool or learned and ticks.is_floating_point()):
         raise TypeError(f"ticks must be a bool tensor (True where the clock ticks), got "
                         f"{getattr(ticks, 'dtype', type(ticks).__name__)}")
     if tuple(ticks.shape) != (B, L):

@@ -30,8 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .clock import Clocked
-from .selective import GateClock, soft_forward
-from .tick_grad import TickGrad
+from .selective import GateClock
 
 __all__ = ["BinaryClock", "HardClocked", "HardGateClock", "TimeCost"]
 
@@ -195,8 +194,9 @@ class HardClocked(Clocked):
         Parameters
         ----------
         x : Tensor ``(B, L, H)``
-        ticks : Tensor ``(B, L)`` bool or None
-            Pauses forced on top of the gate's.
+        ticks : Tensor ``(B, L)``, bool or float, or None
+            Pauses forced on top of the gate's (float: a learned given clock's, which gets its gradient
+            too: :meth:`nn.clock.Clocked.run`).
         mode : {"fft", "recurrent"}
             The inner path of the compacted run (no gradients); ignored by the scan.
 
@@ -207,14 +207,7 @@ class HardClocked(Clocked):
         c = self.gate(x)                                                # (B, L) in {0, 1}
         if ticks is not None:
             c = c * ticks.to(c.dtype)
-        if not torch.is_grad_enabled():
-            return super().run(x, c > 0.5, mode)
-        tick = c.detach() > 0.5
-        kernels = self.inner.time_kernel(int(tick.sum(1).max()) + 1 if x.shape[1] else 1)
-        if kernels is None:                                             # a delayed branch: the scan
-            return soft_forward(self.inner, x.transpose(1, 2), c).transpose(1, 2)
-        y = super().run(x, tick, mode)                                  # the FFT on the compacted ticks
-        return TickGrad.apply(y, c, *kernels, x.detach(), tick)         # and the clock's gradient by FFT
+        return super().run(x, c, mode)
 
     def _ticks(self, x, ticks):
         own = self.gate.ticks(x)
@@ -327,9 +320,10 @@ class TimeCost:
     Parameters
     ----------
     model : torch.nn.Module
-        Its modules with a ``gate`` module (:class:`HardClocked`, :class:`nn.selective.SoftClocked`) are
-        watched by forward hooks (:meth:`remove` takes them away); a model without one is refused
-        (``ValueError``: its cost would be zero at every step).
+        Its learned clocks are watched by forward hooks: the ``gate`` modules of its clocked layers
+        (:class:`HardClocked`, :class:`nn.selective.SoftClocked`) and modules marked ``learned_clock``
+        (:class:`nn.LearnedTokenClock`, a model's clock shared by its layers); :meth:`remove` takes them
+        away. A model without one is refused (``ValueError``: its cost would be zero at every step).
     weight : float, default 0.3
         Cost per unit of mean clock, in units of the per-token loss.
     steps : int, default 100
@@ -353,10 +347,12 @@ class TimeCost:
         self.weight, self.steps, self.after, self.start = float(weight), int(steps), float(after), int(start)
         self._seen = {}
         gates = [m.gate for m in model.modules() if isinstance(getattr(m, "gate", None), nn.Module)]
+        gates += [m for m in model.modules() if getattr(m, "learned_clock", False) and m not in gates]
         if not gates:
-            raise ValueError(f"TimeCost: {type(model).__name__} has no learned clock (no module with a gate), so "
-                             "the cost would be 0.0 at every step; build the model with clock='binary' (or "
-                             "'learned'), or drop the time cost (a given clock such as TokenClock has no cost)")
+            raise ValueError(f"TimeCost: {type(model).__name__} has no learned clock (no gate, no learned_clock "
+                             "module), so the cost would be 0.0 at every step; build the model with clock='binary' "
+                             "(or 'learned', or nn.LearnedTokenClock), or drop the time cost (a given clock such as "
+                             "TokenClock has no cost)")
         self._hooks = [g.register_forward_hook(self._record(i)) for i, g in enumerate(gates)]
 
     def _record(self, i):

@@ -148,16 +148,21 @@ class SequenceModel(nn.Module):
         h = self.encoder(x)
         return h if n is None else zero_padding(h, n)
 
-    def _ticks(self, x, n=None):
+    def _ticks(self, x, n=None, hard=False):
         """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses (also for
-        layers with their own learned clock: the padding is then a forced pause)."""
+        layers with their own learned clock: the padding is then a forced pause). A learned given clock
+        (:class:`nn.LearnedTokenClock`) gives float ticks under autograd (values 0 / 1 with a gradient);
+        ``hard``: bool ticks whatever the clock (decoding)."""
         if self.clock is None:
             if n is not None and all(getattr(blk.layer, "takes_ticks", False) for blk in self.blocks):
                 return valid_mask(n, x.shape[1])
             return None
         ticks = self.clock(x)
+        if ticks.is_floating_point() and hard:
+            ticks = ticks > 0.5
         if n is not None:
-            ticks = ticks & valid_mask(n, ticks.shape[1])
+            valid = valid_mask(n, ticks.shape[1])
+            ticks = ticks * valid.to(ticks.dtype) if ticks.is_floating_point() else ticks & valid
         return ticks
 
     def _head(self, h):
@@ -214,7 +219,7 @@ class SequenceModel(nn.Module):
             if state is not None:
                 self._check_caches(state, "forward")
         h = self._embed(x, n)                                        # (B, L, H)
-        ticks = self._ticks(x, n)                                    # (B, L) bool or None
+        ticks = self._ticks(x, n, hard=carry)                        # (B, L) or None
         new = []
         for i, blk in enumerate(self.blocks):
             kw = {"state": None if state is None else state[i], "return_state": return_state} if carry else {}
@@ -319,7 +324,7 @@ class SequenceModel(nn.Module):
         tick = None
         if self.clock is not None:                                   # the clock sees a length-1 sequence
             xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
-            tick = self._ticks(xs)[:, 0]                             # (B,)
+            tick = self._ticks(xs, hard=True)[:, 0]                  # (B,) bool
         return x, tick, seq_axis
 
     def step(self, x_t, caches):
@@ -490,7 +495,7 @@ class SequenceModel(nn.Module):
         if self.clock is not None:                                   # padding = pauses: no re-alignment
             if n is not None and any(c.t != 0 for c in caches):
                 raise ValueError("prefill(lengths=...) needs fresh caches (t = 0)")
-            ticks = self._ticks(x, n)
+            ticks = self._ticks(x, n, hard=True)
             for blk, c in zip(self.blocks, caches):
                 h = blk.prefill(h, c, ticks=ticks)
             y = self._head(h)

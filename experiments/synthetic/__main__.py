@@ -32,7 +32,9 @@ is DS4D with the delayed input tap (its window's half-width falls from 64 steps 
 of the steps); the CPU scale runs it by default. ``ds4d-clock`` / ``s4d-clock`` run every layer in its own
 time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn a soft clock,
 ``ds4d-tick`` / ``s4d-tick`` a binary one (tick or pause per token) with a time cost (§10.5;
-``--time-cost``, ``--gate-lr``). Results go to ``--out`` (``results.json``, ``report.md``, ``curves.png``
+``--time-cost``, ``--gate-lr``), ``ds4d-idclock`` / ``s4d-idclock`` one binary clock per token id, shared
+by the layers, under the same cost (``nn.LearnedTokenClock``; ``--clock-gain``).
+Results go to ``--out`` (``results.json``, ``report.md``, ``curves.png``
 and, for learned clocks, ``clocks.png``: each layer's clock at the padding during training), rewritten after
 every run. Reruns into
 the same folder merge: runs of other configurations are kept, runs of the same configuration are
@@ -106,11 +108,11 @@ def _parse(argv):
                     f"(default {LSTM_INIT}: chrono forget biases over the context; torch: PyTorch's default, "
                     "which leaves the LSTM at chance)")
     ap.add_argument("--time-cost", nargs=3, type=float, metavar=("WEIGHT", "STEPS", "AFTER"),
-                    help="a learned binary clock's time cost (-tick models; nn.TimeCost): WEIGHT for the first STEPS "
-                    "steps, then AFTER (default 0.3 100 0.03)")
+                    help="a learned clock's time cost (-tick and -idclock models; nn.TimeCost): WEIGHT for the first "
+                    "STEPS steps, then AFTER (default 0.3 100 0.03)")
     ap.add_argument("--time-cost-start", type=int, default=None, metavar="STEPS",
                     help="the time cost starts after this many steps of the task loss alone (nn.TimeCost start=; "
-                    "default 0: from the first step; -tick models)")
+                    "default 0: from the first step; -tick and -idclock models)")
     ap.add_argument("--gate-lr", type=nonneg_float, help="the learning rate of a learned binary clock's gates "
                     "after the time cost's first phase (-tick models; 0: frozen there; default: the base rate)")
     ap.add_argument("--gate-detach", action="store_true", help="a learned binary clock's gates read their input "
@@ -119,6 +121,9 @@ def _parse(argv):
     ap.add_argument("--gate-hidden", type=int, default=None, metavar="WIDTH",
                     help="a learned binary clock's gates get a hidden layer of this width (nn.HardGateClock "
                     "hidden=; default: the linear gate; -tick models)")
+    ap.add_argument("--clock-gain", type=float, default=None, metavar="GAIN",
+                    help="the gain of a clock learned per token id (nn.LearnedTokenClock gain=, > 0; default: its "
+                    "own; -idclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -137,8 +142,9 @@ def _parse(argv):
             ap.error(f"--time-cost needs WEIGHT >= 0, a whole STEPS >= 0 and AFTER >= 0, got {w:g} {n:g} {after:g}")
         args.time_cost = {"weight": w, "steps": int(n), "after": after}
         from .._models import ModelSpec
-        if not any(ModelSpec.from_label(m).clock == "binary" for m in args.models or SCALES[args.scale]["models"]):
-            ap.error("--time-cost is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
+        if not any(ModelSpec.from_label(m).time_cost for m in args.models or SCALES[args.scale]["models"]):
+            ap.error("--time-cost is a learned clock's: give it with a -tick or -idclock model (e.g. --models "
+                     "s4d-tick)")
     from .._models import TIME_COST, ModelSpec
     if args.time_cost_start is not None:
         if args.time_cost_start < 0:
@@ -146,12 +152,18 @@ def _parse(argv):
         args.time_cost = {**(args.time_cost or TIME_COST), "start": args.time_cost_start}
     if args.gate_hidden is not None and args.gate_hidden < 1:
         ap.error(f"--gate-hidden needs a width >= 1, got {args.gate_hidden}")
-    for flag, given in (("--gate-lr", args.gate_lr is not None), ("--gate-detach", args.gate_detach),
-                        ("--gate-hidden", args.gate_hidden is not None),
-                        ("--time-cost-start", args.time_cost_start is not None)):
-        if given and not any(ModelSpec.from_label(m).clock == "binary"
-                             for m in args.models or SCALES[args.scale]["models"]):
-            ap.error(f"{flag} is a learned binary clock's: give it with a -tick model (e.g. --models s4d-tick)")
+    if args.clock_gain is not None and not args.clock_gain > 0:
+        ap.error(f"--clock-gain needs GAIN > 0, got {args.clock_gain:g}")
+    specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
+    for flag, given, ok, kind in (
+            ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),
+            ("--gate-detach", args.gate_detach, "binary", "-tick"),
+            ("--gate-hidden", args.gate_hidden is not None, "binary", "-tick"),
+            ("--time-cost-start", args.time_cost_start is not None, "cost", "-tick or -idclock"),
+            ("--clock-gain", args.clock_gain is not None, "token", "-idclock")):
+        if given and not any(s.time_cost if ok == "cost" else s.clock == ok for s in specs):
+            ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
+                     f"s4d-{kind.split()[0][1:]})")
     try:
         args.task_list = _tasks(args)
     except ValueError as exc:
@@ -232,7 +244,8 @@ def _plan(args, ctx):
                                              batch=s["batch"], eval_every=s["eval_every"],
                                              val_size=s["val_size"], test_size=s["val_size"], amp=args.amp,
                                              init=args.lstm_init if spec.layer == "lstm" else None,
-                                             time_cost=args.time_cost if spec.clock == "binary" else None,
+                                             time_cost=args.time_cost if spec.time_cost else None,
+                                             clock_gain=args.clock_gain if spec.clock == "token" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

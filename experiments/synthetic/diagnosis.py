@@ -25,6 +25,10 @@ __all__ = ["pad_pushes", "table"]
 
 
 def _gates(model):
+    """The learned clocks: each block's gate, or the model's clock learned per token id (one, shared)."""
+    shared = getattr(model, "clock", None)
+    if getattr(shared, "learned_clock", False):
+        return [shared]
     return [b.layer.gate for b in getattr(model, "blocks", ()) if isinstance(getattr(b.layer, "gate", None),
                                                                            torch.nn.Module)]
 
@@ -37,7 +41,8 @@ def pad_pushes(model, tokens, labels, pad_ids, cost_weight):
     and of ``d cost / d c`` (``cost``: ``cost_weight`` times the mean clock over every position and gated
     layer, the :class:`nn.learned_clock.TimeCost` of that weight); negative pushes lower the clock;
     ``logit`` the mean gate logit over the id's positions and ``data_logit`` the lowest mean logit of an id
-    outside ``pad_ids`` (``None`` for a gate without ``logits``). The
+    outside ``pad_ids`` (``None`` for a gate without ``logits``). A clock learned per token id
+    (:class:`nn.LearnedTokenClock`) is one entry, its logits the id's own. The
     derivatives are total: a layer's includes the effect of its clock on the gated layers above it; for a
     binary clock they are its surrogate's (the soft system's at the binary point). Gradients by
     :func:`torch.autograd.grad`: the parameters' ``.grad`` are not touched. ``[]`` for a model without

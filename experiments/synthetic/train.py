@@ -59,15 +59,17 @@ class RunConfig:
     (autocast of the forward pass); ``init``: an LSTM's initialization (:class:`.models.TokenLSTM`; the
     command line gives every LSTM run its ``--lstm-init``, chrono by default); ``None``, the only value for
     other models, is PyTorch's default for an LSTM: the runs of results files written before the choice.
-    ``time_cost``: a binary learned clock's training prior, the keywords of :class:`nn.learned_clock.TimeCost`
-    (``weight``, ``steps``, ``after``, and ``start`` when the cost starts late); default for a ``-tick`` model
+    ``time_cost``: the training prior of a clock learned under a time cost (``-tick``: binary gates per layer;
+    ``-idclock``: one clock per token id), the keywords of :class:`nn.learned_clock.TimeCost` (``weight``,
+    ``steps``, ``after``, and ``start`` when the cost starts late); default for those models
     :data:`~experiments._models.TIME_COST`, ``None`` (the only value) for other models. ``gate_lr``: the
     learning rate of a binary clock's gates once the time cost's first phase is over (after
     ``time_cost["steps"]`` steps; ``0``: frozen there; ``None``: the base ``lr`` throughout; binary clocks
     only). ``gate_detach``: ``True`` makes the binary clocks' gates read their input detached
     (:class:`nn.learned_clock.HardGateClock` ``input_grad=False``); ``None``: not (binary clocks only).
     ``gate_hidden``: the width of the binary clocks' gates' hidden layer (``HardGateClock(hidden=)``, a
-    whole number > 0); ``None``: the linear gate (binary clocks only).
+    whole number > 0); ``None``: the linear gate (binary clocks only). ``clock_gain``: the ``gain`` of an
+    ``-idclock`` model's :class:`nn.LearnedTokenClock` (> 0); ``None``: its default.
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -89,16 +91,18 @@ class RunConfig:
     gate_detach: bool | None = None
     gate_hidden: int | None = None
     test_size: int | None = None
+    clock_gain: float | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
             raise ValueError(f"init is an LSTM's, one of {LSTM_INITS} (got {self.init!r} on {self.model.label})")
         binary = self.model.clock == "binary"
-        if self.time_cost is None and binary:
+        if self.time_cost is None and self.model.time_cost:
             self.time_cost = dict(TIME_COST)
-        if self.time_cost is not None and (not binary or set(self.time_cost) - {"start"} != set(TIME_COST)):
-            raise ValueError(f"time_cost is a binary clock's, with the keys {sorted(TIME_COST)} and optionally "
-                             f"'start' (got {self.time_cost!r} on {self.model.label})")
+        if self.time_cost is not None and (not self.model.time_cost or
+                                           set(self.time_cost) - {"start"} != set(TIME_COST)):
+            raise ValueError(f"time_cost is a learned clock's (-tick, -idclock), with the keys {sorted(TIME_COST)} "
+                             f"and optionally 'start' (got {self.time_cost!r} on {self.model.label})")
         if self.gate_lr is not None and (not binary or not self.gate_lr >= 0):
             raise ValueError(f"gate_lr is a binary clock's gates' learning rate, >= 0 (got {self.gate_lr!r} on "
                              f"{self.model.label})")
@@ -109,6 +113,9 @@ class RunConfig:
                                                                 and self.gate_hidden > 0)):
             raise ValueError(f"gate_hidden is a binary clock's gates' hidden width, a whole number > 0 (got "
                              f"{self.gate_hidden!r} on {self.model.label})")
+        if self.clock_gain is not None and (self.model.clock != "token" or not self.clock_gain > 0):
+            raise ValueError(f"clock_gain is an -idclock model's clock gain, > 0 (got {self.clock_gain!r} on "
+                             f"{self.model.label})")
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -134,6 +141,8 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
+        if d["clock_gain"] is None:                  # the default gain, as in files written before the choice
+            del d["clock_gain"]
         return d
 
 
@@ -220,13 +229,18 @@ def mechanism(model, init_state, tokens, labels, init_taps=()):
 
 @torch.no_grad()
 def clock_stats(model, tokens, pads=(0,)):
-    """Per gated layer of a clocked model (``ds4d-gate`` / ``s4d-gate``): the mean learned clock at the
-    padding tokens (ids ``pads``) and at the other tokens of ``tokens`` ``(B, L)``; ``[]`` for other models."""
+    """Per gated layer of a clocked model (``-gate``, ``-tick``): the mean learned clock at the padding tokens
+    (ids ``pads``) and at the other tokens of ``tokens`` ``(B, L)``; for a clock learned per token id
+    (``-idclock``) its ticks, one entry per layer (every layer runs in them); ``[]`` for other models."""
+    pad = torch.isin(tokens, torch.as_tensor(pads, device=tokens.device))
+    shared = getattr(model, "clock", None)
+    if getattr(shared, "learned_clock", False):
+        c = shared.ticks(tokens).double()                                            # (B, L)
+        return [{"pad": float(c[pad].mean()), "tokens": float(c[~pad].mean())} for _ in model.blocks]
     blocks = [b for b in getattr(model, "blocks", ()) if getattr(b.layer, "gate", None) is not None]
     if not blocks:
         return []
     out, h = [], model.encoder(tokens)
-    pad = torch.isin(tokens, torch.as_tensor(pads, device=tokens.device))
     for blk in model.blocks:
         if getattr(blk.layer, "gate", None) is not None:
             c = blk.layer.gate(blk.norm(h) if blk.prenorm else h)                   # (B, L)
@@ -278,6 +292,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     clock = None if cfg.gate_hidden is None else BinaryClock(seed=cfg.seed, hidden=cfg.gate_hidden)
+    if cfg.clock_gain is not None:
+        clock = dnn.LearnedTokenClock(task.vocab, gain=cfg.clock_gain)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)

@@ -174,7 +174,7 @@ def test_time_cost_on_the_command_line_reaches_only_the_binary_clocks(capsys):
         assert "--time-cost" in capsys.readouterr().err
     with pytest.raises(SystemExit):                                  # no model it would reach
         cli._parse(["--models", "s4d", "llama", "--time-cost", "0.3", "100", "0.03"])
-    assert "-tick model" in capsys.readouterr().err
+    assert "-tick or -idclock model" in capsys.readouterr().err
 
 
 def test_gate_lr_gives_the_binary_gates_their_own_rate(monkeypatch, capsys):
@@ -333,7 +333,7 @@ def test_time_cost_start_reaches_the_cost_and_is_part_of_the_run(capsys):
     keys = [cli._plan(a, None)[0][0].key for a in (plain, late, both)]
     assert len(set(keys)) == 3
     for bad, msg in ((base + ["--time-cost-start", "-1"], "--time-cost-start"),
-                     (["--models", "s4d", "--time-cost-start", "5"], "-tick model")):
+                     (["--models", "s4d", "--time-cost-start", "5"], "-tick or -idclock model")):
         with pytest.raises(SystemExit):
             cli._parse(bad)
         assert msg in capsys.readouterr().err

@@ -20,35 +20,10 @@ from ddesys.nn.learned_clock import HardClocked, HardGateClock
 from ddesys.nn.selective import GateClock, soft_forward
 from ddesys.selective import soft_scan, soft_scan_grad
 
+from clock_helpers import discrete_modes, tick_loop
+
 F64 = torch.float64
 H, L, LMAX = 3, 14, 10
-
-
-def _discrete(layer):
-    d = layer.discrete(F64)
-    f = lambda z: z.detach().numpy()                                         # noqa: E731
-    return f(d.lam), f(d.mu), f(d.bbar), f(d.c), f(d.k), f(d.alpha), layer.D.detach().numpy()
-
-
-def tick_loop(layer, x, ticks):
-    """The clocked DS4D recurrence in ticks, one row and channel at a time: ``x`` ``(B, L, H)``, ``ticks``
-    ``(B, L)`` bool -> ``(B, L, H)``."""
-    lam, mu, bbar, cout, k, alpha, D = _discrete(layer)
-    x, ticks = x.detach().numpy(), ticks.numpy()
-    B = x.shape[0]
-    y = np.zeros_like(x)
-    for b in range(B):
-        for j in range(H):
-            hist = []                                                        # states by tick
-            get = lambda n: hist[n] if n >= 0 else np.zeros(lam.shape[1], complex)   # noqa: E731
-            for t in range(L):
-                if ticks[b, t]:
-                    n = len(hist)
-                    hd = (1 - alpha[j]) * get(n - k[j]) + alpha[j] * get(n - k[j] - 1)
-                    hist.append(lam[j] * get(n - 1) + mu[j] * hd + bbar[j] * x[b, t, j])
-                held = get(len(hist) - 1)
-                y[b, t, j] = 2 * np.real(np.sum(cout[j] * held)) + D[j] * x[b, t, j]
-    return torch.from_numpy(y)
 
 
 def soft_def(loglam, mu, bbar, cout, s, x, cf, tau):
@@ -74,7 +49,7 @@ def soft_def(loglam, mu, bbar, cout, s, x, cf, tau):
 
 def soft_loop(layer, x, c):
     """The soft clock's definition for a layer: ``x`` ``(B, L, H)``, ``c`` ``(B, L)`` -> ``(B, L, H)``."""
-    lam, mu, bbar, cout, k, alpha, D = _discrete(layer)
+    lam, mu, bbar, cout, k, alpha, D = discrete_modes(layer)
     xt = x.detach().numpy().transpose(0, 2, 1)
     y = soft_def(np.log(lam), mu, bbar, cout, k + alpha, xt, c, np.cumsum(c, axis=1))
     return y.transpose(0, 2, 1) + D * x.detach().numpy()

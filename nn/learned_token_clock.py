@@ -1,0 +1,147 @@
+"""A clock learned per token id: the model learns which of its input ids carry no time.
+
+:class:`nn.clock.TokenClock` is told the ids at which time stands still (padding, fillers).
+:class:`LearnedTokenClock` learns them: one logit per id of the vocabulary, ``tick_t = [z[id_t] > 0]``,
+the same ticks for every clocked layer of the model. The system is the given clock's (docs/theory.md
+§10.1-§10.3): exact between ticks, LTI in ticks, DS4D's stability for every clock, O(1) decoding per token
+with a ring per row, and a parallel training path equal to the recurrence. Only the training signal is
+relaxed, as for the binary gate of :mod:`nn.learned_clock`: the forward value is the binary clock, its
+slope the surrogate's ``sigma(z / temperature)`` (straight-through), and every clocked layer gives the clock
+its exact derivative at the binary point (:meth:`nn.clock.Clocked.run`).
+
+Why per id, not per layer on the layer's input: a gate ``w . x + b`` shares ``w`` and ``b`` between every
+token, so the time cost's push moves every token's logit together; padding drawn from several ids pushes
+each id's own direction by only its share, and the shared push pauses data tokens too
+(docs/experiments/clock-pads-cpu). Here each id owns its logit: the cost moves an id's logit by its own
+frequency, the task's loss holds the ids it reads.
+
+Limits: the ticks depend on the id alone, so a filler that is also a data id elsewhere (data-like noise
+inside a gap) cannot pause; the model's input must be token ids.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["LearnedTokenClock"]
+
+
+class LearnedTokenClock(nn.Module):
+    """``tick_t = [z[id_t] > 0]``, one learned logit per token id, shared by every clocked layer; pass it as
+    a model's clock (``SequenceModel(..., clock=LearnedTokenClock(vocab_size))``) and train it with
+    :class:`nn.TimeCost`.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Ids ``0 .. vocab_size - 1`` (the model's ``d_input`` with ``embedding=True``).
+    init : float, default 0.9
+        ``sigma(z / temperature)`` at the start, the same for every id (``> 0.5``: every token ticks).
+    temperature : float, default 1.0
+        Scale of the surrogate's slope (the forward value does not depend on it).
+    gain : float, default 16.0
+        ``z = gain * u`` for the parameter ``u`` ``(vocab_size,)``: an id's logit is one number, so with an
+        optimizer that moves each parameter by about its learning rate per step (Adam) it would take
+        ``logit(init) / lr`` steps to change sign; ``gain`` makes that ``logit(init) / (gain * lr)``.
+
+    Notes
+    -----
+    Shapes: ``tokens (B, L)`` or ``(B,)`` int -> ``(B, L)`` or ``(B,)``: under autograd float values exactly
+    0.0 or 1.0 whose slope is the surrogate's (every clocked layer passes the clock its gradient), else bool
+    ticks (what a given clock returns: decoding, ``torch.no_grad()``).
+    """
+
+    #: its output is a learned clock (a time cost watches it: :class:`nn.TimeCost`)
+    learned_clock = True
+
+    def __init__(self, vocab_size, init=0.9, temperature=1.0, gain=16.0):
+        super().__init__()
+        if isinstance(vocab_size, bool) or not (isinstance(vocab_size, int) and vocab_size > 0):
+            raise ValueError(f"vocab_size must be a whole number > 0, got {vocab_size!r}")
+        if not 0.0 < init < 1.0:
+            raise ValueError(f"init must lie in (0, 1), got {init!r}")
+        if not (temperature > 0 and gain > 0):
+            raise ValueError(f"temperature and gain must be positive, got {temperature!r}, {gain!r}")
+        self.temperature, self.gain = float(temperature), float(gain)
+        z0 = math.log(init / (1.0 - init)) * self.temperature
+        self.u = nn.Parameter(torch.full((vocab_size,), z0 / self.gain))      # (V,)
+
+    @property
+    def vocab_size(self):
+        return self.u.shape[0]
+
+    def logits(self, tokens=None):
+        """The clock's logits ``z = gain * u``: per id, or at ``tokens``.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer, optional
+
+        Returns
+        -------
+        Tensor ``(V,)``, or the shape of ``tokens``
+            It ticks where the logit is above 0.
+
+        Raises
+        ------
+        TypeError
+            ``tokens`` that are not integer ids.
+        ValueError
+            Ids outside ``[0, vocab_size)``.
+        """
+        z = self.gain * self.u
+        if tokens is None:
+            return z
+        if not torch.is_tensor(tokens) or tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise TypeError("LearnedTokenClock needs integer token ids (a model with embedding=True)")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            raise ValueError(f"LearnedTokenClock: token ids must lie in [0, {self.vocab_size}), got "
+                             f"{int(tokens.min())} .. {int(tokens.max())}")
+        return z[tokens]
+
+    def pauses(self):
+        """The ids at which the clock stands still now (logit <= 0).
+
+        Returns
+        -------
+        list of int
+        """
+        return torch.nonzero(self.logits() <= 0).flatten().tolist()
+
+    def ticks(self, tokens):
+        """The clock as bool: ``logits(tokens) > 0``.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+
+        Returns
+        -------
+        Tensor, bool, the shape of ``tokens``
+        """
+        return self.logits(tokens) > 0
+
+    def forward(self, tokens):
+        """The clock at ``tokens``: bool ticks, or under autograd the straight-through float clock.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+
+        Returns
+        -------
+        Tensor, the shape of ``tokens``
+            Bool without gradients; under autograd float (the parameter's dtype) with values exactly 0.0
+            or 1.0 and the sigmoid's slope.
+        """
+        z = self.logits(tokens)
+        if not torch.is_grad_enabled():
+            return z > 0
+        hard = (z > 0).to(z.dtype)
+        soft = torch.sigmoid(z / self.temperature)
+        return hard + (soft - soft.detach())                     # value exactly hard; slope sigma'
+
+    def extra_repr(self):
+        return f"vocab_size={self.vocab_size}, temperature={self.temperature:g}, gain={self.gain:g}"
