@@ -45,6 +45,12 @@ class LearnedTokenClock(nn.Module):
         ``z = gain * u`` for the parameter ``u`` ``(vocab_size,)``: an id's logit is one number, so with an
         optimizer that moves each parameter by about its learning rate per step (Adam) it would take
         ``logit(init) / lr`` steps to change sign; ``gain`` makes that ``logit(init) / (gain * lr)``.
+    noise : float, default 0.0
+        In training (``module.training`` under autograd) each row of a batch decides each id by
+        ``z + noise * e`` with ``e`` logistic noise drawn once per row and id (from the global RNG, as
+        dropout does): an id near its threshold pauses in some rows and ticks in others, so the layers
+        learn under both clocks and the loss can tell which it prefers. ``0``: the threshold itself.
+        Validation, inference and decoding never sample.
 
     Notes
     -----
@@ -56,7 +62,7 @@ class LearnedTokenClock(nn.Module):
     #: its output is a learned clock (a time cost watches it: :class:`nn.TimeCost`)
     learned_clock = True
 
-    def __init__(self, vocab_size, init=0.9, temperature=1.0, gain=16.0):
+    def __init__(self, vocab_size, init=0.9, temperature=1.0, gain=16.0, noise=0.0):
         super().__init__()
         if isinstance(vocab_size, bool) or not (isinstance(vocab_size, int) and vocab_size > 0):
             raise ValueError(f"vocab_size must be a whole number > 0, got {vocab_size!r}")
@@ -64,7 +70,9 @@ class LearnedTokenClock(nn.Module):
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         if not (temperature > 0 and gain > 0):
             raise ValueError(f"temperature and gain must be positive, got {temperature!r}, {gain!r}")
-        self.temperature, self.gain = float(temperature), float(gain)
+        if not noise >= 0:
+            raise ValueError(f"noise must be >= 0, got {noise!r}")
+        self.temperature, self.gain, self.noise = float(temperature), float(gain), float(noise)
         z0 = math.log(init / (1.0 - init)) * self.temperature
         self.u = nn.Parameter(torch.full((vocab_size,), z0 / self.gain))      # (V,)
 
@@ -134,14 +142,20 @@ class LearnedTokenClock(nn.Module):
         -------
         Tensor, the shape of ``tokens``
             Bool without gradients; under autograd float (the parameter's dtype) with values exactly 0.0
-            or 1.0 and the sigmoid's slope.
+            or 1.0 and the sigmoid's slope (in training with ``noise``: of the row's noisy logit).
         """
         z = self.logits(tokens)
         if not torch.is_grad_enabled():
             return z > 0
+        if self.noise and self.training:
+            rows = tokens.reshape(tokens.shape[0], -1) if tokens.dim() > 1 else tokens[:, None]      # (B, L)
+            u = torch.rand(rows.shape[0], self.vocab_size, device=z.device, dtype=z.dtype).clamp_(1e-6, 1 - 1e-6)
+            e = torch.log(u) - torch.log1p(-u)                                      # (B, V) logistic
+            z = z + self.noise * e.gather(1, rows).reshape(z.shape)
         hard = (z > 0).to(z.dtype)
         soft = torch.sigmoid(z / self.temperature)
         return hard + (soft - soft.detach())                     # value exactly hard; slope sigma'
 
     def extra_repr(self):
-        return f"vocab_size={self.vocab_size}, temperature={self.temperature:g}, gain={self.gain:g}"
+        return f"vocab_size={self.vocab_size}, temperature={self.temperature:g}, gain={self.gain:g}" + \
+            (f", noise={self.noise:g}" if self.noise else "")

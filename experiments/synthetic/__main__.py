@@ -33,7 +33,7 @@ of the steps); the CPU scale runs it by default. ``ds4d-clock`` / ``s4d-clock`` 
 time, paused at the padding token (docs/theory.md §10); ``ds4d-gate`` / ``s4d-gate`` learn a soft clock,
 ``ds4d-tick`` / ``s4d-tick`` a binary one (tick or pause per token) with a time cost (§10.5;
 ``--time-cost``, ``--gate-lr``), ``ds4d-idclock`` / ``s4d-idclock`` one binary clock per token id, shared
-by the layers, under the same cost (``nn.LearnedTokenClock``; ``--clock-gain``).
+by the layers, under the same cost (``nn.LearnedTokenClock``; ``--clock-gain``, ``--clock-noise``).
 Results go to ``--out`` (``results.json``, ``report.md``, ``curves.png``
 and, for learned clocks, ``clocks.png``: each layer's clock at the padding during training), rewritten after
 every run. Reruns into
@@ -124,6 +124,9 @@ def _parse(argv):
     ap.add_argument("--clock-gain", type=float, default=None, metavar="GAIN",
                     help="the gain of a clock learned per token id (nn.LearnedTokenClock gain=, > 0; default: its "
                     "own; -idclock models)")
+    ap.add_argument("--clock-noise", type=float, default=None, metavar="NOISE",
+                    help="logistic noise on a clock learned per token id, drawn per row and id in training "
+                    "(nn.LearnedTokenClock noise=, > 0; default: none; -idclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -152,15 +155,17 @@ def _parse(argv):
         args.time_cost = {**(args.time_cost or TIME_COST), "start": args.time_cost_start}
     if args.gate_hidden is not None and args.gate_hidden < 1:
         ap.error(f"--gate-hidden needs a width >= 1, got {args.gate_hidden}")
-    if args.clock_gain is not None and not args.clock_gain > 0:
-        ap.error(f"--clock-gain needs GAIN > 0, got {args.clock_gain:g}")
+    for flag, v in (("--clock-gain", args.clock_gain), ("--clock-noise", args.clock_noise)):
+        if v is not None and not v > 0:
+            ap.error(f"{flag} needs a value > 0, got {v:g}")
     specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
     for flag, given, ok, kind in (
             ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),
             ("--gate-detach", args.gate_detach, "binary", "-tick"),
             ("--gate-hidden", args.gate_hidden is not None, "binary", "-tick"),
             ("--time-cost-start", args.time_cost_start is not None, "cost", "-tick or -idclock"),
-            ("--clock-gain", args.clock_gain is not None, "token", "-idclock")):
+            ("--clock-gain", args.clock_gain is not None, "token", "-idclock"),
+            ("--clock-noise", args.clock_noise is not None, "token", "-idclock")):
         if given and not any(s.time_cost if ok == "cost" else s.clock == ok for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
                      f"s4d-{kind.split()[0][1:]})")
@@ -246,6 +251,7 @@ def _plan(args, ctx):
                                              init=args.lstm_init if spec.layer == "lstm" else None,
                                              time_cost=args.time_cost if spec.time_cost else None,
                                              clock_gain=args.clock_gain if spec.clock == "token" else None,
+                                             clock_noise=args.clock_noise if spec.clock == "token" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

@@ -69,7 +69,8 @@ class RunConfig:
     (:class:`nn.learned_clock.HardGateClock` ``input_grad=False``); ``None``: not (binary clocks only).
     ``gate_hidden``: the width of the binary clocks' gates' hidden layer (``HardGateClock(hidden=)``, a
     whole number > 0); ``None``: the linear gate (binary clocks only). ``clock_gain``: the ``gain`` of an
-    ``-idclock`` model's :class:`nn.LearnedTokenClock` (> 0); ``None``: its default.
+    ``-idclock`` model's :class:`nn.LearnedTokenClock` (> 0); ``None``: its default. ``clock_noise``: its
+    ``noise`` (> 0); ``None``: none.
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -92,6 +93,7 @@ class RunConfig:
     gate_hidden: int | None = None
     test_size: int | None = None
     clock_gain: float | None = None
+    clock_noise: float | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -115,6 +117,9 @@ class RunConfig:
                              f"{self.gate_hidden!r} on {self.model.label})")
         if self.clock_gain is not None and (self.model.clock != "token" or not self.clock_gain > 0):
             raise ValueError(f"clock_gain is an -idclock model's clock gain, > 0 (got {self.clock_gain!r} on "
+                             f"{self.model.label})")
+        if self.clock_noise is not None and (self.model.clock != "token" or not self.clock_noise > 0):
+            raise ValueError(f"clock_noise is an -idclock model's clock noise, > 0 (got {self.clock_noise!r} on "
                              f"{self.model.label})")
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
@@ -141,8 +146,9 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
-        if d["clock_gain"] is None:                  # the default gain, as in files written before the choice
-            del d["clock_gain"]
+        for k in ("clock_gain", "clock_noise"):      # the defaults, as in files written before the choice
+            if d[k] is None:
+                del d[k]
         return d
 
 
@@ -292,8 +298,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     dev, task = ctx.device, cfg.task
     torch.manual_seed(cfg.seed)
     clock = None if cfg.gate_hidden is None else BinaryClock(seed=cfg.seed, hidden=cfg.gate_hidden)
-    if cfg.clock_gain is not None:
-        clock = dnn.LearnedTokenClock(task.vocab, gain=cfg.clock_gain)
+    own = {k: v for k, v in (("gain", cfg.clock_gain), ("noise", cfg.clock_noise)) if v is not None}
+    if own:
+        clock = dnn.LearnedTokenClock(task.vocab, **own)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)

@@ -337,3 +337,24 @@ def test_time_cost_start_reaches_the_cost_and_is_part_of_the_run(capsys):
         with pytest.raises(SystemExit):
             cli._parse(bad)
         assert msg in capsys.readouterr().err
+
+
+def test_clock_learned_per_id_takes_its_cost_gain_and_noise(capsys):
+    """``-idclock`` models train a ``nn.LearnedTokenClock`` under the time cost; ``--clock-gain`` and
+    ``--clock-noise`` reach its runs (part of their identity) and are refused for other models."""
+    from ddesys import nn as dnn
+    from ddesys.experiments.synthetic import __main__ as cli
+    spec = ModelSpec.from_label("s4d-idclock")
+    assert spec.clock == "token" and spec.time_cost and spec.counts_ticks
+    m = spec.sequence_model(16, 16, {"d_state": 4}, d_model=8, n_layers=1, embedding=True)
+    assert isinstance(m.clock, dnn.LearnedTokenClock) and m.clock.vocab_size == 16
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-idclock", "--seeds", "0"]
+    keys = {cli._plan(cli._parse(base + extra), None)[0][0].key
+            for extra in ([], ["--clock-gain", "32"], ["--clock-noise", "1"], ["--time-cost", "0.3", "0", "0"])}
+    assert len(keys) == 4
+    for bad, msg in ((["--models", "s4d-tick", "--clock-gain", "32"], "-idclock model"),
+                     (["--models", "s4d-idclock", "--clock-noise", "0"], "> 0"),
+                     (["--models", "s4d", "--clock-noise", "1"], "-idclock model")):
+        with pytest.raises(SystemExit):
+            cli._parse(bad)
+        assert msg in capsys.readouterr().err

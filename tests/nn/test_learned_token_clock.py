@@ -145,3 +145,25 @@ def test_bad_arguments_are_refused_by_name():
         y2, _ = m(x[:, 7:], state=st, return_state=True)
         assert _err(torch.cat([y, y2], 1), m(x)) < 1e-10
     assert np.isfinite(float(m(x).sum()))
+
+
+def test_noise_decides_each_id_once_per_row_in_training_only():
+    clock = dnn.LearnedTokenClock(V, noise=2.0).double()
+    with torch.no_grad():
+        clock.u.zero_()                                            # every id at its threshold
+    x = torch.randint(0, V, (64, 40), generator=torch.Generator().manual_seed(5))
+    torch.manual_seed(0)
+    c = clock(x)                                                   # training, under autograd: sampled
+    assert c.requires_grad and set(c.detach().unique().tolist()) == {0.0, 1.0}
+    for b in range(64):                                            # one decision per row and id
+        for v in x[b].unique():
+            assert len(c[b][x[b] == v].detach().unique()) == 1
+    frac = float(c.detach().mean())
+    assert 0.35 < frac < 0.65                                      # logistic noise at z = 0: half and half
+    clock.eval()
+    assert torch.equal(clock(x).detach(), torch.zeros_like(c))     # eval: the threshold (z = 0 pauses)
+    with torch.no_grad():
+        clock.train()
+        assert not clock(x).any()                                  # no gradients: never sampled
+    with pytest.raises(ValueError, match="noise"):
+        dnn.LearnedTokenClock(V, noise=-1.0)
