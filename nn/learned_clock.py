@@ -32,7 +32,15 @@ from torch import nn
 from .clock import Clocked
 from .selective import GateClock
 
-__all__ = ["BinaryClock", "HardClocked", "HardGateClock", "TimeCost"]
+__all__ = ["BinaryClock", "HardClocked", "HardGateClock", "TimeCost", "straight_through"]
+
+
+def straight_through(z, temperature):
+    """The binary clock ``[z > 0]`` whose slope is ``sigma(z / temperature)``'s (a straight-through estimator):
+    values exactly 0.0 or 1.0 in ``z``'s dtype, the shape of ``z``."""
+    hard = (z > 0).to(z.dtype)
+    soft = torch.sigmoid(z / temperature)
+    return hard + (soft - soft.detach())                     # value exactly hard; slope sigma'
 
 
 class HardGateClock(nn.Module):
@@ -154,11 +162,9 @@ class HardGateClock(nn.Module):
             Values exactly 0.0 or 1.0, in ``x``'s dtype.
         """
         z = self.logits(x if self.input_grad else x.detach())
-        hard = (z > 0).to(z.dtype)
         if not torch.is_grad_enabled():
-            return hard
-        soft = torch.sigmoid(z / self.temperature)
-        return hard + (soft - soft.detach())                     # value exactly hard; slope sigma'
+            return (z > 0).to(z.dtype)
+        return straight_through(z, self.temperature)
 
     def extra_repr(self):
         return f"d_model={self.w.shape[0]}, temperature={self.temperature:g}" + \

@@ -25,6 +25,8 @@ import math
 import torch
 from torch import nn
 
+from .learned_clock import straight_through
+
 __all__ = ["LearnedTokenClock"]
 
 
@@ -152,9 +154,7 @@ class LearnedTokenClock(nn.Module):
             u = torch.rand(rows.shape[0], self.vocab_size, device=z.device, dtype=z.dtype).clamp_(1e-6, 1 - 1e-6)
             e = torch.log(u) - torch.log1p(-u)                                      # (B, V) logistic
             z = z + self.noise * e.gather(1, rows).reshape(z.shape)
-        hard = (z > 0).to(z.dtype)
-        soft = torch.sigmoid(z / self.temperature)
-        return hard + (soft - soft.detach())                     # value exactly hard; slope sigma'
+        return straight_through(z, self.temperature)
 
     def extra_repr(self):
         return f"vocab_size={self.vocab_size}, temperature={self.temperature:g}, gain={self.gain:g}" + \

@@ -115,5 +115,5 @@ def test_one_home_per_formula():
     for pkg in ("nn", "verification", "experiments"):             # no restated exp(a dt) / sigmoid(r) maps
         for f in _files(pkg):
             text = f.read_text()
-            gate = f.name in ("selective.py", "learned_clock.py", "learned_token_clock.py")   # clock gates' logistic
+            gate = f.name in ("selective.py", "learned_clock.py")  # the clock gates' own logistic, not p's map
             assert "(1 - p) * abar" not in text and ("torch.sigmoid(" not in text or gate), f
