@@ -16,7 +16,8 @@ take the specification, reports ask it.
   suffix ``-clock``), ``"learned"`` (a soft gate per layer; suffix ``-gate``) or ``"binary"`` (a gate per
   layer that ticks or pauses, trained with a time cost: :class:`nn.learned_clock.TimeCost`; suffix
   ``-tick``) or ``"token"`` (one learned clock per token id, shared by the layers: :class:`nn.LearnedTokenClock`,
-  trained with the same time cost; suffix ``-idclock``), for DS4D and S4D;
+  trained with the same time cost; suffix ``-idclock``) or ``"flip"`` (one decision per token id learned by flip
+  tests with its own time cost: :class:`nn.FlipTokenClock`; suffix ``-flipclock``), for DS4D and S4D;
 * ``options``: further layer keyword arguments, as sorted ``(name, value)`` pairs (not in the label:
   an experiment that varies them names its variants itself, e.g. :data:`experiments.s4_recipe.ARMS`).
 """
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 
 LAYERS = ("ds4d", "s4d")                              # the project's layers (ddesys.nn)
 BASELINES = ("lstm", "mamba", "gpt2", "llama")        # built by the experiments that compare against them
-CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick", "token": "idclock"}   # clock -> its label suffix
+CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick", "token": "idclock",
+          "flip": "flipclock"}                                                     # clock -> its label suffix
 TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a learned clock's training prior (nn.TimeCost)
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
@@ -119,7 +121,7 @@ class ModelSpec:
     @property
     def counts_ticks(self):
         """Whether the layers' delays count ticks of a clock that pauses (given, binary or per id), not steps."""
-        return self.clock in ("given", "binary", "token")
+        return self.clock in ("given", "binary", "token", "flip")
 
     @property
     def time_cost(self):
@@ -135,14 +137,16 @@ class ModelSpec:
             raise ValueError(f"{self.label} is not built by nn.SequenceModel")
         if self.clock is not None:                 # a configured part given for a learned clock wins
             clock = {"given": lambda: dnn.TokenClock(tuple(pad)),
-                     "token": lambda: dnn.LearnedTokenClock(d_input)}.get(self.clock, lambda: self.clock)
+                     "token": lambda: dnn.LearnedTokenClock(d_input),
+                     "flip": lambda: dnn.FlipTokenClock(d_input)}.get(self.clock, lambda: self.clock)
             if "clock" not in model_kw:
                 model_kw["clock"] = clock()
         return dnn.SequenceModel(d_input, d_output, layer=self.layer, layer_kw=self.layer_kw(**layer_kw), **model_kw)
 
 
 FAMILIES = ("ds4d", "ds4d-tap", "s4d", "lstm", "mamba", "gpt2", "llama", "ds4d-clock", "s4d-clock", "ds4d-gate",
-            "s4d-gate", "ds4d-tick", "s4d-tick", "ds4d-idclock", "s4d-idclock")   # every label an experiment runs today
+            "s4d-gate", "ds4d-tick", "s4d-tick", "ds4d-idclock", "s4d-idclock",
+            "ds4d-flipclock", "s4d-flipclock")                              # every label an experiment runs today
 
 
 def model_of(config):

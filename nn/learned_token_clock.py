@@ -27,10 +27,68 @@ from torch import nn
 
 from .learned_clock import straight_through
 
-__all__ = ["LearnedTokenClock"]
+__all__ = ["LearnedTokenClock", "TokenLogits"]
 
 
-class LearnedTokenClock(nn.Module):
+class TokenLogits(nn.Module):
+    """One learned logit per token id, ``z = gain * u``: the parameter of a clock learned per id
+    (:class:`LearnedTokenClock`, :class:`nn.FlipTokenClock`), which decides from it how the id ticks.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Ids ``0 .. vocab_size - 1``.
+    z0 : float
+        Every id's logit at the start.
+    gain : float
+        ``z = gain * u`` for the parameter ``u`` ``(vocab_size,)``: an optimizer that moves each parameter
+        by about its learning rate per step (Adam) moves a logit by ``gain`` times it.
+    """
+
+    def __init__(self, vocab_size, z0, gain):
+        super().__init__()
+        if isinstance(vocab_size, bool) or not (isinstance(vocab_size, int) and vocab_size > 0):
+            raise ValueError(f"vocab_size must be a whole number > 0, got {vocab_size!r}")
+        if not gain > 0:
+            raise ValueError(f"gain must be positive, got {gain!r}")
+        self.gain = float(gain)
+        self.u = nn.Parameter(torch.full((vocab_size,), float(z0) / self.gain))      # (V,)
+
+    @property
+    def vocab_size(self):
+        return self.u.shape[0]
+
+    def logits(self, tokens=None):
+        """The clock's logits ``z = gain * u``: per id, or at ``tokens``.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer, optional
+
+        Returns
+        -------
+        Tensor ``(V,)``, or the shape of ``tokens``
+            Above 0: the id leans towards ticking (each clock says how it decides).
+
+        Raises
+        ------
+        TypeError
+            ``tokens`` that are not integer ids.
+        ValueError
+            Ids outside ``[0, vocab_size)``.
+        """
+        z = self.gain * self.u
+        if tokens is None:
+            return z
+        if not torch.is_tensor(tokens) or tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise TypeError(f"{type(self).__name__} needs integer token ids (a model with embedding=True)")
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
+            raise ValueError(f"{type(self).__name__}: token ids must lie in [0, {self.vocab_size}), got "
+                             f"{int(tokens.min())} .. {int(tokens.max())}")
+        return z[tokens]
+
+
+class LearnedTokenClock(TokenLogits):
     """``tick_t = [z[id_t] > 0]``, one learned logit per token id, shared by every clocked layer; pass it as
     a model's clock (``SequenceModel(..., clock=LearnedTokenClock(vocab_size))``) and train it with
     :class:`nn.TimeCost`.
@@ -65,51 +123,14 @@ class LearnedTokenClock(nn.Module):
     learned_clock = True
 
     def __init__(self, vocab_size, init=0.9, temperature=1.0, gain=16.0, noise=0.0):
-        super().__init__()
-        if isinstance(vocab_size, bool) or not (isinstance(vocab_size, int) and vocab_size > 0):
-            raise ValueError(f"vocab_size must be a whole number > 0, got {vocab_size!r}")
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
-        if not (temperature > 0 and gain > 0):
-            raise ValueError(f"temperature and gain must be positive, got {temperature!r}, {gain!r}")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, got {temperature!r}")
         if not noise >= 0:
             raise ValueError(f"noise must be >= 0, got {noise!r}")
-        self.temperature, self.gain, self.noise = float(temperature), float(gain), float(noise)
-        z0 = math.log(init / (1.0 - init)) * self.temperature
-        self.u = nn.Parameter(torch.full((vocab_size,), z0 / self.gain))      # (V,)
-
-    @property
-    def vocab_size(self):
-        return self.u.shape[0]
-
-    def logits(self, tokens=None):
-        """The clock's logits ``z = gain * u``: per id, or at ``tokens``.
-
-        Parameters
-        ----------
-        tokens : Tensor ``(B, L)`` or ``(B,)``, integer, optional
-
-        Returns
-        -------
-        Tensor ``(V,)``, or the shape of ``tokens``
-            It ticks where the logit is above 0.
-
-        Raises
-        ------
-        TypeError
-            ``tokens`` that are not integer ids.
-        ValueError
-            Ids outside ``[0, vocab_size)``.
-        """
-        z = self.gain * self.u
-        if tokens is None:
-            return z
-        if not torch.is_tensor(tokens) or tokens.is_floating_point() or tokens.dtype == torch.bool:
-            raise TypeError("LearnedTokenClock needs integer token ids (a model with embedding=True)")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            raise ValueError(f"LearnedTokenClock: token ids must lie in [0, {self.vocab_size}), got "
-                             f"{int(tokens.min())} .. {int(tokens.max())}")
-        return z[tokens]
+        super().__init__(vocab_size, math.log(init / (1.0 - init)) * temperature, gain)
+        self.temperature, self.noise = float(temperature), float(noise)
 
     def pauses(self):
         """The ids at which the clock stands still now (logit <= 0).

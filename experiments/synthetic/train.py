@@ -240,7 +240,7 @@ def clock_stats(model, tokens, pads=(0,)):
     (``-idclock``) its ticks, one entry per layer (every layer runs in them); ``[]`` for other models."""
     pad = torch.isin(tokens, torch.as_tensor(pads, device=tokens.device))
     shared = getattr(model, "clock", None)
-    if getattr(shared, "learned_clock", False):
+    if callable(getattr(shared, "pauses", None)):                # learned per token id (-idclock, -flipclock)
         c = shared.ticks(tokens).double()                                            # (B, L)
         return [{"pad": float(c[pad].mean()), "tokens": float(c[~pad].mean())} for _ in model.blocks]
     blocks = [b for b in getattr(model, "blocks", ()) if getattr(b.layer, "gate", None) is not None]
@@ -260,9 +260,19 @@ def _loss_sum(logits, labels):
                            reduction="sum")
 
 
-def loss_with(cost, now):
+def loss_with(cost, now, flip=None):
     """The summed loss, plus a binary clock's time cost (``cost``: :class:`nn.learned_clock.TimeCost` or
-    ``None``) per supervised token at the step ``now()``."""
+    ``None``) per supervised token at the step ``now()``; or plus a :class:`nn.FlipTokenClock`'s loss,
+    ``flip = (model, clock, tokens)`` with ``tokens()`` the step's batch (one process: the slice is the
+    batch)."""
+    if flip is not None:
+        model, clock, tokens = flip
+
+        def flip_sum(logits, labels):
+            n = int((labels != IGNORE).sum())
+            x = tokens()
+            return _loss_sum(logits, labels) + n * clock.loss(x, lambda: _loss_sum(model(x), labels) / max(n, 1))
+        return flip_sum
     if cost is None:
         return _loss_sum
 
@@ -323,13 +333,20 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     keep = {"best_state": None, "now": 0}
     cost = TimeCost(model, **cfg.time_cost) if cfg.time_cost else None      # a binary clock's prior
     clocked = bool(clock_stats(model, vt[:1]))
-    loss_sum = loss_with(cost, lambda: keep["now"])
+    flip = None
+    if cfg.model.clock == "flip":                                 # its flip tests run on the step's batch
+        if ctx.world > 1:
+            raise ValueError(f"{cfg.model.label} trains its clock in one process (its flip tests draw ids per "
+                             "process); run it without torchrun")
+        flip = (model, model.clock, lambda: torch.from_numpy(keep["x"]).to(dev))
+    loss_sum = loss_with(cost, lambda: keep["now"], flip)
 
     def batch(step):
         keep["now"] = step
         if gate_group is not None:                                # the gates settle after the cost's phase
             gate_group["lr"] = cfg.lr if step <= cfg.time_cost.get("start", 0) + cfg.time_cost["steps"] else cfg.gate_lr
         x, y, _ = task.sample(cfg.batch, np.random.default_rng([cfg.seed, step]))
+        keep["x"] = x
         return x, y, int((y != IGNORE).sum())
 
     def evaluate_at(step, loss):
@@ -341,7 +358,13 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             st["curve"][-1]["test_acc"] = accuracy(model, test[0], test[1])
         if clocked:                                    # the learned clocks at every evaluation (a gate flip)
             st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE], task.pad_ids)
-            if task.pads > 1 or task.noise:            # each padding id's pushes (.diagnosis)
+            if flip is not None:                       # each padding id's logit, the lowest data logit
+                z = model.clock.logits().tolist()
+                st["curve"][-1]["flip"] = {"pad_logits": [round(z[i], 3) for i in task.pad_ids],
+                                           "data_logit": round(min(v for i, v in enumerate(z)
+                                                                   if i not in task.pad_ids), 3),
+                                           "pauses": model.clock.pauses()}
+            elif task.pads > 1 or task.noise:          # each padding id's pushes (.diagnosis)
                 st["curve"][-1]["pads"] = pad_pushes(model, vt[:CLOCK_PROBE], vl[:CLOCK_PROBE], task.pad_ids,
                                                      cost.weight_at(step) if cost is not None else 0.0)
         if det["acc"] > st["best_acc"]:

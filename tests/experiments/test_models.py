@@ -358,3 +358,42 @@ def test_clock_learned_per_id_takes_its_cost_gain_and_noise(capsys):
         with pytest.raises(SystemExit):
             cli._parse(bad)
         assert msg in capsys.readouterr().err
+
+
+def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
+    """``-flipclock`` models carry a ``nn.FlipTokenClock`` (no time cost of ``nn.TimeCost``: the clock has its
+    own); a run trains it on the step's batch (its decisions move, the evaluations record each padding
+    id's logit; the logged loss stays the task's) and refuses the ``-idclock`` options."""
+    import torch
+
+    from ddesys import nn as dnn
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    spec = ModelSpec.from_label("s4d-flipclock")
+    assert spec.clock == "flip" and not spec.time_cost and spec.counts_ticks
+    m = spec.sequence_model(16, 16, {"d_state": 4}, d_model=8, n_layers=1, embedding=True)
+    assert isinstance(m.clock, dnn.FlipTokenClock) and m.clock.vocab_size == 16
+    task = preset("copy", "variable", "smoke")
+    cfg = RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=4, batch=2, eval_every=2, val_size=4)
+    assert cfg.time_cost is None
+    seen = []
+    orig = dnn.FlipTokenClock.loss
+
+    def spy(self, tokens, loss_of):
+        seen.append(tokens.shape)
+        return orig(self, tokens, loss_of)
+    torch.manual_seed(0)
+    dnn.FlipTokenClock.loss = spy
+    try:
+        out = train_run(cfg)
+    finally:
+        dnn.FlipTokenClock.loss = orig
+    assert seen == [(2, task.length)] * 4                              # one flip test per step, on its batch
+    pt = out["curve"][-1]
+    assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses"} and len(pt["flip"]["pad_logits"]) == task.pads
+    assert pt["loss"] < 10                                             # the logged loss is the task's
+    for bad in (["--models", "s4d-flipclock", "--clock-gain", "32"], ["--models", "s4d-flipclock", "--time-cost",
+                                                                      "0.3", "100", "0.03"]):
+        with pytest.raises(SystemExit):
+            cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)

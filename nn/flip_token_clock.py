@@ -1,0 +1,201 @@
+"""A clock per token id learned from flip tests: the loss with an id paused against the loss with it ticking.
+
+:class:`nn.LearnedTokenClock` trains its per-id logits by the straight-through derivative of the loss at
+the binary clock. At a paused padding id that derivative is not the discrete preference: measured on
+variable-delay copy with padding from several ids, the model already copying under the paused padding, the
+derivative pushed the padding back to ticking (docs/experiments/clock-ids-cpu/notes.md), and the logits sat
+at the threshold. :class:`FlipTokenClock` asks the discrete question directly. Each training step draws one
+id ``v`` of the batch, runs the model twice without gradients, with ``v``'s decision as it is and flipped,
+and moves ``v``'s logit by the difference of the two losses per supervised token (a "flip test"): towards
+ticking where the flipped decision would lose less when paused, or more when ticking. A time cost on the
+soft clock ``sigma(z)`` at the batch's tokens pushes every present id towards a pause meanwhile, so an id
+the task does not read drifts down, and a flip test holds up the ids the task reads.
+
+Three parts make it work (each was needed in the runs of clock-ids-cpu): the decisions are a state with
+hysteresis (a ticking id pauses once its logit falls below ``-hysteresis``, a paused id ticks again above
+``+hysteresis``), so the layers train under one clock at a time rather than one that flips every step;
+half of the flip tests draw among the paused ids present (when there are any), so a wrongly paused id is
+tested often; and in training each row of the batch ticks each paused id with probability ``explore``,
+so the layers see paused ids written and a flip test can find an id the task reads even after it paused.
+
+The system is the given clock's (:class:`nn.TokenClock` with the current decisions): exact between ticks,
+LTI in ticks, O(1) decoding per token, a parallel training path equal to the recurrence; nothing is told
+which ids are fillers. Cost: two forward passes without gradients per training step.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .learned_token_clock import TokenLogits
+
+__all__ = ["FlipTokenClock"]
+
+
+class FlipTokenClock(TokenLogits):
+    """``tick_t = decision[id_t]``, one decision per token id, learned by flip tests; pass it as a model's
+    clock (``SequenceModel(..., clock=FlipTokenClock(vocab_size))``) and add :meth:`loss` to the task loss
+    at every training step.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Ids ``0 .. vocab_size - 1`` (the model's ``d_input`` with ``embedding=True``).
+    init : float, default 0.9
+        ``sigma(z)`` at the start for every id (``z > hysteresis``: every id ticks).
+    gain : float, default 16.0
+        ``z = gain * u`` for the parameter ``u`` ``(vocab_size,)`` (:class:`nn.learned_token_clock.TokenLogits`).
+    hysteresis : float, default 1.0
+        A ticking id pauses once ``z < -hysteresis``; a paused id ticks again once ``z > hysteresis``
+        (``0``: the sign of ``z``).
+    strength : float, default 10.0
+        The flip test's weight: the clock loss holds ``-strength * d * z[v]`` for the tested id ``v``,
+        ``d`` the loss per supervised token with ``v`` paused minus with it ticking.
+    cost : float, default 0.3
+        The time cost's weight: ``cost`` times the mean of ``sigma(z)`` over the batch's tokens, in units of
+        the per-token loss.
+    explore : float, default 0.2
+        In training (``module.training`` under autograd), the probability that a row ticks at a paused
+        id (drawn once per row and id from the global RNG, as dropout). Validation, inference, decoding
+        and the flip tests' own passes never explore.
+
+    Notes
+    -----
+    Shapes: ``tokens (B, L)`` or ``(B,)`` int -> bool, the same shape (a given clock's output). The
+    decisions are a buffer ``ticking`` ``(vocab_size,)`` bool, saved in the state dict: a loaded model ticks
+    as it was trained. Use::
+
+        logits = model(x)                                  # exploring paused ids in training
+        loss = task_loss(logits, y)                        # mean per supervised token
+        loss = loss + clock.loss(x, lambda: task_loss(model(x), y))
+        loss.backward(); opt.step()
+
+    ``loss`` updates the decisions from the logits at its end (the step after an optimizer step sees them).
+    """
+
+    def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, explore=0.2):
+        if not 0.0 < init < 1.0:
+            raise ValueError(f"init must lie in (0, 1), got {init!r}")
+        for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if not (isinstance(explore, (int, float)) and 0.0 <= explore < 1.0):
+            raise ValueError(f"explore must lie in [0, 1), got {explore!r}")
+        z0 = math.log(init / (1.0 - init))
+        if not z0 > hysteresis:
+            raise ValueError(f"init must start every id ticking: logit(init) = {z0:.3g} must exceed hysteresis "
+                             f"= {hysteresis!r}")
+        super().__init__(vocab_size, z0, gain)
+        self.hysteresis, self.strength, self.cost = float(hysteresis), float(strength), float(cost)
+        self.explore = float(explore)
+        self.register_buffer("ticking", torch.ones(vocab_size, dtype=torch.bool))           # (V,)
+        self._decisions = None               # the decisions of a flip test's pass, while it runs
+        self.last_test = None
+
+    def pauses(self):
+        """The ids at which the clock stands still now.
+
+        Returns
+        -------
+        list of int
+        """
+        return torch.nonzero(~self.ticking).flatten().tolist()
+
+    def ticks(self, tokens):
+        """The clock's decisions at ``tokens``, never exploring.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+
+        Returns
+        -------
+        Tensor, bool, the shape of ``tokens``
+        """
+        self.logits(tokens)                                                         # the ids' checks
+        return self.ticking[tokens]
+
+    def forward(self, tokens):
+        """The clock at ``tokens``: its decisions, and in training under autograd paused ids ticking in a
+        row with probability ``explore``.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+
+        Returns
+        -------
+        Tensor, bool, the shape of ``tokens``
+        """
+        dec = self.ticking if self._decisions is None else self._decisions
+        self.logits(tokens)                                                         # the ids' checks
+        out = dec[tokens]
+        if (self.explore and self.training and torch.is_grad_enabled() and self._decisions is None
+                and tokens.dim() == 2):
+            draw = torch.rand(tokens.shape[0], self.vocab_size, device=tokens.device) < self.explore  # (B, V)
+            out = out | (draw & ~dec).gather(1, tokens)
+        return out
+
+    def _choose(self, tokens):
+        """The id to test: half of the time one of the paused ids present (when any), else any id present."""
+        present = torch.unique(tokens)
+        paused = present[~self.ticking[present]]
+        pool = paused if len(paused) and float(torch.rand(())) < 0.5 else present
+        return int(pool[int(torch.randint(len(pool), ()))])
+
+    def settle(self):
+        """Update the decisions from the logits, with hysteresis (:meth:`loss` calls it at its end)."""
+        with torch.no_grad():
+            z = self.logits()
+            self.ticking.copy_(torch.where(self.ticking, z >= -self.hysteresis, z > self.hysteresis))
+
+    def loss(self, tokens, loss_of):
+        """The clock's loss for one training step: a flip test of one id of ``tokens`` and the time cost.
+
+        Parameters
+        ----------
+        tokens : Tensor ``(B, L)``, integer
+            The batch the model was trained on at this step.
+        loss_of : callable ``() -> Tensor``
+            The task loss of the batch under the clock as it is now (a scalar: the mean per supervised
+            token, the unit of ``cost`` and of the preference); called twice, without gradients (with the
+            tested id's decision as it is and flipped) under the same RNG state (the same dropout masks);
+            the global RNG is left as it was.
+
+        Returns
+        -------
+        Tensor, scalar
+            Zero, with the gradient of ``-strength * d * z[v] + cost * mean(sigma(z[tokens]))`` for ``u``
+            only (its value is 0 so that a logged loss stays the task's); ``d``: the loss with ``v`` paused
+            minus the loss with ``v`` ticking (``> 0``: ticking is better).
+            :attr:`last_test` holds ``{"id": v, "d": d}``. The decisions are then updated (:meth:`settle`).
+        """
+        if not torch.is_tensor(tokens) or tokens.dim() != 2:
+            raise ValueError("FlipTokenClock.loss needs the batch's token ids, a (B, L) integer tensor")
+        self.logits(tokens)                                                         # the ids' checks
+        v = self._choose(tokens)
+        flipped = self.ticking.clone()
+        flipped[v] = ~flipped[v]
+        devices = [tokens.device] if tokens.device.type == "cuda" else []
+        losses = []
+        with torch.no_grad():
+            for dec in (self.ticking.clone(), flipped):
+                with torch.random.fork_rng(devices=devices):
+                    self._decisions = dec
+                    try:
+                        losses.append(float(loss_of()))
+                    finally:
+                        self._decisions = None
+        d = losses[1] - losses[0] if bool(self.ticking[v]) else losses[0] - losses[1]
+        if not math.isfinite(d):
+            raise FloatingPointError(f"FlipTokenClock: the flip test of id {v} gave a non-finite loss")
+        self.last_test = {"id": v, "d": d}
+        z = self.logits()
+        out = -self.strength * d * z[v] + self.cost * torch.sigmoid(z[tokens]).mean()
+        self.settle()
+        return out - out.detach()                   # gradients only: a logged loss stays the task's
+
+    def extra_repr(self):
+        return (f"vocab_size={self.vocab_size}, gain={self.gain:g}, hysteresis={self.hysteresis:g}, "
+                f"strength={self.strength:g}, cost={self.cost:g}, explore={self.explore:g}")

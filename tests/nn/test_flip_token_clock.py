@@ -1,0 +1,209 @@
+"""A clock per token id learned from flip tests (nn.FlipTokenClock), against oracles written outside it:
+
+* every path of a model run in its decisions equals the clocked recurrence in ticks (a brute-force loop)
+  in float64, and the same model under a given clock told the ids it pauses at (training, no gradients,
+  decoding, prefill + decoding);
+* a flip test's preference is the difference of two losses computed by the same weights under two given
+  clocks (``TokenClock`` told the ids, with the tested id paused and ticking); its gradient for ``u`` is
+  ``-strength * d * gain`` at the tested id plus the time cost's derivative, written out by hand;
+* the decisions follow the logits with hysteresis; exploration happens in training only, only at paused
+  ids, once per row and id, never inside a flip test's passes; the decisions travel in the state dict.
+"""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ddesys import nn as dnn
+
+from clock_helpers import tick_loop
+
+F64 = torch.float64
+V, H, L, LMAX = 7, 3, 16, 12
+PAUSE = (0, 3, 5)
+
+
+def _model(layer="ds4d", seed=0, **kw):
+    clock = dnn.FlipTokenClock(V, gain=4.0, **kw)
+    lk = {"d_state": 4, "seed": seed} | ({"l_max": LMAX} if layer == "ds4d" else {})
+    m = dnn.SequenceModel(V, V, d_model=H, n_layers=2, layer=layer, embedding=True, clock=clock,
+                          layer_kw=lk).double()
+    with torch.no_grad():
+        clock.ticking.copy_(torch.tensor([v not in PAUSE for v in range(V)]))
+        if layer == "ds4d":
+            for blk in m.blocks:
+                blk.layer.inner.nu_tau.add_(0.3)
+    return m
+
+
+def _tokens(seed=0, b=3):
+    return torch.randint(0, V, (b, L), generator=torch.Generator().manual_seed(seed))
+
+
+def _err(a, b):
+    return float((torch.as_tensor(a) - torch.as_tensor(b)).detach().abs().max())
+
+
+def _told(m, pause):
+    """The same weights under a given clock told ``pause``."""
+    t = copy.deepcopy(m)
+    t.clock = dnn.TokenClock(sorted(pause)) if pause else None
+    if not pause:                                                   # every id ticks: a clock that never pauses
+        t.clock = dnn.TokenClock([V + 1])
+    return t
+
+
+@pytest.mark.parametrize("layer", ["ds4d", "s4d"])
+def test_every_path_is_the_clocked_recurrence(layer):
+    m = _model(layer, explore=0.0)
+    x = _tokens()
+    ticks = ~torch.isin(x, torch.tensor(PAUSE))
+    assert m.clock.pauses() == list(PAUSE) and torch.equal(m.clock.ticks(x), ticks)
+    h = m.encoder(x)
+    for blk in m.blocks:                                            # each layer: the loop in the ids' ticks
+        z = blk.norm(h)
+        assert _err(blk.layer(z, ticks=m.clock(x)), tick_loop(blk.layer.inner, z, ticks)) < 1e-10
+        h = blk(h, ticks=ticks)
+    y = m(x)
+    assert y.requires_grad
+    with torch.no_grad():
+        assert _err(_told(m, PAUSE)(x), y) < 1e-10
+        assert _err(m(x), y) < 1e-10
+        cache = m.allocate_inference_cache(3, L, dtype=F64)
+        assert _err(torch.stack([m.step(x[:, t], cache) for t in range(L)], 1), y) < 1e-10
+        cache = m.allocate_inference_cache(3, L, dtype=F64)
+        yp = torch.cat([m.prefill(x[:, :6], cache)] + [m.step(x[:, t], cache)[:, None] for t in range(6, L)], 1)
+        assert _err(yp, y) < 1e-10
+
+
+def _task_loss(m, x, y):
+    return F.cross_entropy(m(x).reshape(-1, V), y.reshape(-1))
+
+
+@pytest.mark.parametrize("v, ticking", [(3, False), (2, True)])
+def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatch):
+    m = _model("ds4d", strength=7.0, cost=0.4)
+    with torch.no_grad():
+        m.clock.u.copy_(torch.linspace(-0.3, 0.3, V, dtype=F64))    # logits within the hysteresis: no change
+    x, y = _tokens(1), _tokens(2)
+    monkeypatch.setattr(m.clock, "_choose", lambda tokens: v)
+    assert bool(m.clock.ticking[v]) == ticking
+    out = m.clock.loss(x, lambda: _task_loss(m, x, y))
+    paused_set, ticking_set = set(PAUSE) | {v}, set(PAUSE) - {v}
+    with torch.no_grad():
+        d = float(_task_loss(_told(m, paused_set), x, y) - _task_loss(_told(m, ticking_set), x, y))
+    assert m.clock.last_test["id"] == v and abs(m.clock.last_test["d"] - d) < 1e-12
+    assert abs(d) > 1e-4                                            # not a vacuous check
+    m.zero_grad()
+    out.backward()
+    zc = m.clock.logits().detach()
+    s = torch.sigmoid(zc)
+    counts = torch.bincount(x.flatten(), minlength=V).double()
+    want = 0.4 * counts / x.numel() * s * (1 - s) * m.clock.gain   # the time cost, d mean sigma(z[x]) / du
+    want[v] += -7.0 * d * m.clock.gain                              # the flip test
+    assert _err(m.clock.u.grad, want) < 1e-12
+    assert [p.grad for n, p in m.named_parameters() if n != "clock.u"] == [None] * (len(list(m.parameters())) - 1)
+    assert m.clock.pauses() == list(PAUSE)                          # inside the hysteresis: unchanged
+
+
+def test_the_decisions_follow_the_logits_with_hysteresis():
+    clock = dnn.FlipTokenClock(4, gain=1.0, hysteresis=1.0)
+    assert clock.pauses() == []
+    with torch.no_grad():
+        clock.u.copy_(torch.tensor([-0.5, -1.5, 0.5, 3.0]))
+    clock.settle()
+    assert clock.pauses() == [1]                                    # -0.5 stays ticking; below -1 pauses
+    with torch.no_grad():
+        clock.u.copy_(torch.tensor([-0.5, 0.5, 0.5, 3.0]))
+    clock.settle()
+    assert clock.pauses() == [1]                                    # a paused id at +0.5 stays paused
+    with torch.no_grad():
+        clock.u[1] = 1.5
+    clock.settle()
+    assert clock.pauses() == []                                     # above +1 it ticks again
+    sd = copy.deepcopy(clock.state_dict())
+    with torch.no_grad():
+        clock.u.fill_(-3.0)
+    clock.settle()
+    fresh = dnn.FlipTokenClock(4, gain=1.0)
+    fresh.load_state_dict(clock.state_dict())
+    assert fresh.pauses() == [0, 1, 2, 3]                           # the decisions travel with the weights
+    fresh.load_state_dict(sd)
+    assert fresh.pauses() == []
+
+
+def test_exploration_is_training_only_at_paused_ids_once_per_row():
+    clock = dnn.FlipTokenClock(V, explore=0.3)
+    clock.ticking.copy_(torch.tensor([v not in PAUSE for v in range(V)]))
+    x = torch.randint(0, V, (400, 30), generator=torch.Generator().manual_seed(5))
+    paused = torch.isin(x, torch.tensor(PAUSE))
+    torch.manual_seed(0)
+    c = clock(x)                                                    # training, under autograd
+    assert c.dtype == torch.bool and c[~paused].all()               # a ticking id never pauses
+    for b in range(0, 400, 37):                                     # one decision per row and id
+        for v in PAUSE:
+            assert len(c[b][x[b] == v].unique()) <= 1
+    frac = float(c[paused].double().mean())
+    assert 0.22 < frac < 0.38                                       # about explore
+    with torch.no_grad():
+        assert torch.equal(clock(x), ~paused)                       # no gradients: the decisions
+    clock.eval()
+    assert torch.equal(clock(x), ~paused)                           # eval: the decisions
+    clock.train()
+    seen = []
+    state = torch.get_rng_state()
+    clock.loss(x[:4], lambda: seen.append(clock(x)) or torch.tensor(1.0))
+    assert len(seen) == 2 and torch.equal(seen[0], ~paused)         # the passes: the decisions, never exploring,
+    assert torch.equal(seen[1] ^ seen[0], x == clock.last_test["id"])   # then with one id flipped
+    assert not torch.equal(torch.get_rng_state(), state)            # the id is drawn from the global RNG ...
+
+
+def test_the_flip_passes_share_their_rng_and_leave_it():
+    clock = dnn.FlipTokenClock(V)
+    x = _tokens(6)
+    draws = []
+    torch.manual_seed(3)
+    clock.loss(x, lambda: draws.append(torch.rand(4)) or torch.tensor(0.0))
+    assert torch.equal(draws[0], draws[1])                          # the same dropout masks in both passes
+    torch.manual_seed(3)
+    clock._choose(x)
+    after_choose = torch.rand(1)
+    torch.manual_seed(3)
+    clock.loss(x, lambda: torch.rand(100).sum())
+    assert torch.equal(torch.rand(1), after_choose)                 # ... and the passes leave it as it was
+
+
+def test_half_the_tests_draw_among_the_paused_ids_present():
+    clock = dnn.FlipTokenClock(V)
+    clock.ticking.copy_(torch.tensor([v not in PAUSE for v in range(V)]))
+    x = torch.tensor([[0, 1, 2, 4, 6, 1, 2, 4]])                    # paused id 0 present; 3 and 5 absent
+    torch.manual_seed(1)
+    got = [clock._choose(x) for _ in range(2000)]
+    assert set(got) <= {0, 1, 2, 4, 6}
+    share = got.count(0) / len(got)
+    assert abs(share - (0.5 + 0.5 / 5)) < 0.04                       # half the draws, plus its share of the rest
+
+
+def test_bad_arguments_are_refused_by_name():
+    for kw, msg in (({"hysteresis": -1.0}, "hysteresis"), ({"strength": float("nan")}, "strength"),
+                    ({"cost": -0.1}, "cost"), ({"explore": 1.0}, "explore"), ({"init": 1.0}, "init"),
+                    ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain")):
+        with pytest.raises(ValueError, match=msg):
+            dnn.FlipTokenClock(5, **kw)
+    with pytest.raises(ValueError, match="vocab_size"):
+        dnn.FlipTokenClock(0)
+    clock = dnn.FlipTokenClock(5)
+    with pytest.raises(TypeError, match="FlipTokenClock needs integer token ids"):
+        clock(torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"\[0, 5\)"):
+        clock(torch.tensor([[0, 5]]))
+    with pytest.raises(ValueError, match=r"\(B, L\)"):
+        clock.loss(torch.tensor([0, 1]), lambda: torch.tensor(0.0))
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        clock.loss(torch.tensor([[0, 1]]), lambda: torch.tensor(float("nan")))
+    m = _model("s4d")
+    with pytest.raises(ValueError, match="no learned clock"):      # it is not trained by a TimeCost
+        dnn.TimeCost(m)
