@@ -72,6 +72,8 @@ class FlipTokenClock(TokenLogits):
         loss.backward(); opt.step()
 
     ``loss`` updates the decisions from the logits at its end (the step after an optimizer step sees them).
+    Under data parallelism every process must test the same id on the same loss (the same global RNG
+    state, a ``loss_of`` reduced over the processes), or the processes' decisions drift apart.
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, explore=0.2):
