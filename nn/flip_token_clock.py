@@ -1,22 +1,24 @@
-"""A clock per token id learned from flip tests: the loss with an id paused against the loss with it ticking.
+"""A clock per token id learned from flip tests: the objective with an id paused against it ticking.
 
 :class:`nn.LearnedTokenClock` trains its per-id logits by the straight-through derivative of the loss at
 the binary clock. At a paused padding id that derivative is not the discrete preference: measured on
 variable-delay copy with padding from several ids, the model already copying under the paused padding, the
-derivative pushed the padding back to ticking (docs/experiments/clock-ids-cpu/notes.md), and the logits sat
-at the threshold. :class:`FlipTokenClock` asks the discrete question directly. Each training step draws one
-id ``v`` of the batch, runs the model twice without gradients, with ``v``'s decision as it is and flipped,
-and moves ``v``'s logit by the difference of the two losses per supervised token (a "flip test"): towards
-ticking where the flipped decision would lose less when paused, or more when ticking. A time cost on the
-soft clock ``sigma(z)`` at the batch's tokens pushes every present id towards a pause meanwhile, so an id
-the task does not read drifts down, and a flip test holds up the ids the task reads.
+derivative pushed the padding back to ticking (docs/experiments/clock-pads-select/notes.md), and the logits
+sat at the threshold. :class:`FlipTokenClock` asks the discrete question directly. Each training step draws
+one id ``v`` of the batch, runs the model twice without gradients, with ``v``'s decision as it is and
+flipped, and compares the objective, the task loss per supervised token plus a time cost per tick, under
+the two (a "flip test"): ``delta = d - cost * f_v``, ``d`` the loss with ``v`` paused minus with it ticking,
+``f_v`` the share of the batch's tokens that are ``v`` (the ticks a pause saves). ``v``'s logit moves by
+``delta``: an id pauses unless its ticks lower the loss by more than they cost.
 
-Three parts make it work (each was needed in the runs of clock-ids-cpu): the decisions are a state with
-hysteresis (a ticking id pauses once its logit falls below ``-hysteresis``, a paused id ticks again above
-``+hysteresis``), so the layers train under one clock at a time rather than one that flips every step;
-half of the flip tests draw among the paused ids present (when there are any), so a wrongly paused id is
-tested often; and in training each row of the batch ticks each paused id with probability ``explore``,
-so the layers see paused ids written and a flip test can find an id the task reads even after it paused.
+The parts around the test (each was needed in the runs of clock-pads-select and clock-flip-first): the
+decisions are a state with hysteresis (a ticking id pauses once its logit falls below ``-hysteresis``, a
+paused id ticks again above ``+hysteresis``), so the layers train under one clock at a time rather than one
+that flips every step; the tested id is the id at a random position of the batch (a frequent id, such as
+the padding, is tested as often as it occurs), or half of the time one of the paused ids present, so a
+wrongly paused id is tested often; and in training each row of the batch ticks each paused id with
+probability ``explore``, so the layers see paused ids written and a flip test can find an id the task reads
+even after it paused.
 
 The system is the given clock's (:class:`nn.TokenClock` with the current decisions): exact between ticks,
 LTI in ticks, O(1) decoding per token, a parallel training path equal to the recurrence; nothing is told
@@ -50,11 +52,15 @@ class FlipTokenClock(TokenLogits):
         A ticking id pauses once ``z < -hysteresis``; a paused id ticks again once ``z > hysteresis``
         (``0``: the sign of ``z``).
     strength : float, default 10.0
-        The flip test's weight: the clock loss holds ``-strength * d * z[v]`` for the tested id ``v``,
-        ``d`` the loss per supervised token with ``v`` paused minus with it ticking.
+        The flip test's weight: the clock loss holds ``-strength * delta * z[v]`` for the tested id ``v``,
+        ``delta = d - cost * f_v``: ``d`` the loss per supervised token with ``v`` paused minus with it
+        ticking, ``f_v`` the fraction of the batch's tokens that are ``v``.
     cost : float, default 0.3
-        The time cost's weight: ``cost`` times the mean of ``sigma(z)`` over the batch's tokens, in units of
-        the per-token loss.
+        The time cost of a tick, in units of the per-token loss, inside the flip test: pausing ``v`` saves
+        ``cost * f_v``, so an id pauses unless its ticks lower the loss by more.
+    soft_cost : float, default 0.0
+        A time cost outside the flip tests: ``soft_cost`` times the mean of ``sigma(z)`` over the batch's
+        tokens, a push towards a pause on every id present at every step (its gradient only).
     explore : float, default 0.2
         In training (``module.training`` under autograd), the probability that a row ticks at a paused
         id (drawn once per row and id from the global RNG, as dropout). Validation, inference, decoding
@@ -76,10 +82,11 @@ class FlipTokenClock(TokenLogits):
     state, a ``loss_of`` reduced over the processes), or the processes' decisions drift apart.
     """
 
-    def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, explore=0.2):
+    def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
+                 explore=0.2):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
-        for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost)):
+        for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if not (isinstance(explore, (int, float)) and 0.0 <= explore < 1.0):
@@ -89,7 +96,8 @@ class FlipTokenClock(TokenLogits):
             raise ValueError(f"init must start every id ticking: logit(init) = {z0:.3g} must exceed hysteresis "
                              f"= {hysteresis!r}")
         super().__init__(vocab_size, z0, gain)
-        self.hysteresis, self.strength, self.cost = float(hysteresis), float(strength), float(cost)
+        self.hysteresis, self.strength = float(hysteresis), float(strength)
+        self.cost, self.soft_cost = float(cost), float(soft_cost)
         self.explore = float(explore)
         self.register_buffer("ticking", torch.ones(vocab_size, dtype=torch.bool))           # (V,)
         self._decisions = None               # the decisions of a flip test's pass, while it runs
@@ -140,11 +148,14 @@ class FlipTokenClock(TokenLogits):
         return out
 
     def _choose(self, tokens):
-        """The id to test: half of the time one of the paused ids present (when any), else any id present."""
-        present = torch.unique(tokens)
+        """The id to test: half of the time one of the paused ids present (when any, uniformly), else the id
+        at a random position of ``tokens`` (ids tested as often as they occur)."""
+        flat = tokens.flatten()
+        present = torch.unique(flat)
         paused = present[~self.ticking[present]]
-        pool = paused if len(paused) and float(torch.rand(())) < 0.5 else present
-        return int(pool[int(torch.randint(len(pool), ()))])
+        if len(paused) and float(torch.rand(())) < 0.5:
+            return int(paused[int(torch.randint(len(paused), ()))])
+        return int(flat[int(torch.randint(len(flat), ()))])
 
     def settle(self):
         """Update the decisions from the logits, with hysteresis (:meth:`loss` calls it at its end)."""
@@ -168,10 +179,11 @@ class FlipTokenClock(TokenLogits):
         Returns
         -------
         Tensor, scalar
-            Zero, with the gradient of ``-strength * d * z[v] + cost * mean(sigma(z[tokens]))`` for ``u``
-            only (its value is 0 so that a logged loss stays the task's); ``d``: the loss with ``v`` paused
-            minus the loss with ``v`` ticking (``> 0``: ticking is better).
-            :attr:`last_test` holds ``{"id": v, "d": d}``. The decisions are then updated (:meth:`settle`).
+            Zero, with the gradient of ``-strength * (d - cost * f_v) * z[v] + soft_cost *
+            mean(sigma(z[tokens]))`` for ``u`` only (its value is 0 so that a logged loss stays the task's);
+            ``d``: the loss with ``v`` paused minus the loss with ``v`` ticking (``> 0``: ticking lowers the
+            loss), ``f_v`` the fraction of ``tokens`` that are ``v``. :attr:`last_test` holds ``{"id": v,
+            "d": d, "delta": d - cost * f_v}``. The decisions are then updated (:meth:`settle`).
         """
         if not torch.is_tensor(tokens) or tokens.dim() != 2:
             raise ValueError("FlipTokenClock.loss needs the batch's token ids, a (B, L) integer tensor")
@@ -192,12 +204,16 @@ class FlipTokenClock(TokenLogits):
         d = losses[1] - losses[0] if bool(self.ticking[v]) else losses[0] - losses[1]
         if not math.isfinite(d):
             raise FloatingPointError(f"FlipTokenClock: the flip test of id {v} gave a non-finite loss")
-        self.last_test = {"id": v, "d": d}
+        delta = d - self.cost * float((tokens == v).double().mean())     # the objective's, with the time cost
+        self.last_test = {"id": v, "d": d, "delta": delta}
         z = self.logits()
-        out = -self.strength * d * z[v] + self.cost * torch.sigmoid(z[tokens]).mean()
+        out = -self.strength * delta * z[v]
+        if self.soft_cost:
+            out = out + self.soft_cost * torch.sigmoid(z[tokens]).mean()
         self.settle()
         return out - out.detach()                   # gradients only: a logged loss stays the task's
 
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, gain={self.gain:g}, hysteresis={self.hysteresis:g}, "
-                f"strength={self.strength:g}, cost={self.cost:g}, explore={self.explore:g}")
+                f"strength={self.strength:g}, cost={self.cost:g}, soft_cost={self.soft_cost:g}, "
+                f"explore={self.explore:g}")

@@ -127,6 +127,10 @@ def _parse(argv):
     ap.add_argument("--clock-noise", type=float, default=None, metavar="NOISE",
                     help="logistic noise on a clock learned per token id, drawn per row and id in training "
                     "(nn.LearnedTokenClock noise=, > 0; default: none; -idclock models)")
+    ap.add_argument("--flip-cost", type=float, nargs=2, default=None, metavar=("COST", "SOFT"),
+                    help="a clock learned by flip tests: the time cost of a tick inside the flip test and a soft "
+                    "cost on every id present (nn.FlipTokenClock cost=, soft_cost=, each >= 0; default: its own; "
+                    "-flipclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -158,6 +162,8 @@ def _parse(argv):
     for flag, v in (("--clock-gain", args.clock_gain), ("--clock-noise", args.clock_noise)):
         if v is not None and not v > 0:
             ap.error(f"{flag} needs a value > 0, got {v:g}")
+    if args.flip_cost is not None and not min(args.flip_cost) >= 0:
+        ap.error(f"--flip-cost needs COST >= 0 and SOFT >= 0, got {args.flip_cost[0]:g} {args.flip_cost[1]:g}")
     specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
     for flag, given, ok, kind in (
             ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),
@@ -165,7 +171,8 @@ def _parse(argv):
             ("--gate-hidden", args.gate_hidden is not None, "binary", "-tick"),
             ("--time-cost-start", args.time_cost_start is not None, "cost", "-tick or -idclock"),
             ("--clock-gain", args.clock_gain is not None, "token", "-idclock"),
-            ("--clock-noise", args.clock_noise is not None, "token", "-idclock")):
+            ("--clock-noise", args.clock_noise is not None, "token", "-idclock"),
+            ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock")):
         if given and not any(s.time_cost if ok == "cost" else s.clock == ok for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
                      f"s4d-{kind.split()[0][1:]})")
@@ -252,6 +259,7 @@ def _plan(args, ctx):
                                              time_cost=args.time_cost if spec.time_cost else None,
                                              clock_gain=args.clock_gain if spec.clock == "token" else None,
                                              clock_noise=args.clock_noise if spec.clock == "token" else None,
+                                             flip_cost=args.flip_cost if spec.clock == "flip" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

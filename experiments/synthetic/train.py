@@ -70,7 +70,8 @@ class RunConfig:
     ``gate_hidden``: the width of the binary clocks' gates' hidden layer (``HardGateClock(hidden=)``, a
     whole number > 0); ``None``: the linear gate (binary clocks only). ``clock_gain``: the ``gain`` of an
     ``-idclock`` model's :class:`nn.LearnedTokenClock` (> 0); ``None``: its default. ``clock_noise``: its
-    ``noise`` (> 0); ``None``: none.
+    ``noise`` (> 0); ``None``: none. ``flip_cost``: ``(cost, soft_cost)`` of a ``-flipclock`` model's
+    :class:`nn.FlipTokenClock` (each >= 0); ``None``: its defaults.
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -94,6 +95,7 @@ class RunConfig:
     test_size: int | None = None
     clock_gain: float | None = None
     clock_noise: float | None = None
+    flip_cost: tuple | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -121,6 +123,13 @@ class RunConfig:
         if self.clock_noise is not None and (self.model.clock != "token" or not self.clock_noise > 0):
             raise ValueError(f"clock_noise is an -idclock model's clock noise, > 0 (got {self.clock_noise!r} on "
                              f"{self.model.label})")
+        if self.flip_cost is not None:
+            fc = tuple(self.flip_cost)
+            if self.model.clock != "flip" or len(fc) != 2 or not all(isinstance(c, (int, float)) and c >= 0
+                                                                     for c in fc):
+                raise ValueError(f"flip_cost is a -flipclock model's (cost, soft_cost), each >= 0 (got "
+                                 f"{self.flip_cost!r} on {self.model.label})")
+            self.flip_cost = tuple(float(c) for c in fc)
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -146,9 +155,11 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
-        for k in ("clock_gain", "clock_noise"):      # the defaults, as in files written before the choice
+        for k in ("clock_gain", "clock_noise", "flip_cost"):   # the defaults, as in files written before
             if d[k] is None:
                 del d[k]
+        if "flip_cost" in d:
+            d["flip_cost"] = list(d["flip_cost"])
         return d
 
 
@@ -311,6 +322,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     own = {k: v for k, v in (("gain", cfg.clock_gain), ("noise", cfg.clock_noise)) if v is not None}
     if own:
         clock = dnn.LearnedTokenClock(task.vocab, **own)
+    if cfg.flip_cost is not None:
+        clock = dnn.FlipTokenClock(task.vocab, cost=cfg.flip_cost[0], soft_cost=cfg.flip_cost[1])
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)

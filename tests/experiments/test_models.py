@@ -394,6 +394,27 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses"} and len(pt["flip"]["pad_logits"]) == task.pads
     assert pt["loss"] < 10                                             # the logged loss is the task's
     for bad in (["--models", "s4d-flipclock", "--clock-gain", "32"], ["--models", "s4d-flipclock", "--time-cost",
-                                                                      "0.3", "100", "0.03"]):
+                                                                      "0.3", "100", "0.03"],
+                ["--models", "s4d-flipclock", "--flip-cost", "-1", "0"], ["--models", "s4d", "--flip-cost", "0", "0"]):
         with pytest.raises(SystemExit):
             cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-flipclock", "--seeds", "0"]
+    keys = {cli._plan(cli._parse(base + extra), None)[0][0].key for extra in ([], ["--flip-cost", "0", "0.3"])}
+    assert len(keys) == 2                                              # the costs are part of the run's identity
+    soft = RunConfig(task, spec, 8, flip_cost=(0, 0.3))
+    assert soft.to_dict()["flip_cost"] == [0.0, 0.3] and "flip_cost" not in cfg.to_dict()
+    with pytest.raises(ValueError, match="flip_cost"):
+        RunConfig(task, ModelSpec("s4d", clock="token"), 8, flip_cost=(0.3, 0))
+    built = []
+    orig_init = dnn.FlipTokenClock.__init__
+
+    def spy_init(self, *a, **kw):
+        built.append(kw)
+        orig_init(self, *a, **kw)
+    dnn.FlipTokenClock.__init__ = spy_init
+    try:
+        train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=1, batch=2, eval_every=1, val_size=4,
+                            flip_cost=(0.1, 0.2)))
+    finally:
+        dnn.FlipTokenClock.__init__ = orig_init
+    assert {"cost": 0.1, "soft_cost": 0.2}.items() <= built[0].items()

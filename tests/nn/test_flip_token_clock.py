@@ -27,6 +27,7 @@ PAUSE = (0, 3, 5)
 
 
 def _model(layer="ds4d", seed=0, **kw):
+    torch.manual_seed(seed)                                         # the embedding's initialization
     clock = dnn.FlipTokenClock(V, gain=4.0, **kw)
     lk = {"d_state": 4, "seed": seed} | ({"l_max": LMAX} if layer == "ds4d" else {})
     m = dnn.SequenceModel(V, V, d_model=H, n_layers=2, layer=layer, embedding=True, clock=clock,
@@ -85,7 +86,7 @@ def _task_loss(m, x, y):
 
 @pytest.mark.parametrize("v, ticking", [(3, False), (2, True)])
 def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatch):
-    m = _model("ds4d", strength=7.0, cost=0.4)
+    m = _model("ds4d", strength=7.0, cost=0.4, soft_cost=0.2)
     with torch.no_grad():
         m.clock.u.copy_(torch.linspace(-0.3, 0.3, V, dtype=F64))    # logits within the hysteresis: no change
     x, y = _tokens(1), _tokens(2)
@@ -95,15 +96,17 @@ def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatc
     paused_set, ticking_set = set(PAUSE) | {v}, set(PAUSE) - {v}
     with torch.no_grad():
         d = float(_task_loss(_told(m, paused_set), x, y) - _task_loss(_told(m, ticking_set), x, y))
+    f = float((x == v).double().mean())
     assert m.clock.last_test["id"] == v and abs(m.clock.last_test["d"] - d) < 1e-12
-    assert abs(d) > 1e-4                                            # not a vacuous check
+    assert abs(m.clock.last_test["delta"] - (d - 0.4 * f)) < 1e-12 and f > 0
+    assert abs(d) > 1e-5                                            # not a vacuous check
     m.zero_grad()
     out.backward()
     zc = m.clock.logits().detach()
     s = torch.sigmoid(zc)
     counts = torch.bincount(x.flatten(), minlength=V).double()
-    want = 0.4 * counts / x.numel() * s * (1 - s) * m.clock.gain   # the time cost, d mean sigma(z[x]) / du
-    want[v] += -7.0 * d * m.clock.gain                              # the flip test
+    want = 0.2 * counts / x.numel() * s * (1 - s) * m.clock.gain   # the soft cost, d mean sigma(z[x]) / du
+    want[v] += -7.0 * (d - 0.4 * f) * m.clock.gain                  # the flip test, with the tick's cost
     assert _err(m.clock.u.grad, want) < 1e-12
     assert [p.grad for n, p in m.named_parameters() if n != "clock.u"] == [None] * (len(list(m.parameters())) - 1)
     assert m.clock.pauses() == list(PAUSE)                          # inside the hysteresis: unchanged
@@ -176,20 +179,24 @@ def test_the_flip_passes_share_their_rng_and_leave_it():
     assert torch.equal(torch.rand(1), after_choose)                 # ... and the passes leave it as it was
 
 
-def test_half_the_tests_draw_among_the_paused_ids_present():
+def test_half_the_tests_draw_among_the_paused_ids_present_half_by_position():
     clock = dnn.FlipTokenClock(V)
     clock.ticking.copy_(torch.tensor([v not in PAUSE for v in range(V)]))
-    x = torch.tensor([[0, 1, 2, 4, 6, 1, 2, 4]])                    # paused id 0 present; 3 and 5 absent
+    x = torch.tensor([[0, 1, 2, 4, 6, 1, 2, 4], [1, 1, 1, 1, 1, 1, 6, 6]])   # paused id 0 present; 3, 5 absent
     torch.manual_seed(1)
-    got = [clock._choose(x) for _ in range(2000)]
+    got = [clock._choose(x) for _ in range(4000)]
     assert set(got) <= {0, 1, 2, 4, 6}
-    share = got.count(0) / len(got)
-    assert abs(share - (0.5 + 0.5 / 5)) < 0.04                       # half the draws, plus its share of the rest
+    for v, n in ((0, 1), (1, 8), (6, 3)):                            # half the draws, plus its share of positions
+        want = 0.5 * (v == 0) + 0.5 * n / x.numel()
+        assert abs(got.count(v) / len(got) - want) < 0.03, v
+    clock.ticking.fill_(True)
+    got = [clock._choose(x) for _ in range(2000)]                   # nothing paused: by position only
+    assert abs(got.count(1) / len(got) - 8 / 16) < 0.04
 
 
 def test_bad_arguments_are_refused_by_name():
     for kw, msg in (({"hysteresis": -1.0}, "hysteresis"), ({"strength": float("nan")}, "strength"),
-                    ({"cost": -0.1}, "cost"), ({"explore": 1.0}, "explore"), ({"init": 1.0}, "init"),
+                    ({"cost": -0.1}, "cost"), ({"soft_cost": -1.0}, "soft_cost"), ({"explore": 1.0}, "explore"), ({"init": 1.0}, "init"),
                     ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain")):
         with pytest.raises(ValueError, match=msg):
             dnn.FlipTokenClock(5, **kw)
