@@ -196,7 +196,8 @@ def test_half_the_tests_draw_among_the_paused_ids_present_half_by_position():
 
 def test_bad_arguments_are_refused_by_name():
     for kw, msg in (({"hysteresis": -1.0}, "hysteresis"), ({"strength": float("nan")}, "strength"),
-                    ({"cost": -0.1}, "cost"), ({"soft_cost": -1.0}, "soft_cost"), ({"explore": 1.0}, "explore"), ({"init": 1.0}, "init"),
+                    ({"cost": -0.1}, "cost"), ({"soft_cost": -1.0}, "soft_cost"), ({"explore": 1.0}, "explore"),
+                    ({"init": 1.0}, "init"),
                     ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain")):
         with pytest.raises(ValueError, match=msg):
             dnn.FlipTokenClock(5, **kw)
