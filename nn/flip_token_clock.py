@@ -123,8 +123,7 @@ class FlipTokenClock(TokenLogits):
         -------
         Tensor, bool, the shape of ``tokens``
         """
-        self.logits(tokens)                                                         # the ids' checks
-        return self.ticking[tokens]
+        return self.ticking[self.check_ids(tokens)]
 
     def forward(self, tokens):
         """The clock at ``tokens``: its decisions, and in training under autograd paused ids ticking in a
@@ -139,8 +138,7 @@ class FlipTokenClock(TokenLogits):
         Tensor, bool, the shape of ``tokens``
         """
         dec = self.ticking if self._decisions is None else self._decisions
-        self.logits(tokens)                                                         # the ids' checks
-        out = dec[tokens]
+        out = dec[self.check_ids(tokens)]
         if (self.explore and self.training and torch.is_grad_enabled() and self._decisions is None
                 and tokens.dim() == 2):
             draw = torch.rand(tokens.shape[0], self.vocab_size, device=tokens.device) < self.explore  # (B, V)
@@ -187,8 +185,7 @@ class FlipTokenClock(TokenLogits):
         """
         if not torch.is_tensor(tokens) or tokens.dim() != 2:
             raise ValueError("FlipTokenClock.loss needs the batch's token ids, a (B, L) integer tensor")
-        self.logits(tokens)                                                         # the ids' checks
-        v = self._choose(tokens)
+        v = self._choose(self.check_ids(tokens))
         flipped = self.ticking.clone()
         flipped[v] = ~flipped[v]
         devices = [tokens.device] if tokens.device.type == "cuda" else []

@@ -80,12 +80,33 @@ class TokenLogits(nn.Module):
         z = self.gain * self.u
         if tokens is None:
             return z
+        return z[self.check_ids(tokens)]
+
+    def check_ids(self, tokens):
+        """``tokens`` if they are integer ids in ``[0, vocab_size)``.
+
+        Parameters
+        ----------
+        tokens : Tensor, integer
+
+        Returns
+        -------
+        Tensor
+            ``tokens`` itself.
+
+        Raises
+        ------
+        TypeError
+            ``tokens`` that are not integer ids.
+        ValueError
+            Ids outside ``[0, vocab_size)``.
+        """
         if not torch.is_tensor(tokens) or tokens.is_floating_point() or tokens.dtype == torch.bool:
             raise TypeError(f"{type(self).__name__} needs integer token ids (a model with embedding=True)")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
             raise ValueError(f"{type(self).__name__}: token ids must lie in [0, {self.vocab_size}), got "
                              f"{int(tokens.min())} .. {int(tokens.max())}")
-        return z[tokens]
+        return tokens
 
 
 class LearnedTokenClock(TokenLogits):

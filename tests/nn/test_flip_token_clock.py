@@ -100,6 +100,7 @@ def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatc
     assert m.clock.last_test["id"] == v and abs(m.clock.last_test["d"] - d) < 1e-12
     assert abs(m.clock.last_test["delta"] - (d - 0.4 * f)) < 1e-12 and f > 0
     assert abs(d) > 1e-5                                            # not a vacuous check
+    assert float(out) == 0.0                                        # gradients only: a logged loss stays the task's
     m.zero_grad()
     out.backward()
     zc = m.clock.logits().detach()
