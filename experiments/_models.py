@@ -30,6 +30,7 @@ BASELINES = ("lstm", "mamba", "gpt2", "llama")        # built by the experiments
 CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick", "token": "idclock",
           "flip": "flipclock"}                                                     # clock -> its label suffix
 TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a learned clock's training prior (nn.TimeCost)
+FLIP_TESTS = 8                                  # nn.FlipTokenClock's default flip tests per step (tested equal)
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
 

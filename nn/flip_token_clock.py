@@ -4,25 +4,28 @@
 the binary clock. At a paused padding id that derivative is not the discrete preference: measured on
 variable-delay copy with padding from several ids, the model already copying under the paused padding, the
 derivative pushed the padding back to ticking (docs/experiments/clock-pads-select/notes.md), and the logits
-sat at the threshold. :class:`FlipTokenClock` asks the discrete question directly. Each training step draws
-one id ``v`` of the batch, runs the model twice without gradients, with ``v``'s decision as it is and
-flipped, and compares the objective, the task loss per supervised token plus a time cost per tick, under
+sat at the threshold. :class:`FlipTokenClock` asks the discrete question directly. A training step draws
+an id ``v`` of the batch, runs the model without gradients with ``v``'s decision as it is and flipped, and
+compares the objective, the task loss per supervised token plus a time cost per tick, under
 the two (a "flip test"): ``delta = d - cost * f_v``, ``d`` the loss with ``v`` paused minus with it ticking,
 ``f_v`` the share of the batch's tokens that are ``v`` (the ticks a pause saves). ``v``'s logit moves by
-``delta``: an id pauses unless its ticks lower the loss by more than they cost.
+``delta``: an id pauses unless its ticks lower the loss by more than they cost. Several tests share the
+same two passes: the rows split into groups, each group tests its own id on its own rows (the second pass
+flips each row's own id), so an id of share ``f`` is tested on about ``tests * f`` of the steps rather than
+``f`` (with one test per step, rare filler ids were still ticking at the budget).
 
 The parts around the test (each was needed in the runs of clock-pads-select and clock-flip-first): the
 decisions are a state with hysteresis (a ticking id pauses once its logit falls below ``-hysteresis``, a
 paused id ticks again above ``+hysteresis``), so the layers train under one clock at a time rather than one
 that flips every step; the tested id is the id at a random position of the batch (a frequent id, such as
 the padding, is tested as often as it occurs), or half of the time one of the paused ids present, so a
-wrongly paused id is tested often; and in training each row of the batch ticks each paused id with
-probability ``explore``, so the layers see paused ids written and a flip test can find an id the task reads
-even after it paused.
+wrongly paused id is tested often (each group draws from its own rows); and in training each row of the
+batch ticks each paused id with probability ``explore``, so the layers see paused ids written and a flip
+test can find an id the task reads even after it paused.
 
 The system is the given clock's (:class:`nn.TokenClock` with the current decisions): exact between ticks,
 LTI in ticks, O(1) decoding per token, a parallel training path equal to the recurrence; nothing is told
-which ids are fillers. Cost: two forward passes without gradients per training step.
+which ids are fillers. Cost: two forward passes without gradients per training step, for every test.
 """
 from __future__ import annotations
 
@@ -52,9 +55,9 @@ class FlipTokenClock(TokenLogits):
         A ticking id pauses once ``z < -hysteresis``; a paused id ticks again once ``z > hysteresis``
         (``0``: the sign of ``z``).
     strength : float, default 10.0
-        The flip test's weight: the clock loss holds ``-strength * delta * z[v]`` for the tested id ``v``,
-        ``delta = d - cost * f_v``: ``d`` the loss per supervised token with ``v`` paused minus with it
-        ticking, ``f_v`` the fraction of the batch's tokens that are ``v``.
+        The flip tests' weight: the clock loss holds ``-strength / tests * delta * z[v]`` for each tested id
+        ``v``, ``delta = d - cost * f_v``: ``d`` the loss per supervised token with ``v`` paused minus with it
+        ticking, ``f_v`` the fraction of the tokens that are ``v`` (both over the test's rows).
     cost : float, default 0.3
         The time cost of a tick, in units of the per-token loss, inside the flip test: pausing ``v`` saves
         ``cost * f_v``, so an id pauses unless its ticks lower the loss by more.
@@ -65,6 +68,11 @@ class FlipTokenClock(TokenLogits):
         In training (``module.training`` under autograd), the probability that a row ticks at a paused
         id (drawn once per row and id from the global RNG, as dropout). Validation, inference, decoding
         and the flip tests' own passes never explore.
+    tests : int, default 8
+        Flip tests per training step, in the same two passes: the batch's rows split into ``tests`` groups
+        (fewer when the batch has fewer rows), each testing its own id on its own rows. One test per step
+        reaches an id of share ``f`` on about ``f`` of the steps; with many or rare filler ids the last of
+        them were still ticking at the budget (docs/experiments/clock-ids-cpu).
 
     Notes
     -----
@@ -72,9 +80,12 @@ class FlipTokenClock(TokenLogits):
     decisions are a buffer ``ticking`` ``(vocab_size,)`` bool, saved in the state dict: a loaded model ticks
     as it was trained. Use::
 
-        logits = model(x)                                  # exploring paused ids in training
-        loss = task_loss(logits, y)                        # mean per supervised token
-        loss = loss + clock.loss(x, lambda: task_loss(model(x), y))
+        def rows(logits):                                  # per row: summed loss, supervised count
+            ce = F.cross_entropy(logits.transpose(1, 2), y, ignore_index=-100, reduction="none")   # (B, L)
+            return ce.sum(1), (y != -100).sum(1)
+
+        s, n = rows(model(x))                              # exploring paused ids in training
+        loss = s.sum() / n.sum() + clock.loss(x, lambda: rows(model(x)))
         loss.backward(); opt.step()
 
     ``loss`` updates the decisions from the logits at its end (the step after an optimizer step sees them).
@@ -83,12 +94,14 @@ class FlipTokenClock(TokenLogits):
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
-                 explore=0.2):
+                 explore=0.2, tests=8):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        if isinstance(tests, bool) or not (isinstance(tests, int) and tests >= 1):
+            raise ValueError(f"tests must be a whole number >= 1, got {tests!r}")
         if not (isinstance(explore, (int, float)) and 0.0 <= explore < 1.0):
             raise ValueError(f"explore must lie in [0, 1), got {explore!r}")
         z0 = math.log(init / (1.0 - init))
@@ -98,10 +111,10 @@ class FlipTokenClock(TokenLogits):
         super().__init__(vocab_size, z0, gain)
         self.hysteresis, self.strength = float(hysteresis), float(strength)
         self.cost, self.soft_cost = float(cost), float(soft_cost)
-        self.explore = float(explore)
+        self.explore, self.tests = float(explore), tests
         self.register_buffer("ticking", torch.ones(vocab_size, dtype=torch.bool))           # (V,)
         self._decisions = None               # the decisions of a flip test's pass, while it runs
-        self.last_test = None
+        self.last_tests = []
 
     def pauses(self):
         """The ids at which the clock stands still now.
@@ -138,6 +151,12 @@ class FlipTokenClock(TokenLogits):
         Tensor, bool, the shape of ``tokens``
         """
         dec = self.ticking if self._decisions is None else self._decisions
+        if dec.dim() == 2:                           # a flip test's pass: decisions per row (B, V)
+            if tokens.shape[0] != dec.shape[0]:
+                raise ValueError(f"FlipTokenClock: the flip test's batch has {dec.shape[0]} rows, the model "
+                                 f"was run on {tokens.shape[0]} (loss_of must run the batch given to loss)")
+            t = self.check_ids(tokens)
+            return dec.gather(1, t if t.dim() == 2 else t[:, None]).reshape(t.shape)
         out = dec[self.check_ids(tokens)]
         if (self.explore and self.training and torch.is_grad_enabled() and self._decisions is None
                 and tokens.dim() == 2):
@@ -162,55 +181,97 @@ class FlipTokenClock(TokenLogits):
             self.ticking.copy_(torch.where(self.ticking, z >= -self.hysteresis, z > self.hysteresis))
 
     def loss(self, tokens, loss_of):
-        """The clock's loss for one training step: a flip test of one id of ``tokens`` and the time cost.
+        """The clock's loss for one training step: ``tests`` flip tests on ``tokens`` and the time cost.
+
+        The batch's rows are split into ``G = min(tests, B)`` groups (row ``r`` in group ``r % G``); each
+        group draws its id from its own rows. Two passes without gradients serve every test: the
+        decisions as they are, and per row the decisions with the row's group's id flipped.
 
         Parameters
         ----------
         tokens : Tensor ``(B, L)``, integer
             The batch the model was trained on at this step.
-        loss_of : callable ``() -> Tensor``
-            The task loss of the batch under the clock as it is now (a scalar: the mean per supervised
-            token, the unit of ``cost`` and of the preference); called twice, without gradients (with the
-            tested id's decision as it is and flipped) under the same RNG state (the same dropout masks);
-            the global RNG is left as it was.
+        loss_of : callable
+            The task loss of the batch under the clock as it is now; called twice, without gradients,
+            under the same RNG state (the same dropout masks); the global RNG is left as it was. It returns
+            a pair ``(sums, counts)``, Tensors ``(B,)``: per row the loss summed over its supervised tokens
+            and their number (the model must treat rows independently: no batch statistics); or, with
+            ``tests=1`` only, a scalar, the loss per supervised token.
 
         Returns
         -------
         Tensor, scalar
-            Zero, with the gradient of ``-strength * (d - cost * f_v) * z[v] + soft_cost *
+            Zero, with the gradient of ``-strength / G * sum_g (d_g - cost * f_g) * z[v_g] + soft_cost *
             mean(sigma(z[tokens]))`` for ``u`` only (its value is 0 so that a logged loss stays the task's);
-            ``d``: the loss with ``v`` paused minus the loss with ``v`` ticking (``> 0``: ticking lowers the
-            loss), ``f_v`` the fraction of ``tokens`` that are ``v``. :attr:`last_test` holds ``{"id": v,
-            "d": d, "delta": d - cost * f_v}``. The decisions are then updated (:meth:`settle`).
+            ``d_g``: over group ``g``'s rows, the loss per supervised token with ``v_g`` paused minus with
+            ``v_g`` ticking (``> 0``: ticking lowers the loss), ``f_g`` the fraction of the group's tokens
+            that are ``v_g``. :attr:`last_tests` holds one ``{"id": v_g, "d": d_g, "delta": d_g - cost *
+            f_g}`` per group. The decisions are then updated (:meth:`settle`).
+
+        Raises
+        ------
+        ValueError
+            ``tokens`` that are not a ``(B, L)`` batch of ids; ``loss_of`` returning a scalar with
+            ``tests > 1``, or rows that do not match ``tokens``.
+        FloatingPointError
+            A non-finite loss in a test.
         """
         if not torch.is_tensor(tokens) or tokens.dim() != 2:
             raise ValueError("FlipTokenClock.loss needs the batch's token ids, a (B, L) integer tensor")
-        v = self._choose(self.check_ids(tokens))
-        flipped = self.ticking.clone()
-        flipped[v] = ~flipped[v]
+        self.check_ids(tokens)
+        B, G = tokens.shape[0], min(self.tests, tokens.shape[0])
+        group = torch.arange(B, device=tokens.device) % G                                    # (B,)
+        ids = [self._choose(tokens[group == g]) for g in range(G)]
+        base = self.ticking.clone()
+        flipped = base.expand(B, -1).clone()                                                 # (B, V)
+        for g, v in enumerate(ids):
+            flipped[group == g, v] = ~base[v]
         devices = [tokens.device] if tokens.device.type == "cuda" else []
-        losses = []
+        passes = []
         with torch.no_grad():
-            for dec in (self.ticking.clone(), flipped):
+            for dec in (base, flipped):
                 with torch.random.fork_rng(devices=devices):
                     self._decisions = dec
                     try:
-                        losses.append(float(loss_of()))
+                        passes.append(self._rows(loss_of(), B, G))
                     finally:
                         self._decisions = None
-        d = losses[1] - losses[0] if bool(self.ticking[v]) else losses[0] - losses[1]
-        if not math.isfinite(d):
-            raise FloatingPointError(f"FlipTokenClock: the flip test of id {v} gave a non-finite loss")
-        delta = d - self.cost * float((tokens == v).double().mean())     # the objective's, with the time cost
-        self.last_test = {"id": v, "d": d, "delta": delta}
+        (s0, n), (s1, _) = passes
         z = self.logits()
-        out = -self.strength * delta * z[v]
+        out, self.last_tests = 0.0, []
+        for g, v in enumerate(ids):
+            rows = group == g
+            cnt = float(n[rows].sum())
+            d = float((s1[rows] - s0[rows]).sum()) / cnt if cnt else 0.0     # flipped minus as is, per token
+            if not math.isfinite(d):
+                raise FloatingPointError(f"FlipTokenClock: the flip test of id {v} gave a non-finite loss")
+            if not bool(base[v]):
+                d = -d                                                         # paused minus ticking
+            delta = d - self.cost * float((tokens[rows] == v).double().mean())   # with the time cost
+            self.last_tests.append({"id": v, "d": d, "delta": delta})
+            out = out - self.strength / G * delta * z[v]
         if self.soft_cost:
             out = out + self.soft_cost * torch.sigmoid(z[tokens]).mean()
         self.settle()
         return out - out.detach()                   # gradients only: a logged loss stays the task's
 
+    @staticmethod
+    def _rows(result, B, G):
+        """``loss_of``'s result as per-row ``(sums, counts)``, float64 ``(B,)`` (a scalar: one row)."""
+        if torch.is_tensor(result) or isinstance(result, (int, float)):
+            if G > 1:
+                raise ValueError("FlipTokenClock.loss with tests > 1 needs loss_of to return per-row (sums, "
+                                 "counts), each (B,), not a scalar")
+            rows = torch.zeros(B, dtype=torch.float64)
+            rows[0] = 1.0
+            return float(result) * rows, rows                     # the whole batch as row 0
+        sums, counts = (torch.as_tensor(t).detach().double().cpu() for t in result)
+        if sums.shape != (B,) or counts.shape != (B,):
+            raise ValueError(f"FlipTokenClock.loss: loss_of must return per-row (sums, counts) of shape ({B},), "
+                             f"got {tuple(sums.shape)} and {tuple(counts.shape)}")
+        return sums, counts
+
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, gain={self.gain:g}, hysteresis={self.hysteresis:g}, "
                 f"strength={self.strength:g}, cost={self.cost:g}, soft_cost={self.soft_cost:g}, "
-                f"explore={self.explore:g}")
+                f"explore={self.explore:g}, tests={self.tests}")

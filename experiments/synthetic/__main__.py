@@ -131,6 +131,9 @@ def _parse(argv):
                     help="a clock learned by flip tests: the time cost of a tick inside the flip test and a soft "
                     "cost on every id present (nn.FlipTokenClock cost=, soft_cost=, each >= 0; default: its own; "
                     "-flipclock models)")
+    ap.add_argument("--flip-tests", type=int, default=None, metavar="G",
+                    help="flip tests per training step of a clock learned by flip tests, in the same two passes "
+                    "(nn.FlipTokenClock tests=, >= 1; default: its own; -flipclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -164,6 +167,8 @@ def _parse(argv):
             ap.error(f"{flag} needs a value > 0, got {v:g}")
     if args.flip_cost is not None and not min(args.flip_cost) >= 0:
         ap.error(f"--flip-cost needs COST >= 0 and SOFT >= 0, got {args.flip_cost[0]:g} {args.flip_cost[1]:g}")
+    if args.flip_tests is not None and args.flip_tests < 1:
+        ap.error(f"--flip-tests needs G >= 1, got {args.flip_tests}")
     specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
     for flag, given, ok, kind in (
             ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),
@@ -172,7 +177,8 @@ def _parse(argv):
             ("--time-cost-start", args.time_cost_start is not None, "cost", "-tick or -idclock"),
             ("--clock-gain", args.clock_gain is not None, "token", "-idclock"),
             ("--clock-noise", args.clock_noise is not None, "token", "-idclock"),
-            ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock")):
+            ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock"),
+            ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock")):
         if given and not any(s.time_cost if ok == "cost" else s.clock == ok for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
                      f"s4d-{kind.split()[0][1:]})")
@@ -237,7 +243,7 @@ SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   #
 
 def _plan(args, ctx):
     """Every run of the sweep (width matched to S4D's parameter count per task), and the models' phrase."""
-    from .._models import ModelSpec, parse_models
+    from .._models import FLIP_TESTS, ModelSpec, parse_models
     from .._train import Job
     from .models import build, match_width, n_params
     from .train import RunConfig, train_run
@@ -260,6 +266,8 @@ def _plan(args, ctx):
                                              clock_gain=args.clock_gain if spec.clock == "token" else None,
                                              clock_noise=args.clock_noise if spec.clock == "token" else None,
                                              flip_cost=args.flip_cost if spec.clock == "flip" else None,
+                                             flip_tests=(args.flip_tests or FLIP_TESTS) if spec.clock == "flip"
+                                             else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

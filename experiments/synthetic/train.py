@@ -71,7 +71,9 @@ class RunConfig:
     whole number > 0); ``None``: the linear gate (binary clocks only). ``clock_gain``: the ``gain`` of an
     ``-idclock`` model's :class:`nn.LearnedTokenClock` (> 0); ``None``: its default. ``clock_noise``: its
     ``noise`` (> 0); ``None``: none. ``flip_cost``: ``(cost, soft_cost)`` of a ``-flipclock`` model's
-    :class:`nn.FlipTokenClock` (each >= 0); ``None``: its defaults.
+    :class:`nn.FlipTokenClock` (each >= 0); ``None``: its defaults. ``flip_tests``: its ``tests`` (flip
+    tests per step, a whole number >= 1); ``None``: one (the runs of results files written before the choice;
+    the command line gives every ``-flipclock`` run the clock's default).
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -96,6 +98,7 @@ class RunConfig:
     clock_gain: float | None = None
     clock_noise: float | None = None
     flip_cost: tuple | None = None
+    flip_tests: int | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -130,6 +133,10 @@ class RunConfig:
                 raise ValueError(f"flip_cost is a -flipclock model's (cost, soft_cost), each >= 0 (got "
                                  f"{self.flip_cost!r} on {self.model.label})")
             self.flip_cost = tuple(float(c) for c in fc)
+        if self.flip_tests is not None and (self.model.clock != "flip" or isinstance(self.flip_tests, bool)
+                                            or not (isinstance(self.flip_tests, int) and self.flip_tests >= 1)):
+            raise ValueError(f"flip_tests is a -flipclock model's flip tests per step, a whole number >= 1 (got "
+                             f"{self.flip_tests!r} on {self.model.label})")
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -155,7 +162,7 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
-        for k in ("clock_gain", "clock_noise", "flip_cost"):   # the defaults, as in files written before
+        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests"):   # as in files written before
             if d[k] is None:
                 del d[k]
         if "flip_cost" in d:
@@ -279,10 +286,14 @@ def loss_with(cost, now, flip=None):
     if flip is not None:
         model, clock, tokens = flip
 
+        def rows(logits, labels):                      # per row: the summed loss and the supervised count
+            ce = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=IGNORE, reduction="none")
+            return ce.sum(1), (labels != IGNORE).sum(1)
+
         def flip_sum(logits, labels):
             n = int((labels != IGNORE).sum())
             x = tokens()
-            return _loss_sum(logits, labels) + n * clock.loss(x, lambda: _loss_sum(model(x), labels) / max(n, 1))
+            return _loss_sum(logits, labels) + n * clock.loss(x, lambda: rows(model(x), labels))
         return flip_sum
     if cost is None:
         return _loss_sum
@@ -322,8 +333,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     own = {k: v for k, v in (("gain", cfg.clock_gain), ("noise", cfg.clock_noise)) if v is not None}
     if own:
         clock = dnn.LearnedTokenClock(task.vocab, **own)
-    if cfg.flip_cost is not None:
-        clock = dnn.FlipTokenClock(task.vocab, cost=cfg.flip_cost[0], soft_cost=cfg.flip_cost[1])
+    if cfg.model.clock == "flip":                                 # one test per step: files written before
+        cost_kw = {} if cfg.flip_cost is None else {"cost": cfg.flip_cost[0], "soft_cost": cfg.flip_cost[1]}
+        clock = dnn.FlipTokenClock(task.vocab, tests=cfg.flip_tests or 1, **cost_kw)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)

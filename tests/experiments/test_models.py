@@ -3,6 +3,7 @@ back once, stored results still read (their labels, keys and models), and the bu
 the labels gave before."""
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
-from ddesys.experiments._models import FAMILIES, ModelSpec, TapSchedule, model_of, parse_models
+from ddesys.experiments._models import FAMILIES, FLIP_TESTS, ModelSpec, TapSchedule, model_of, parse_models
 
 ROOT = Path(__file__).parents[2]
 STORED = [ROOT / "tests/data/synthetic_results_2026-11-29.json"] + sorted(
@@ -381,30 +382,41 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     orig = dnn.FlipTokenClock.loss
 
     def spy(self, tokens, loss_of):
-        seen.append(tokens.shape)
-        return orig(self, tokens, loss_of)
+        out = orig(self, tokens, loss_of)
+        seen.append((tuple(tokens.shape), len(self.last_tests)))
+        return out
     torch.manual_seed(0)
     dnn.FlipTokenClock.loss = spy
     try:
         out = train_run(cfg)
     finally:
         dnn.FlipTokenClock.loss = orig
-    assert seen == [(2, task.length)] * 4                              # one flip test per step, on its batch
+    assert seen == [((2, task.length), 1)] * 4                         # one flip test per step, on its batch
     pt = out["curve"][-1]
     assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses"} and len(pt["flip"]["pad_logits"]) == task.pads
     assert pt["loss"] < 10                                             # the logged loss is the task's
     for bad in (["--models", "s4d-flipclock", "--clock-gain", "32"], ["--models", "s4d-flipclock", "--time-cost",
                                                                       "0.3", "100", "0.03"],
-                ["--models", "s4d-flipclock", "--flip-cost", "-1", "0"], ["--models", "s4d", "--flip-cost", "0", "0"]):
+                ["--models", "s4d-flipclock", "--flip-cost", "-1", "0"], ["--models", "s4d", "--flip-cost", "0", "0"],
+                ["--models", "s4d-flipclock", "--flip-tests", "0"], ["--models", "s4d", "--flip-tests", "2"]):
         with pytest.raises(SystemExit):
             cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
     base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-flipclock", "--seeds", "0"]
-    keys = {cli._plan(cli._parse(base + extra), None)[0][0].key for extra in ([], ["--flip-cost", "0", "0.3"])}
-    assert len(keys) == 2                                              # the costs are part of the run's identity
+    plans = [cli._plan(cli._parse(base + extra), None)[0][0]
+             for extra in ([], ["--flip-cost", "0", "0.3"], ["--flip-tests", "1"], ["--flip-tests", "8"])]
+    assert len({p.key for p in plans}) == 3                            # the costs and tests are the run's identity
+    assert plans[0].key == plans[3].key != plans[2].key                # the command line's default: the clock's
+    assert FLIP_TESTS == inspect.signature(dnn.FlipTokenClock).parameters["tests"].default
     soft = RunConfig(task, spec, 8, flip_cost=(0, 0.3))
     assert soft.to_dict()["flip_cost"] == [0.0, 0.3] and "flip_cost" not in cfg.to_dict()
     with pytest.raises(ValueError, match="flip_cost"):
         RunConfig(task, ModelSpec("s4d", clock="token"), 8, flip_cost=(0.3, 0))
+    for bad in (0, True, 2.0):
+        with pytest.raises(ValueError, match="flip_tests"):
+            RunConfig(task, spec, 8, flip_tests=bad)
+    with pytest.raises(ValueError, match="flip_tests"):
+        RunConfig(task, ModelSpec("s4d", clock="token"), 8, flip_tests=2)
+    assert RunConfig(task, spec, 8, flip_tests=8).to_dict()["flip_tests"] == 8 and "flip_tests" not in cfg.to_dict()
     built = []
     orig_init = dnn.FlipTokenClock.__init__
 
@@ -415,6 +427,11 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     try:
         train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=1, batch=2, eval_every=1, val_size=4,
                             flip_cost=(0.1, 0.2)))
+        dnn.FlipTokenClock.loss = spy
+        train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=4, eval_every=1, val_size=4,
+                            flip_tests=3))
     finally:
         dnn.FlipTokenClock.__init__ = orig_init
-    assert {"cost": 0.1, "soft_cost": 0.2}.items() <= built[0].items()
+        dnn.FlipTokenClock.loss = orig
+    assert {"cost": 0.1, "soft_cost": 0.2, "tests": 1}.items() <= built[0].items()   # None: one test (files before)
+    assert built[-1]["tests"] == 3 and seen[-2:] == [((4, task.length), 3)] * 2      # three tests on a step's rows

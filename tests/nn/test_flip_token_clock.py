@@ -86,7 +86,7 @@ def _task_loss(m, x, y):
 
 @pytest.mark.parametrize("v, ticking", [(3, False), (2, True)])
 def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatch):
-    m = _model("ds4d", strength=7.0, cost=0.4, soft_cost=0.2)
+    m = _model("ds4d", strength=7.0, cost=0.4, soft_cost=0.2, tests=1)
     with torch.no_grad():
         m.clock.u.copy_(torch.linspace(-0.3, 0.3, V, dtype=F64))    # logits within the hysteresis: no change
     x, y = _tokens(1), _tokens(2)
@@ -97,10 +97,11 @@ def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatc
     with torch.no_grad():
         d = float(_task_loss(_told(m, paused_set), x, y) - _task_loss(_told(m, ticking_set), x, y))
     f = float((x == v).double().mean())
-    assert m.clock.last_test["id"] == v and abs(m.clock.last_test["d"] - d) < 1e-12
-    assert abs(m.clock.last_test["delta"] - (d - 0.4 * f)) < 1e-12 and f > 0
+    (test,) = m.clock.last_tests
+    assert test["id"] == v and abs(test["d"] - d) < 1e-12
+    assert abs(test["delta"] - (d - 0.4 * f)) < 1e-12 and f > 0
     assert abs(d) > 1e-5                                            # not a vacuous check
-    assert float(out) == 0.0                                        # gradients only: a logged loss stays the task's
+    assert float(out.detach()) == 0.0                               # gradients only: a logged loss stays the task's
     m.zero_grad()
     out.backward()
     zc = m.clock.logits().detach()
@@ -111,6 +112,57 @@ def test_a_flip_test_is_the_difference_of_two_told_clocks(v, ticking, monkeypatc
     assert _err(m.clock.u.grad, want) < 1e-12
     assert [p.grad for n, p in m.named_parameters() if n != "clock.u"] == [None] * (len(list(m.parameters())) - 1)
     assert m.clock.pauses() == list(PAUSE)                          # inside the hysteresis: unchanged
+
+
+def _row_losses(m, x, y):
+    """Per row: the cross-entropy summed over the supervised tokens (labels != -100), and their count."""
+    ce = F.cross_entropy(m(x).transpose(1, 2), y, ignore_index=-100, reduction="none")     # (B, L)
+    return ce.sum(1), (y != -100).sum(1)
+
+
+def _told_loss(m, pause, x, y):
+    """The loss per supervised token of ``x`` under a given clock told ``pause`` (the oracle)."""
+    with torch.no_grad():
+        s, n = _row_losses(_told(m, pause), x, y)
+    return float(s.sum() / n.sum())
+
+
+def test_several_flip_tests_share_two_passes_each_on_its_own_rows(monkeypatch):
+    G, B = 3, 7                                                     # rows 0, 3, 6 | 1, 4 | 2, 5
+    m = _model("ds4d", strength=5.0, cost=0.25, tests=G)
+    with torch.no_grad():
+        m.clock.u.copy_(torch.linspace(-0.2, 0.2, V, dtype=F64))    # logits within the hysteresis: no change
+    x, y = _tokens(3, b=B), _tokens(4, b=B)
+    y[1, :9] = -100                                                 # rows with fewer supervised tokens
+    y[5, 3:] = -100
+    ids = iter([3, 2, 3])                                           # paused, ticking, paused again
+    chosen_rows = []
+    monkeypatch.setattr(m.clock, "_choose", lambda rows: chosen_rows.append(rows) or next(ids))
+    calls = []
+    out = m.clock.loss(x, lambda: calls.append(1) or _row_losses(m, x, y))
+    assert len(calls) == 2                                          # every test in the same two passes
+    for g, rows in enumerate(chosen_rows):                          # each group draws from its own rows
+        assert torch.equal(rows, x[g::G])
+    m.zero_grad()
+    out.backward()
+    want = torch.zeros(V, dtype=F64)
+    for g, (v, test) in enumerate(zip((3, 2, 3), m.clock.last_tests)):
+        xg, yg = x[g::G], y[g::G]
+        d = _told_loss(m, set(PAUSE) | {v}, xg, yg) - _told_loss(m, set(PAUSE) - {v}, xg, yg)
+        f = float((xg == v).double().mean())
+        assert test["id"] == v and abs(test["d"] - d) < 1e-12 and abs(d) > 1e-6
+        assert abs(test["delta"] - (d - 0.25 * f)) < 1e-12
+        want[v] += -5.0 / G * (d - 0.25 * f) * m.clock.gain          # each test's share of the strength
+    assert len(m.clock.last_tests) == G
+    assert _err(m.clock.u.grad, want) < 1e-12
+    assert m.clock.pauses() == list(PAUSE)
+
+
+def test_fewer_rows_than_tests_one_test_per_row(monkeypatch):
+    m = _model("s4d", tests=8)
+    x, y = _tokens(5, b=2), _tokens(6, b=2)
+    m.clock.loss(x, lambda: _row_losses(m, x, y))
+    assert len(m.clock.last_tests) == 2
 
 
 def test_the_decisions_follow_the_logits_with_hysteresis():
@@ -140,7 +192,7 @@ def test_the_decisions_follow_the_logits_with_hysteresis():
 
 
 def test_exploration_is_training_only_at_paused_ids_once_per_row():
-    clock = dnn.FlipTokenClock(V, explore=0.3)
+    clock = dnn.FlipTokenClock(V, explore=0.3, tests=2)
     clock.ticking.copy_(torch.tensor([v not in PAUSE for v in range(V)]))
     x = torch.randint(0, V, (400, 30), generator=torch.Generator().manual_seed(5))
     paused = torch.isin(x, torch.tensor(PAUSE))
@@ -159,14 +211,16 @@ def test_exploration_is_training_only_at_paused_ids_once_per_row():
     clock.train()
     seen = []
     state = torch.get_rng_state()
-    clock.loss(x[:4], lambda: seen.append(clock(x)) or torch.tensor(1.0))
-    assert len(seen) == 2 and torch.equal(seen[0], ~paused)         # the passes: the decisions, never exploring,
-    assert torch.equal(seen[1] ^ seen[0], x == clock.last_test["id"])   # then with one id flipped
+    x4 = x[:4]
+    clock.loss(x4, lambda: seen.append(clock(x4)) or (torch.ones(4), torch.ones(4)))
+    assert len(seen) == 2 and torch.equal(seen[0], ~paused[:4])     # the passes: the decisions, never exploring,
+    tested = torch.tensor([t["id"] for t in clock.last_tests])[torch.arange(4) % 2]       # row r: group r % 2
+    assert torch.equal(seen[1] ^ seen[0], x4 == tested[:, None])    # then each row with its group's id flipped
     assert not torch.equal(torch.get_rng_state(), state)            # the id is drawn from the global RNG ...
 
 
 def test_the_flip_passes_share_their_rng_and_leave_it():
-    clock = dnn.FlipTokenClock(V)
+    clock = dnn.FlipTokenClock(V, tests=1)
     x = _tokens(6)
     draws = []
     torch.manual_seed(3)
@@ -199,7 +253,8 @@ def test_bad_arguments_are_refused_by_name():
     for kw, msg in (({"hysteresis": -1.0}, "hysteresis"), ({"strength": float("nan")}, "strength"),
                     ({"cost": -0.1}, "cost"), ({"soft_cost": -1.0}, "soft_cost"), ({"explore": 1.0}, "explore"),
                     ({"init": 1.0}, "init"),
-                    ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain")):
+                    ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain"), ({"tests": 0}, "tests"),
+                    ({"tests": True}, "tests"), ({"tests": 2.0}, "tests")):
         with pytest.raises(ValueError, match=msg):
             dnn.FlipTokenClock(5, **kw)
     with pytest.raises(ValueError, match="vocab_size"):
@@ -213,6 +268,13 @@ def test_bad_arguments_are_refused_by_name():
         clock.loss(torch.tensor([0, 1]), lambda: torch.tensor(0.0))
     with pytest.raises(FloatingPointError, match="non-finite"):
         clock.loss(torch.tensor([[0, 1]]), lambda: torch.tensor(float("nan")))
+    x2 = torch.tensor([[0, 1], [2, 3]])
+    with pytest.raises(ValueError, match="per-row"):                # two tests need the rows' losses
+        clock.loss(x2, lambda: torch.tensor(0.0))
+    with pytest.raises(ValueError, match=r"shape \(2,\)"):
+        clock.loss(x2, lambda: (torch.zeros(3), torch.ones(3)))
+    with pytest.raises(ValueError, match="has 2 rows"):             # loss_of must run the batch it was given
+        clock.loss(x2, lambda: (clock(x2[:1]).double().sum(1).expand(2), torch.ones(2)))
     m = _model("s4d")
     with pytest.raises(ValueError, match="no learned clock"):      # it is not trained by a TimeCost
         dnn.TimeCost(m)
