@@ -49,22 +49,25 @@ def _task_labels(runs):
 
 def _groups(runs):
     """``{(task label, model label): {lr: [runs over seeds]}}``; a model label names the settings that
-    tell apart several groups of one family on one task (e.g. two step counts)."""
+    tell apart several groups of one family on one task (e.g. two step counts), on every task of that
+    family in the file."""
     labels = _task_labels(runs)
     settings = defaultdict(dict)
     for r in done(runs):
         c = r["config"]
         settings[(labels[_canon(c["task"])], c["family"])].setdefault(_canon(c, ("seed", "lr")), c)
+    varying = defaultdict(set)              # per family: the settings that tell its groups apart on some task
+    for (task, fam), variants in settings.items():
+        if len(variants) > 1:
+            varying[fam] |= {k for k in set().union(*variants.values()) if k not in ("seed", "lr", "task")
+                             and len({json.dumps(v.get(k)) for v in variants.values()}) > 1}
     g = defaultdict(lambda: defaultdict(list))
     for r in done(runs):
         c = r["config"]
         task, fam = labels[_canon(c["task"])], c["family"]
-        variants = settings[(task, fam)]
-        label = fam
-        if len(variants) > 1:
-            diff = sorted(k for k in set().union(*variants.values()) if k not in ("seed", "lr", "task")
-                          and len({json.dumps(v.get(k)) for v in variants.values()}) > 1)
-            label = f"{fam} ({', '.join(f'{k}={_setting(c.get(k))}' for k in diff)})"
+        label = fam                         # named by those settings on every task, so the groups read alike
+        if varying[fam]:
+            label = f"{fam} ({', '.join(f'{k}={_setting(c.get(k))}' for k in sorted(varying[fam]))})"
         g[(task, label)][c["lr"]].append(r)
     return g
 

@@ -99,3 +99,17 @@ def test_clock_figure_only_for_runs_that_record_clocks(tmp_path, monkeypatch):
     assert drawn == [([100, 200], [0.9, 0.0]), ([100, 200], [1.0, 0.98]), ([100, 200], [1.0, 1.0]),
                      ([100, 200], [1.0, 1.0]), ([100, 200], [0.5, 0.9])]
     assert "![learned clocks](clocks.png)" in R.markdown(plain + [tick], {"scale": "smoke"})
+
+
+def test_a_setting_that_tells_groups_apart_names_the_family_on_every_task():
+    """A family run with two values of a setting on one task is labelled by that setting on every task
+    of the file, so that a group run with one value alone reads as that value, not as the family."""
+    copy = _run(0, [0.5])
+    other = _run(1, [0.5])
+    other["key"], other["config"]["steps"] = "k-other", 800
+    fixed = _run(2, [0.5])
+    fixed["key"], fixed["config"]["task"] = "k-fixed", preset("copy", "fixed", "smoke").to_dict()
+    fixed["config"]["steps"] = 800
+    labels = sorted(R._groups([copy, other, fixed]))
+    assert sorted(m for _, m in labels) == ["ds4d (steps=400)", "ds4d (steps=800)", "ds4d (steps=800)"]
+    assert sorted(m for _, m in R._groups([copy, fixed])) == ["ds4d", "ds4d"]   # no task varies: the family
