@@ -72,8 +72,8 @@ class RunConfig:
     ``-idclock`` model's :class:`nn.LearnedTokenClock` (> 0); ``None``: its default. ``clock_noise``: its
     ``noise`` (> 0); ``None``: none. ``flip_cost``: ``(cost, soft_cost)`` of a ``-flipclock`` model's
     :class:`nn.FlipTokenClock` (each >= 0); ``None``: its defaults. ``flip_tests``: its ``tests`` (flip
-    tests per step, a whole number >= 1); ``None``: one (the runs of results files written before the choice;
-    the command line gives every ``-flipclock`` run the clock's default).
+    tests per step, a whole number >= 1); ``None`` (and ``1``, stored as ``None``): one, the runs of results
+    files written before the choice (the command line gives every ``-flipclock`` run the clock's default).
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -137,6 +137,8 @@ class RunConfig:
                                             or not (isinstance(self.flip_tests, int) and self.flip_tests >= 1)):
             raise ValueError(f"flip_tests is a -flipclock model's flip tests per step, a whole number >= 1 (got "
                              f"{self.flip_tests!r} on {self.model.label})")
+        if self.flip_tests == 1:                     # one test: the runs of files written before the choice
+            self.flip_tests = None
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 

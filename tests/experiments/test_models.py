@@ -417,6 +417,7 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     with pytest.raises(ValueError, match="flip_tests"):
         RunConfig(task, ModelSpec("s4d", clock="token"), 8, flip_tests=2)
     assert RunConfig(task, spec, 8, flip_tests=8).to_dict()["flip_tests"] == 8 and "flip_tests" not in cfg.to_dict()
+    assert RunConfig(task, spec, 8, flip_tests=1).key() == RunConfig(task, spec, 8).key()   # one test: as recorded
     built = []
     orig_init = dnn.FlipTokenClock.__init__
 
