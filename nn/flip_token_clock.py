@@ -258,6 +258,9 @@ class FlipTokenClock(TokenLogits):
     @staticmethod
     def _rows(result, B, G):
         """``loss_of``'s result as per-row ``(sums, counts)``, float64 ``(B,)`` (a scalar: one row)."""
+        if torch.is_tensor(result) and result.numel() != 1:
+            raise ValueError(f"FlipTokenClock.loss: loss_of returned a tensor of shape {tuple(result.shape)}; it "
+                             f"must return per-row (sums, counts), each ({B},), or with tests=1 a scalar")
         if torch.is_tensor(result) or isinstance(result, (int, float)):
             if G > 1:
                 raise ValueError("FlipTokenClock.loss with tests > 1 needs loss_of to return per-row (sums, "

@@ -271,6 +271,8 @@ def test_bad_arguments_are_refused_by_name():
     x2 = torch.tensor([[0, 1], [2, 3]])
     with pytest.raises(ValueError, match="per-row"):                # two tests need the rows' losses
         clock.loss(x2, lambda: torch.tensor(0.0))
+    with pytest.raises(ValueError, match=r"returned a tensor of shape \(2,\)"):   # per-row means alone
+        dnn.FlipTokenClock(5, tests=1).loss(x2, lambda: torch.ones(2))
     with pytest.raises(ValueError, match=r"shape \(2,\)"):
         clock.loss(x2, lambda: (torch.zeros(3), torch.ones(3)))
     with pytest.raises(ValueError, match="has 2 rows"):             # loss_of must run the batch it was given
