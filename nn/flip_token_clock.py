@@ -15,7 +15,7 @@ flips each row's own id), so an id of share ``f`` is tested on about ``tests * f
 ``f`` (with one test per step, rare filler ids were still ticking at the budget).
 
 The parts around the test (each was needed in the runs of clock-pads-select and clock-flip-first): the
-decisions are a state with hysteresis (a ticking id pauses once its logit falls below ``-hysteresis``, a
+decisions are a state with hysteresis (a ticking id pauses once its logit falls below ``pause_below``, a
 paused id ticks again above ``+hysteresis``), so the layers train under one clock at a time rather than one
 that flips every step; the tested id is the id at a random position of the batch (a frequent id, such as
 the padding, is tested as often as it occurs), or half of the time one of the paused ids present, so a
@@ -52,8 +52,10 @@ class FlipTokenClock(TokenLogits):
     gain : float, default 16.0
         ``z = gain * u`` for the parameter ``u`` ``(vocab_size,)`` (:class:`nn.learned_token_clock.TokenLogits`).
     hysteresis : float, default 1.0
-        A ticking id pauses once ``z < -hysteresis``; a paused id ticks again once ``z > hysteresis``
-        (``0``: the sign of ``z``).
+        A paused id ticks again once ``z > hysteresis``.
+    pause_below : float or None, default None
+        A ticking id pauses once ``z < pause_below`` (at most ``hysteresis``); ``None``: ``-hysteresis``
+        (``hysteresis=0``: the sign of ``z``).
     strength : float, default 10.0
         The flip tests' weight: the clock loss holds ``-strength / tests * delta * z[v]`` for each tested id
         ``v``, ``delta = d - cost * f_v``: ``d`` the loss per supervised token with ``v`` paused minus with it
@@ -94,7 +96,7 @@ class FlipTokenClock(TokenLogits):
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
-                 explore=0.2, tests=8):
+                 explore=0.2, tests=8, pause_below=None):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):
@@ -104,12 +106,18 @@ class FlipTokenClock(TokenLogits):
             raise ValueError(f"tests must be a whole number >= 1, got {tests!r}")
         if not (isinstance(explore, (int, float)) and 0.0 <= explore < 1.0):
             raise ValueError(f"explore must lie in [0, 1), got {explore!r}")
+        if pause_below is None:
+            pause_below = -float(hysteresis)
+        if not (isinstance(pause_below, (int, float)) and not isinstance(pause_below, bool)
+                and math.isfinite(pause_below) and pause_below <= hysteresis):
+            raise ValueError(f"pause_below must be a finite number <= hysteresis = {hysteresis!r}, got "
+                             f"{pause_below!r}")
         z0 = math.log(init / (1.0 - init))
         if not z0 > hysteresis:
             raise ValueError(f"init must start every id ticking: logit(init) = {z0:.3g} must exceed hysteresis "
                              f"= {hysteresis!r}")
         super().__init__(vocab_size, z0, gain)
-        self.hysteresis, self.strength = float(hysteresis), float(strength)
+        self.hysteresis, self.pause_below, self.strength = float(hysteresis), float(pause_below), float(strength)
         self.cost, self.soft_cost = float(cost), float(soft_cost)
         self.explore, self.tests = float(explore), tests
         self.register_buffer("ticking", torch.ones(vocab_size, dtype=torch.bool))           # (V,)
@@ -175,10 +183,11 @@ class FlipTokenClock(TokenLogits):
         return int(flat[int(torch.randint(len(flat), ()))])
 
     def settle(self):
-        """Update the decisions from the logits, with hysteresis (:meth:`loss` calls it at its end)."""
+        """Update the decisions from the logits, with hysteresis (:meth:`loss` calls it at its end): a ticking
+        id pauses below ``pause_below``, a paused id ticks again above ``hysteresis``."""
         with torch.no_grad():
             z = self.logits()
-            self.ticking.copy_(torch.where(self.ticking, z >= -self.hysteresis, z > self.hysteresis))
+            self.ticking.copy_(torch.where(self.ticking, z >= self.pause_below, z > self.hysteresis))
 
     def loss(self, tokens, loss_of):
         """The clock's loss for one training step: ``tests`` flip tests on ``tokens`` and the time cost.
@@ -276,5 +285,6 @@ class FlipTokenClock(TokenLogits):
 
     def extra_repr(self):
         return (f"vocab_size={self.vocab_size}, gain={self.gain:g}, hysteresis={self.hysteresis:g}, "
+                f"pause_below={self.pause_below:g}, "
                 f"strength={self.strength:g}, cost={self.cost:g}, soft_cost={self.soft_cost:g}, "
                 f"explore={self.explore:g}, tests={self.tests}")

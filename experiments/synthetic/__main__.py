@@ -134,6 +134,9 @@ def _parse(argv):
     ap.add_argument("--flip-tests", type=int, default=None, metavar="G",
                     help="flip tests per training step of a clock learned by flip tests, in the same two passes "
                     "(nn.FlipTokenClock tests=, >= 1; default: its own; -flipclock models)")
+    ap.add_argument("--flip-pause-below", type=float, default=None, metavar="Z",
+                    help="a clock learned by flip tests: a ticking id pauses once its logit falls below Z "
+                    "(nn.FlipTokenClock pause_below=, <= 1, the hysteresis; default: its own; -flipclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -169,6 +172,8 @@ def _parse(argv):
         ap.error(f"--flip-cost needs COST >= 0 and SOFT >= 0, got {args.flip_cost[0]:g} {args.flip_cost[1]:g}")
     if args.flip_tests is not None and args.flip_tests < 1:
         ap.error(f"--flip-tests needs G >= 1, got {args.flip_tests}")
+    if args.flip_pause_below is not None and not -1e6 < args.flip_pause_below <= 1.0:
+        ap.error(f"--flip-pause-below needs a number <= 1 (the clock's hysteresis), got {args.flip_pause_below:g}")
     specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
     for flag, given, ok, kind in (
             ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),
@@ -178,7 +183,8 @@ def _parse(argv):
             ("--clock-gain", args.clock_gain is not None, "token", "-idclock"),
             ("--clock-noise", args.clock_noise is not None, "token", "-idclock"),
             ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock"),
-            ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock")):
+            ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock"),
+            ("--flip-pause-below", args.flip_pause_below is not None, "flip", "-flipclock")):
         if given and not any(s.time_cost if ok == "cost" else s.clock == ok for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
                      f"s4d-{kind.split()[0][1:]})")
@@ -243,7 +249,7 @@ SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   #
 
 def _plan(args, ctx):
     """Every run of the sweep (width matched to S4D's parameter count per task), and the models' phrase."""
-    from .._models import FLIP_TESTS, ModelSpec, parse_models
+    from .._models import FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, parse_models
     from .._train import Job
     from .models import build, match_width, n_params
     from .train import RunConfig, train_run
@@ -268,6 +274,9 @@ def _plan(args, ctx):
                                              flip_cost=args.flip_cost if spec.clock == "flip" else None,
                                              flip_tests=(args.flip_tests or FLIP_TESTS) if spec.clock == "flip"
                                              else None,
+                                             flip_pause_below=(FLIP_PAUSE_BELOW if args.flip_pause_below is None
+                                                               else args.flip_pause_below)
+                                             if spec.clock == "flip" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

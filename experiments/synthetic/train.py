@@ -74,6 +74,9 @@ class RunConfig:
     :class:`nn.FlipTokenClock` (each >= 0); ``None``: its defaults. ``flip_tests``: its ``tests`` (flip
     tests per step, a whole number >= 1); ``None`` (and ``1``, stored as ``None``): one, the runs of results
     files written before the choice (the command line gives every ``-flipclock`` run the clock's default).
+    ``flip_pause_below``: its ``pause_below`` (a ticking id pauses below it; a number <= 1, its hysteresis);
+    ``None`` (and ``-1``, stored as ``None``): ``-1``, the runs of results files written before the choice
+    (the command line gives every ``-flipclock`` run :data:`~experiments._models.FLIP_PAUSE_BELOW`).
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -99,6 +102,7 @@ class RunConfig:
     clock_noise: float | None = None
     flip_cost: tuple | None = None
     flip_tests: int | None = None
+    flip_pause_below: float | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -139,6 +143,13 @@ class RunConfig:
                              f"{self.flip_tests!r} on {self.model.label})")
         if self.flip_tests == 1:                     # one test: the runs of files written before the choice
             self.flip_tests = None
+        pb = self.flip_pause_below
+        if pb is not None and (self.model.clock != "flip" or isinstance(pb, bool) or not isinstance(pb, (int, float))
+                               or not -1e6 < pb <= 1.0):
+            raise ValueError(f"flip_pause_below is a -flipclock model's pause threshold, a number <= 1 (the "
+                             f"hysteresis; got {pb!r} on {self.model.label})")
+        if pb is not None:
+            self.flip_pause_below = None if pb == -1.0 else float(pb)     # -1: the files written before
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -164,7 +175,7 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
-        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests"):   # as in files written before
+        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests", "flip_pause_below"):   # as before
             if d[k] is None:
                 del d[k]
         if "flip_cost" in d:
@@ -337,7 +348,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         clock = dnn.LearnedTokenClock(task.vocab, **own)
     if cfg.model.clock == "flip":                                 # one test per step: files written before
         cost_kw = {} if cfg.flip_cost is None else {"cost": cfg.flip_cost[0], "soft_cost": cfg.flip_cost[1]}
-        clock = dnn.FlipTokenClock(task.vocab, tests=cfg.flip_tests or 1, **cost_kw)
+        pause = -1.0 if cfg.flip_pause_below is None else cfg.flip_pause_below
+        clock = dnn.FlipTokenClock(task.vocab, tests=cfg.flip_tests or 1, hysteresis=1.0, pause_below=pause,
+                                   **cost_kw)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)

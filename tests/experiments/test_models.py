@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
-from ddesys.experiments._models import FAMILIES, FLIP_TESTS, ModelSpec, TapSchedule, model_of, parse_models
+from ddesys.experiments._models import FAMILIES, FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, TapSchedule, model_of, parse_models
 
 ROOT = Path(__file__).parents[2]
 STORED = [ROOT / "tests/data/synthetic_results_2026-11-29.json"] + sorted(
@@ -398,15 +398,30 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     for bad in (["--models", "s4d-flipclock", "--clock-gain", "32"], ["--models", "s4d-flipclock", "--time-cost",
                                                                       "0.3", "100", "0.03"],
                 ["--models", "s4d-flipclock", "--flip-cost", "-1", "0"], ["--models", "s4d", "--flip-cost", "0", "0"],
-                ["--models", "s4d-flipclock", "--flip-tests", "0"], ["--models", "s4d", "--flip-tests", "2"]):
+                ["--models", "s4d-flipclock", "--flip-tests", "0"], ["--models", "s4d", "--flip-tests", "2"],
+                ["--models", "s4d-flipclock", "--flip-pause-below", "1.5"],
+                ["--models", "s4d", "--flip-pause-below", "0"]):
         with pytest.raises(SystemExit):
             cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
     base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-flipclock", "--seeds", "0"]
     plans = [cli._plan(cli._parse(base + extra), None)[0][0]
-             for extra in ([], ["--flip-cost", "0", "0.3"], ["--flip-tests", "1"], ["--flip-tests", "8"])]
-    assert len({p.key for p in plans}) == 3                            # the costs and tests are the run's identity
+             for extra in ([], ["--flip-cost", "0", "0.3"], ["--flip-tests", "1"], ["--flip-tests", "8"],
+                           ["--flip-pause-below", "-1"], ["--flip-pause-below", "0"])]
+    assert len({p.key for p in plans}) == 4                            # the costs, tests, threshold: the identity
     assert plans[0].key == plans[3].key != plans[2].key                # the command line's default: the clock's
-    assert FLIP_TESTS == inspect.signature(dnn.FlipTokenClock).parameters["tests"].default
+    assert plans[4].key != plans[5].key and plans[0].key in (plans[4].key, plans[5].key)
+    sig = inspect.signature(dnn.FlipTokenClock).parameters
+    assert FLIP_TESTS == sig["tests"].default
+    assert FLIP_PAUSE_BELOW == (-sig["hysteresis"].default if sig["pause_below"].default is None
+                                else sig["pause_below"].default)
+    assert "flip_pause_below" not in cfg.to_dict()                     # -1: as the files written before
+    assert RunConfig(task, spec, 8, flip_pause_below=-1.0).key() == RunConfig(task, spec, 8).key()
+    assert RunConfig(task, spec, 8, flip_pause_below=0).to_dict()["flip_pause_below"] == 0.0
+    for bad in (1.5, float("nan"), True, "0"):
+        with pytest.raises(ValueError, match="flip_pause_below"):
+            RunConfig(task, spec, 8, flip_pause_below=bad)
+    with pytest.raises(ValueError, match="flip_pause_below"):
+        RunConfig(task, ModelSpec("s4d", clock="token"), 8, flip_pause_below=0.0)
     soft = RunConfig(task, spec, 8, flip_cost=(0, 0.3))
     assert soft.to_dict()["flip_cost"] == [0.0, 0.3] and "flip_cost" not in cfg.to_dict()
     with pytest.raises(ValueError, match="flip_cost"):
@@ -430,9 +445,10 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
                             flip_cost=(0.1, 0.2)))
         dnn.FlipTokenClock.loss = spy
         train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=4, eval_every=1, val_size=4,
-                            flip_tests=3))
+                            flip_tests=3, flip_pause_below=0.0))
     finally:
         dnn.FlipTokenClock.__init__ = orig_init
         dnn.FlipTokenClock.loss = orig
-    assert {"cost": 0.1, "soft_cost": 0.2, "tests": 1}.items() <= built[0].items()   # None: one test (files before)
+    assert {"cost": 0.1, "soft_cost": 0.2, "tests": 1, "pause_below": -1.0}.items() <= built[0].items()  # as before
+    assert built[-1]["pause_below"] == 0.0
     assert built[-1]["tests"] == 3 and seen[-2:] == [((4, task.length), 3)] * 2      # three tests on a step's rows

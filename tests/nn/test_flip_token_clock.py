@@ -166,7 +166,7 @@ def test_fewer_rows_than_tests_one_test_per_row(monkeypatch):
 
 
 def test_the_decisions_follow_the_logits_with_hysteresis():
-    clock = dnn.FlipTokenClock(4, gain=1.0, hysteresis=1.0)
+    clock = dnn.FlipTokenClock(4, gain=1.0, hysteresis=1.0, pause_below=-1.0)
     assert clock.pauses() == []
     with torch.no_grad():
         clock.u.copy_(torch.tensor([-0.5, -1.5, 0.5, 3.0]))
@@ -189,6 +189,25 @@ def test_the_decisions_follow_the_logits_with_hysteresis():
     assert fresh.pauses() == [0, 1, 2, 3]                           # the decisions travel with the weights
     fresh.load_state_dict(sd)
     assert fresh.pauses() == []
+
+
+def test_a_pause_threshold_apart_from_the_hysteresis():
+    clock = dnn.FlipTokenClock(4, gain=1.0, hysteresis=1.0, pause_below=0.0)
+    with torch.no_grad():
+        clock.u.copy_(torch.tensor([-0.1, 0.1, 0.9, 3.0]))
+    clock.settle()
+    assert clock.pauses() == [0]                                    # below 0 pauses, above stays ticking
+    with torch.no_grad():
+        clock.u.copy_(torch.tensor([0.9, -2.0, 0.9, 3.0]))
+    clock.settle()
+    assert clock.pauses() == [0, 1]                                 # a paused id at +0.9 stays paused
+    with torch.no_grad():
+        clock.u[0] = 1.1
+    clock.settle()
+    assert clock.pauses() == [1]                                    # above the hysteresis it ticks again
+    assert dnn.FlipTokenClock(4, hysteresis=2.0).pause_below == -2.0        # by default -hysteresis
+    assert dnn.FlipTokenClock(4, pause_below=1.0).pause_below == 1.0        # no band: the threshold alone
+    assert "pause_below=0" in repr(clock)
 
 
 def test_exploration_is_training_only_at_paused_ids_once_per_row():
@@ -254,7 +273,9 @@ def test_bad_arguments_are_refused_by_name():
                     ({"cost": -0.1}, "cost"), ({"soft_cost": -1.0}, "soft_cost"), ({"explore": 1.0}, "explore"),
                     ({"init": 1.0}, "init"),
                     ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain"), ({"tests": 0}, "tests"),
-                    ({"tests": True}, "tests"), ({"tests": 2.0}, "tests")):
+                    ({"tests": True}, "tests"), ({"tests": 2.0}, "tests"), ({"pause_below": 1.5}, "pause_below"),
+                    ({"pause_below": float("nan")}, "pause_below"), ({"pause_below": True}, "pause_below"),
+                    ({"pause_below": "0"}, "pause_below")):
         with pytest.raises(ValueError, match=msg):
             dnn.FlipTokenClock(5, **kw)
     with pytest.raises(ValueError, match="vocab_size"):
