@@ -53,9 +53,11 @@ class FlipTokenClock(TokenLogits):
         ``z = gain * u`` for the parameter ``u`` ``(vocab_size,)`` (:class:`nn.learned_token_clock.TokenLogits`).
     hysteresis : float, default 1.0
         A paused id ticks again once ``z > hysteresis``.
-    pause_below : float or None, default None
-        A ticking id pauses once ``z < pause_below`` (at most ``hysteresis``); ``None``: ``-hysteresis``
-        (``hysteresis=0``: the sign of ``z``).
+    pause_below : float, default 0.0
+        A ticking id pauses once ``z < pause_below`` (at most ``hysteresis``; with both 0: the sign of
+        ``z``). At ``-hysteresis`` (the first release's band) a pause could come too late: the layers learned
+        to use a rare padding id's ticks while its logit fell, and it turned back before the threshold
+        (docs/experiments/clock-ids-cpu).
     strength : float, default 10.0
         The flip tests' weight: the clock loss holds ``-strength / tests * delta * z[v]`` for each tested id
         ``v``, ``delta = d - cost * f_v``: ``d`` the loss per supervised token with ``v`` paused minus with it
@@ -96,7 +98,7 @@ class FlipTokenClock(TokenLogits):
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
-                 explore=0.2, tests=8, pause_below=None):
+                 explore=0.2, tests=8, pause_below=0.0):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):
@@ -106,8 +108,6 @@ class FlipTokenClock(TokenLogits):
             raise ValueError(f"tests must be a whole number >= 1, got {tests!r}")
         if not (isinstance(explore, (int, float)) and 0.0 <= explore < 1.0):
             raise ValueError(f"explore must lie in [0, 1), got {explore!r}")
-        if pause_below is None:
-            pause_below = -float(hysteresis)
         if not (isinstance(pause_below, (int, float)) and not isinstance(pause_below, bool)
                 and math.isfinite(pause_below) and pause_below <= hysteresis):
             raise ValueError(f"pause_below must be a finite number <= hysteresis = {hysteresis!r}, got "

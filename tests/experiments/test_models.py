@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
-from ddesys.experiments._models import FAMILIES, FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, TapSchedule, model_of, parse_models
+from ddesys.experiments._models import (FAMILIES, FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, TapSchedule, model_of,
+                                        parse_models)
 
 ROOT = Path(__file__).parents[2]
 STORED = [ROOT / "tests/data/synthetic_results_2026-11-29.json"] + sorted(
@@ -412,8 +413,7 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     assert plans[4].key != plans[5].key and plans[0].key in (plans[4].key, plans[5].key)
     sig = inspect.signature(dnn.FlipTokenClock).parameters
     assert FLIP_TESTS == sig["tests"].default
-    assert FLIP_PAUSE_BELOW == (-sig["hysteresis"].default if sig["pause_below"].default is None
-                                else sig["pause_below"].default)
+    assert FLIP_PAUSE_BELOW == sig["pause_below"].default
     assert "flip_pause_below" not in cfg.to_dict()                     # -1: as the files written before
     assert RunConfig(task, spec, 8, flip_pause_below=-1.0).key() == RunConfig(task, spec, 8).key()
     assert RunConfig(task, spec, 8, flip_pause_below=0).to_dict()["flip_pause_below"] == 0.0

@@ -28,7 +28,7 @@ PAUSE = (0, 3, 5)
 
 def _model(layer="ds4d", seed=0, **kw):
     torch.manual_seed(seed)                                         # the embedding's initialization
-    clock = dnn.FlipTokenClock(V, gain=4.0, **kw)
+    clock = dnn.FlipTokenClock(V, gain=4.0, **({"pause_below": -1.0} | kw))    # a band (-1, 1) to set logits in
     lk = {"d_state": 4, "seed": seed} | ({"l_max": LMAX} if layer == "ds4d" else {})
     m = dnn.SequenceModel(V, V, d_model=H, n_layers=2, layer=layer, embedding=True, clock=clock,
                           layer_kw=lk).double()
@@ -205,7 +205,7 @@ def test_a_pause_threshold_apart_from_the_hysteresis():
         clock.u[0] = 1.1
     clock.settle()
     assert clock.pauses() == [1]                                    # above the hysteresis it ticks again
-    assert dnn.FlipTokenClock(4, hysteresis=2.0).pause_below == -2.0        # by default -hysteresis
+    assert dnn.FlipTokenClock(4, hysteresis=2.0).pause_below == 0.0         # by default 0
     assert dnn.FlipTokenClock(4, pause_below=1.0).pause_below == 1.0        # no band: the threshold alone
     assert "pause_below=0" in repr(clock)
 
@@ -275,7 +275,8 @@ def test_bad_arguments_are_refused_by_name():
                     ({"init": 0.6}, "exceed hysteresis"), ({"gain": 0.0}, "gain"), ({"tests": 0}, "tests"),
                     ({"tests": True}, "tests"), ({"tests": 2.0}, "tests"), ({"pause_below": 1.5}, "pause_below"),
                     ({"pause_below": float("nan")}, "pause_below"), ({"pause_below": True}, "pause_below"),
-                    ({"pause_below": "0"}, "pause_below")):
+                    ({"pause_below": "0"}, "pause_below"), ({"pause_below": None}, "pause_below"),
+                    ({"hysteresis": 0.0, "pause_below": 0.5}, "pause_below")):
         with pytest.raises(ValueError, match=msg):
             dnn.FlipTokenClock(5, **kw)
     with pytest.raises(ValueError, match="vocab_size"):
