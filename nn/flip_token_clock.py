@@ -124,6 +124,14 @@ class FlipTokenClock(TokenLogits):
         self._decisions = None               # the decisions of a flip test's pass, while it runs
         self.last_tests = []
 
+    def __setstate__(self, state):
+        """A clock pickled by an earlier version (``torch.save(model)``) keeps the rule it trained with: one
+        flip test per step where it had no ``tests``, the band ``(-hysteresis, hysteresis)`` where it had no
+        ``pause_below``."""
+        state = {"tests": 1, "last_tests": [], "_decisions": None, **state}
+        state.setdefault("pause_below", -state["hysteresis"])
+        super().__setstate__(state)
+
     def pauses(self):
         """The ids at which the clock stands still now.
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 
 import pytest
 import torch
@@ -208,6 +209,21 @@ def test_a_pause_threshold_apart_from_the_hysteresis():
     assert dnn.FlipTokenClock(4, hysteresis=2.0).pause_below == 0.0         # by default 0
     assert dnn.FlipTokenClock(4, pause_below=1.0).pause_below == 1.0        # no band: the threshold alone
     assert "pause_below=0" in repr(clock)
+
+
+def test_a_clock_pickled_by_an_earlier_version_keeps_its_rule():
+    clock = dnn.FlipTokenClock(4, gain=1.0, hysteresis=1.0)
+    state = clock.__getstate__()
+    old = {k: v for k, v in state.items() if k not in ("pause_below", "tests", "last_tests")}   # before them
+    back = dnn.FlipTokenClock.__new__(dnn.FlipTokenClock)
+    back.__setstate__(old)
+    assert back.pause_below == -1.0 and back.tests == 1 and back.last_tests == []
+    with torch.no_grad():
+        back.u.copy_(torch.tensor([-0.5, -1.5, 0.5, 3.0]))
+    back.settle()
+    assert back.pauses() == [1]                                     # the band it trained with: -0.5 ticks
+    again = pickle.loads(pickle.dumps(clock))                       # today's: as it was
+    assert again.pause_below == 0.0 and again.tests == 8
 
 
 def test_exploration_is_training_only_at_paused_ids_once_per_row():
