@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -172,8 +173,9 @@ def _parse(argv):
         ap.error(f"--flip-cost needs COST >= 0 and SOFT >= 0, got {args.flip_cost[0]:g} {args.flip_cost[1]:g}")
     if args.flip_tests is not None and args.flip_tests < 1:
         ap.error(f"--flip-tests needs G >= 1, got {args.flip_tests}")
-    if args.flip_pause_below is not None and not -1e6 < args.flip_pause_below <= 1.0:
-        ap.error(f"--flip-pause-below needs a number <= 1 (the clock's hysteresis), got {args.flip_pause_below:g}")
+    if args.flip_pause_below is not None and not (math.isfinite(args.flip_pause_below)
+                                                  and args.flip_pause_below <= 1.0):
+        ap.error(f"--flip-pause-below needs a finite number <= 1 (the clock's hysteresis), got {args.flip_pause_below:g}")
     specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
     for flag, given, ok, kind in (
             ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),

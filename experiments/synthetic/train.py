@@ -145,8 +145,8 @@ class RunConfig:
             self.flip_tests = None
         pb = self.flip_pause_below
         if pb is not None and (self.model.clock != "flip" or isinstance(pb, bool) or not isinstance(pb, (int, float))
-                               or not -1e6 < pb <= 1.0):
-            raise ValueError(f"flip_pause_below is a -flipclock model's pause threshold, a number <= 1 (the "
+                               or not (np.isfinite(pb) and pb <= 1.0)):
+            raise ValueError(f"flip_pause_below is a -flipclock model's pause threshold, a finite number <= 1 (the "
                              f"hysteresis; got {pb!r} on {self.model.label})")
         if pb is not None:
             self.flip_pause_below = None if pb == -1.0 else float(pb)     # -1: the files written before
