@@ -175,7 +175,8 @@ def _parse(argv):
         ap.error(f"--flip-tests needs G >= 1, got {args.flip_tests}")
     if args.flip_pause_below is not None and not (math.isfinite(args.flip_pause_below)
                                                   and args.flip_pause_below <= 1.0):
-        ap.error(f"--flip-pause-below needs a finite number <= 1 (the clock's hysteresis), got {args.flip_pause_below:g}")
+        ap.error(f"--flip-pause-below needs a finite number <= 1 (the clock's hysteresis), got "
+                 f"{args.flip_pause_below:g}")
     specs = [ModelSpec.from_label(m) for m in args.models or SCALES[args.scale]["models"]]
     for flag, given, ok, kind in (
             ("--gate-lr", args.gate_lr is not None, "binary", "-tick"),
