@@ -43,9 +43,10 @@ def available() -> bool:
 
 if _nb is not None:
     @loop("chunk.inline")
-    def _trajectory(x, ring, t0, lam, m1, m2, bbar, k, delayed, b, h, tr):    # pragma: no cover - jitted
+    def _trajectory(x, ring, t0, lam, m1, m2, bbar, k, delayed, b, h, tr, c, zero, y):    # pragma: no cover
         """Fill ``tr`` ``(R + L, N2)`` with the part of pair ``(b, h)``'s history the chunk reads (the last
-        ``k + 1`` states; zero before the start) and its chunk's states (rows ``R ..``)."""
+        ``k + 1`` states; zero before the start) and its chunk's states (rows ``R ..``); with a ``y`` of
+        ``L`` positions (not ``(B, H, 0)``), also its outputs ``y[b, h, t]``, in the same pass."""
         R = ring.shape[1]
         L = x.shape[2]
         N2 = lam.shape[1]
@@ -59,6 +60,7 @@ if _nb is not None:
                 for n in range(N2):
                     tr[j, n] = 0
         tmp = np.empty(N2, dtype=tr.dtype)                               # no aliasing: the loops vectorize
+        out = y.shape[2] > 0
         for t in range(L):
             i = R + t
             xt = x[b, h, t]
@@ -71,6 +73,12 @@ if _nb is not None:
                     tmp[n] = lam[h, n] * tr[i - 1, n] + bbar[h, n] * xt
             for n in range(N2):
                 tr[i, n] = tmp[n]
+            if out:
+                acc = zero
+                for n in range(N2):
+                    v = c[h, n] * tmp[n]
+                    acc += v.real
+                y[b, h, t] = acc + acc
 
     @loop("chunk.scan")
     def _scan_fwd(x, ring, t0, lam, m1, m2, bbar, c, k, delayed, zero, y, new):    # pragma: no cover - jitted
@@ -82,13 +90,7 @@ if _nb is not None:
             b = bh // H
             h = bh - b * H
             tr = np.empty((R + L, N2), dtype=ring.dtype)
-            _trajectory(x, ring, t0, lam, m1, m2, bbar, k, delayed, b, h, tr)
-            for t in range(L):
-                acc = zero
-                for n in range(N2):
-                    v = c[h, n] * tr[R + t, n]
-                    acc += v.real
-                y[b, h, t] = acc + acc
+            _trajectory(x, ring, t0, lam, m1, m2, bbar, k, delayed, b, h, tr, c, zero, y)
             if write:
                 for s in range(t0 + L - R, t0 + L):
                     if s >= t0:
@@ -113,7 +115,7 @@ if _nb is not None:
             h = bh - b * H
             kk = k[h] if delayed else 1
             tr = np.empty((R + L, N2), dtype=ring.dtype)
-            _trajectory(x, ring, t0, lam, m1, m2, bbar, k, delayed, b, h, tr)
+            _trajectory(x, ring, t0, lam, m1, m2, bbar, k, delayed, b, h, tr, c, zero, gx[:, :, :0])
             g = np.zeros((R + L + kk + 2, N2), dtype=ring.dtype)        # adjoints; zero past the chunk
             acc = np.zeros((5, N2), dtype=ring.dtype)                   # d lam, d m1, d m2, d bbar, d c
             tmp = np.empty(N2, dtype=ring.dtype)                         # g_t, apart from g: no aliasing
