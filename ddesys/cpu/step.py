@@ -53,10 +53,10 @@ torch's budget). Each item's arithmetic is the same code whatever thread runs it
 there are, so the parallel loop's outputs are bitwise equal at 1, 2 or 16 threads and under any load.
 The serial loop is compiled separately (LLVM may vectorize or contract it differently: the two agree to
 float rounding, not bitwise). ``parallel=None`` (the default) is a fixed rule, deterministic: the serial
-loop below ``B * H * N2 = PARALLEL_MIN_WORK`` (batch 4 at H = 256, N2 = 32: below it a second thread
-gains little, about 10% at batch 2 and a loss at batch 1, where the threads' handshake costs as much as
-the work), else the parallel loop, even on one thread (on two cores it runs a batch-8 step 1.7x faster
-than the serial loop, and under another process's load it still slows less than the serial loop:
+loop below ``B * H * N2 = PARALLEL_MIN_WORK`` (batch 2 at H = 256, N2 = 32: at batch 1 the threads'
+handshake costs about what a second thread saves), else the parallel loop, even on one thread (on two
+cores it runs a batch-2 step 1.1-1.4x and a batch-8 step 1.7-1.9x faster than the serial loop, the more
+the larger the ring, and under another process's load it still slows less than the serial loop:
 ``python -m ddesys.experiments.bench.decode --only load``). The compile options of both, and which loops of the package may
 reassociate sums, are the table of :mod:`ddesys.cpu.options`; ``python -m ddesys.experiments.bench.decode``
 measures the loops. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
@@ -91,7 +91,7 @@ FMT16 = ("float16", "bfloat16")
 #: threads, and it keeps its speed when other processes load the cores, where the parallel loop waits on
 #: a descheduled thread at every step (``python -m ddesys.experiments.bench.decode --only load`` measures
 #: both).
-PARALLEL_MIN_WORK = 32768
+PARALLEL_MIN_WORK = 16384
 #: calls between two re-timings of serial against parallel (``parallel="auto"`` above PARALLEL_MIN_WORK)
 RECHECK = 4096
 _TRIALS = 5                   # timed calls of each variant per decision

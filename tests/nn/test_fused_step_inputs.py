@@ -122,7 +122,7 @@ def test_no_per_token_allocation(kind):
     hundred bytes of Python objects (argument tuples, the thread-budget context), far below the smallest
     array the step could make here ((B, H) float32, 16 KiB); y_out is written in place and returned.
     (Structural bounds, not byte counts: those change with the interpreter.)"""
-    B, H, N2, k_max = 16, 256, 4, 5
+    B, H, N2, k_max = 8, 256, 4, 5
     assert B * H * N2 < step.PARALLEL_MIN_WORK
     cdt = np.complex128 if kind == "complex128" else np.complex64
     rdt = np.float64 if kind == "complex128" else np.float32
