@@ -24,7 +24,8 @@ Measured in one run (H = 256, N = 64; ``--quick``: smaller l_max and fewer token
    l_max 2048) next to the cache it fills.
 6. ``load``: the step of section 1 past the delays again while another process runs a 2-thread matrix
    product loop, and while two 1-thread processes run (two training runs); each layer's slowdown (goal:
-   DS4D's no larger than S4D's), and DS4D's serial loop beside its default (the parallel one at batch 8).
+   DS4D's no larger than S4D's), DS4D's serial loop beside its default (the parallel one at batch 8), and
+   the throughput ratio DS4D / S4D under the load.
 7. ``accuracy``: a 4-layer DS4D model decoding 8192 tokens (quick: 1024) against its FFT forward,
    max |dy| / max |y| for the complex64 cache (goal <= 1e-5) and the 16-bit histories.
 
@@ -227,7 +228,8 @@ def load_section(H, N, l_max, n_tok, reps):
             met.append(sd <= ss)
             print(f"   batch {batch}: DS4D {q[0] * 1e6:.0f} -> {b[0] * 1e6:.0f} us ({sd:.2f}x; "
                   f"serial loop {q[1] * 1e6:.0f} -> {b[1] * 1e6:.0f} us, {sl:.2f}x), "
-                  f"S4D {q[2] * 1e6:.0f} -> {b[2] * 1e6:.0f} us ({ss:.2f}x)")
+                  f"S4D {q[2] * 1e6:.0f} -> {b[2] * 1e6:.0f} us ({ss:.2f}x); loaded DS4D/S4D throughput "
+                  f"{b[2] / b[0]:.2f}")
     print(f"   goal: DS4D slows no more than S4D ({'met' if all(met) else 'not met'} in this run)")
 
 
