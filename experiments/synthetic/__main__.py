@@ -99,6 +99,9 @@ def _parse(argv):
                     help="lag range of the variable protocol (default: the scale's)")
     ap.add_argument("--gap", type=nonneg_int, default=0, help="filler tokens (content that carries time) between "
                     "the data and the padding (default 0): a clocked model's look-back is T + gap ticks")
+    ap.add_argument("--vocab", type=positive_int, help="vocabulary of every task (default: the kind's, 16 for copy "
+                    "and select, 32 for the sums); a larger one leaves data values beside more padding ids "
+                    "(--pads); a run's task name then ends in -v<V>")
     ap.add_argument("--pads", type=positive_int, default=1, help="padding ids (default 1, id 0): the padding "
                     "tokens are drawn from this many ids (see --pad-dist), none of them told to a learned clock")
     ap.add_argument("--pad-dist", choices=PAD_DISTS, default="uniform", help="how the padding ids are drawn "
@@ -210,6 +213,8 @@ def _tasks(args):
                 t = dataclasses.replace(t, P_min=args.lag, P_max=args.lag)
             if protocol == "variable" and args.lag_range is not None:
                 t = dataclasses.replace(t, P_min=args.lag_range[0], P_max=args.lag_range[1])
+            if args.vocab is not None:
+                t = dataclasses.replace(t, vocab=args.vocab)
             if args.gap:
                 t = dataclasses.replace(t, gap=args.gap)
             if args.pads > 1 or args.noise:

@@ -46,6 +46,8 @@ KINDS = ("copy", "sum", "wsum", "select")
 PAPER_KINDS = KINDS[:3]  # the paper's tasks (a scale's default); select is Mamba's selective copying
 COPY_KINDS = ("copy", "select")  # targets are the data themselves (no window)
 PAD_DISTS = ("uniform", "zipf")  # how the padding ids are drawn
+#: each kind's vocabulary (:func:`preset`); a task with another one says so in its name
+VOCAB = {"copy": 16, "select": 16, "sum": 32, "wsum": 32}
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,11 @@ class Task:
 
     @property
     def name(self):
-        """``kind-protocol``, then ``-pads<k>`` (``-zipf``) and ``-noise<p>`` for the padding variants."""
+        """``kind-protocol``, then ``-v<V>`` for a vocabulary other than the kind's (:data:`VOCAB`),
+        ``-pads<k>`` (``-zipf``) and ``-noise<p>`` for the padding variants."""
         out = f"{self.kind}-{self.protocol}"
+        if self.vocab != VOCAB[self.kind]:
+            out += f"-v{self.vocab}"
         if self.pads > 1:
             out += f"-pads{self.pads}" + ("-zipf" if self.pad_dist == "zipf" else "")
         return out + (f"-noise{self.noise:g}" if self.noise else "")
@@ -219,6 +224,5 @@ def preset(kind, protocol, scale="cpu"):
     if scale == "cpu" and kind == "copy":
         P_fixed = 1024
     P_min, P_max = (P_fixed, P_fixed) if protocol == "fixed" else P_var
-    extra = {"copy": {"vocab": 16}, "select": {"vocab": 16}, "sum": {"vocab": 32, "window": 4},
-             "wsum": {"vocab": 32, "window": 4, "sigma": 1.5}}[kind]
-    return Task(kind, T, P_min, P_max, **extra)
+    extra = {"copy": {}, "select": {}, "sum": {"window": 4}, "wsum": {"window": 4, "sigma": 1.5}}[kind]
+    return Task(kind, T, P_min, P_max, vocab=VOCAB[kind], **extra)

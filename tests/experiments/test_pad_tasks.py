@@ -154,3 +154,24 @@ def test_the_clock_table_reads_each_runs_last_evaluation():
     assert {(seed, step, acc, tuple(layers)) for _, _, _, seed, step, acc, layers in rows} == by_key
     labels = {(task, label) for task, label, *_ in rows}
     assert len({label for task, label in labels if task == "copy-variable-pads4"}) >= 2   # variants apart
+
+
+def test_a_larger_vocabulary_holds_sixteen_padding_ids(capsys):
+    """``--vocab``: 16 padding ids need more than copy's 16 ids; the task names its vocabulary, the
+    default keeps its name (and so its runs' keys), too small a vocabulary is refused by the CLI."""
+    assert preset("copy", "variable", "cpu").to_dict()["vocab"] == 16 and BASE.name == "copy-variable"
+    args = cli._parse(["--scale", "smoke", "--tasks", "copy", "sum", "--protocols", "variable", "--vocab", "32",
+                       "--pads", "16"])
+    copy, tsum = cli._tasks(args)
+    assert copy.vocab == 32 and copy.name == "copy-variable-v32-pads16"
+    assert tsum.vocab == 32 and tsum.name == "sum-variable-pads16"        # the sums' own vocabulary
+    assert copy.pad_ids == (0, *range(16, 31)) and copy.data_max == 15 and copy.go == 31
+    tok, lab, lags = copy.sample(256, np.random.default_rng(3))
+    assert set(np.unique(_gap_tokens(copy, tok, lags))) == set(copy.pad_ids)
+    targets = lab[lab != IGNORE]
+    assert targets.min() >= 1 and targets.max() <= copy.data_max                 # data never a padding id
+    for bad in (["--vocab", "0"], ["--vocab", "16", "--pads", "16"]):
+        with pytest.raises(SystemExit) as e:
+            cli._parse(["--scale", "smoke", "--tasks", "copy", "--protocols", "variable", *bad])
+        assert e.value.code == 2
+    assert "task size" in capsys.readouterr().err
