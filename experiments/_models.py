@@ -17,7 +17,9 @@ take the specification, reports ask it.
   layer that ticks or pauses, trained with a time cost: :class:`nn.learned_clock.TimeCost`; suffix
   ``-tick``) or ``"token"`` (one learned clock per token id, shared by the layers: :class:`nn.LearnedTokenClock`,
   trained with the same time cost; suffix ``-idclock``) or ``"flip"`` (one decision per token id learned by flip
-  tests with its own time cost: :class:`nn.FlipTokenClock`; suffix ``-flipclock``), for DS4D and S4D;
+  tests with its own time cost: :class:`nn.FlipTokenClock`; suffix ``-flipclock``) or ``"run"`` (the same with two
+  decisions per id, after a tick and inside a run of pauses: :class:`nn.FlipRunClock`; suffix ``-runclock``),
+  for DS4D and S4D;
 * ``options``: further layer keyword arguments, as sorted ``(name, value)`` pairs (not in the label:
   an experiment that varies them names its variants itself, e.g. :data:`experiments.s4_recipe.ARMS`).
 """
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 LAYERS = ("ds4d", "s4d")                              # the project's layers (ddesys.nn)
 BASELINES = ("lstm", "mamba", "gpt2", "llama")        # built by the experiments that compare against them
 CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick", "token": "idclock",
-          "flip": "flipclock"}                                                     # clock -> its label suffix
+          "flip": "flipclock", "run": "runclock"}                                  # clock -> its label suffix
 TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a learned clock's training prior (nn.TimeCost)
 FLIP_TESTS = 8                                  # nn.FlipTokenClock's default flip tests per step (tested equal)
 FLIP_PAUSE_BELOW = 0.0                          # nn.FlipTokenClock's default pause threshold (tested equal)
@@ -123,7 +125,19 @@ class ModelSpec:
     @property
     def counts_ticks(self):
         """Whether the layers' delays count ticks of a clock that pauses (given, binary or per id), not steps."""
-        return self.clock in ("given", "binary", "token", "flip")
+        return self.clock in ("given", "binary", "token", "flip", "run")
+
+    @property
+    def flip_tested(self):
+        """Whether the model's clock is learned by flip tests (per id, or per id and context)."""
+        return self.clock in ("flip", "run")
+
+    def flip_clock(self, vocab, **options):
+        """The clock of a flip-tested model (:attr:`flip_tested`) over ``vocab`` ids, with ``options``."""
+        from ddesys import nn as dnn
+        if not self.flip_tested:
+            raise ValueError(f"{self.label} has no clock learned by flip tests")
+        return (dnn.FlipRunClock if self.clock == "run" else dnn.FlipTokenClock)(vocab, **options)
 
     @property
     def time_cost(self):
@@ -140,7 +154,8 @@ class ModelSpec:
         if self.clock is not None:                 # a configured part given for a learned clock wins
             clock = {"given": lambda: dnn.TokenClock(tuple(pad)),
                      "token": lambda: dnn.LearnedTokenClock(d_input),
-                     "flip": lambda: dnn.FlipTokenClock(d_input)}.get(self.clock, lambda: self.clock)
+                     "flip": lambda: self.flip_clock(d_input),
+                     "run": lambda: self.flip_clock(d_input)}.get(self.clock, lambda: self.clock)
             if "clock" not in model_kw:
                 model_kw["clock"] = clock()
         return dnn.SequenceModel(d_input, d_output, layer=self.layer, layer_kw=self.layer_kw(**layer_kw), **model_kw)
@@ -148,7 +163,7 @@ class ModelSpec:
 
 FAMILIES = ("ds4d", "ds4d-tap", "s4d", "lstm", "mamba", "gpt2", "llama", "ds4d-clock", "s4d-clock", "ds4d-gate",
             "s4d-gate", "ds4d-tick", "s4d-tick", "ds4d-idclock", "s4d-idclock",
-            "ds4d-flipclock", "s4d-flipclock")                              # every label an experiment runs today
+            "ds4d-flipclock", "s4d-flipclock", "ds4d-runclock", "s4d-runclock")   # every label an experiment runs
 
 
 def model_of(config):

@@ -89,7 +89,9 @@ class TokenClock(nn.Module):
 class ClockedCache(RingCache):
     """Decode state of a :class:`Clocked` layer: a ring ``buf`` ``(B, R, H, N2)`` complex per row, the
     row's write position ``w`` ``(B,)`` (its tick ``j`` lives in slot ``(w - n + j) mod R``), its tick
-    count ``n`` ``(B,)`` and the number ``t`` of tokens consumed. ``R = k_max + 1``, at least 2
+    count ``n`` ``(B,)``, the number ``t`` of tokens consumed and ``last_tick`` ``(B,)`` bool, the given clock's
+    tick at the last token (:class:`Clocked` keeps it; a clock that reads context continues from it,
+    :class:`nn.FlipRunClock`; None in a cache of another clocked layer). ``R = k_max + 1``, at least 2
     (:func:`nn.decode.clocked.ring_slots`; an S4D inner layer's delayed terms are zero). Copies,
     pickling and :meth:`reset` behave as the other caches' (:mod:`nn.decode.cache`)."""
     buf: torch.Tensor
@@ -97,6 +99,7 @@ class ClockedCache(RingCache):
     n: torch.Tensor
     t: int = 0
     max_seqlen: int | None = field(default=None, repr=False)
+    last_tick: torch.Tensor | None = field(default=None, repr=False)
 
     def tensors(self):
         """The ring, the positions and any tensor a subclass adds (a clock's own state)."""
@@ -205,7 +208,9 @@ class Clocked(ClockedLayer):
         buf = eng.allocate(shape, cdt, dev)
         z = torch.zeros(batch_size, dtype=torch.int64, device=dev)
         own = self.clock_state(batch_size, dev)
-        return self.cache_type(buf, z, z.clone(), **own).bind(self, eng, max_seqlen)
+        new = self.cache_type(buf, z, z.clone(), **own).bind(self, eng, max_seqlen)
+        new.last_tick = torch.ones(batch_size, dtype=torch.bool, device=dev)
+        return new
 
     @torch.no_grad()
     def step(self, x_t, cache, tick=None):
@@ -233,7 +238,10 @@ class Clocked(ClockedLayer):
         RuntimeError
             Delays that now reach past the cache's ring (allocate a new cache).
         """
-        return self.advance(x_t, cache, check_clocked_step(self, x_t, cache, tick))
+        tick = check_clocked_step(self, x_t, cache, tick)
+        y = self.advance(x_t, cache, tick)
+        _keep_last(cache, tick)
+        return y
 
     @torch.no_grad()
     def advance(self, x_t, cache, tick):
@@ -302,4 +310,15 @@ class Clocked(ClockedLayer):
         check_clocked_cache(self, cache, B)
         ticks = torch.ones(B, L, dtype=torch.bool, device=x.device) if ticks is None else \
             check_ticks(ticks, B, L, x.device)
-        return cache.engine.prefill(self, cache, x, ticks)
+        y = cache.engine.prefill(self, cache, x, ticks)
+        if L:
+            _keep_last(cache, ticks[:, -1])
+        return y
+
+
+def _keep_last(cache, tick):
+    """Record ``tick`` ``(B,)`` bool as the cache's ``last_tick`` (in place where it has one)."""
+    if isinstance(cache.last_tick, torch.Tensor) and cache.last_tick.shape == tick.shape:
+        cache.last_tick.copy_(tick)
+    else:
+        cache.last_tick = tick.clone()

@@ -116,13 +116,21 @@ class FlipTokenClock(TokenLogits):
         if not z0 > hysteresis:
             raise ValueError(f"init must start every id ticking: logit(init) = {z0:.3g} must exceed hysteresis "
                              f"= {hysteresis!r}")
-        super().__init__(vocab_size, z0, gain)
+        if isinstance(vocab_size, bool) or not (isinstance(vocab_size, int) and vocab_size > 0):
+            raise ValueError(f"vocab_size must be a whole number > 0, got {vocab_size!r}")
+        super().__init__(vocab_size * self.contexts, z0, gain)                              # u (E,)
         self.hysteresis, self.pause_below, self.strength = float(hysteresis), float(pause_below), float(strength)
         self.cost, self.soft_cost = float(cost), float(soft_cost)
         self.explore, self.tests = float(explore), tests
-        self.register_buffer("ticking", torch.ones(vocab_size, dtype=torch.bool))           # (V,)
+        self.register_buffer("ticking", torch.ones(self.u.shape[0], dtype=torch.bool))      # (E,)
         self._decisions = None               # the decisions of a flip test's pass, while it runs
         self.last_tests = []
+
+    contexts = 1        #: decisions per id: one here; a clock that reads context has one per context
+
+    @property
+    def vocab_size(self):
+        return self.u.shape[0] // self.contexts
 
     def __setstate__(self, state):
         """A clock pickled by an earlier version (``torch.save(model)``) keeps the rule it trained with: one
@@ -152,7 +160,9 @@ class FlipTokenClock(TokenLogits):
         -------
         Tensor, bool, the shape of ``tokens``
         """
-        return self.ticking[self.check_ids(tokens)]
+        t = self.check_ids(tokens)
+        t2 = t if t.dim() == 2 else t[:, None]
+        return self._run(t2, self.ticking.expand(t2.shape[0], -1))[0].reshape(t.shape)
 
     def forward(self, tokens):
         """The clock at ``tokens``: its decisions, and in training under autograd paused ids ticking in a
@@ -166,24 +176,38 @@ class FlipTokenClock(TokenLogits):
         -------
         Tensor, bool, the shape of ``tokens``
         """
-        dec = self.ticking if self._decisions is None else self._decisions
-        if dec.dim() == 2:                           # a flip test's pass: decisions per row (B, V)
-            if tokens.shape[0] != dec.shape[0]:
-                raise ValueError(f"FlipTokenClock: the flip test's batch has {dec.shape[0]} rows, the model "
-                                 f"was run on {tokens.shape[0]} (loss_of must run the batch given to loss)")
-            t = self.check_ids(tokens)
-            return dec.gather(1, t if t.dim() == 2 else t[:, None]).reshape(t.shape)
-        out = dec[self.check_ids(tokens)]
-        if (self.explore and self.training and torch.is_grad_enabled() and self._decisions is None
-                and tokens.dim() == 2):
-            draw = torch.rand(tokens.shape[0], self.vocab_size, device=tokens.device) < self.explore  # (B, V)
-            out = out | (draw & ~dec).gather(1, tokens)
-        return out
+        return self._forward(tokens)
 
-    def _choose(self, tokens):
-        """The id to test: half of the time one of the paused ids present (when any, uniformly), else the id
-        at a random position of ``tokens`` (ids tested as often as they occur)."""
-        flat = tokens.flatten()
+    def _forward(self, tokens, previous=None):
+        """:meth:`forward`, the ticks after ``previous`` (:meth:`_run`)."""
+        t = self.check_ids(tokens)
+        t2 = t if t.dim() == 2 else t[:, None]                          # (B, L)
+        dec = self.ticking if self._decisions is None else self._decisions
+        if dec.dim() == 2:                           # a flip test's pass: decisions per row (B, E)
+            if t2.shape[0] != dec.shape[0]:
+                raise ValueError(f"{type(self).__name__}: the flip test's batch has {dec.shape[0]} rows, the "
+                                 f"model was run on {t2.shape[0]} (loss_of must run the batch given to loss)")
+            table = dec
+        else:
+            table = dec.expand(t2.shape[0], -1)                          # (B, E)
+            if (self.explore and self.training and torch.is_grad_enabled() and self._decisions is None
+                    and t.dim() == 2):
+                draw = torch.rand(t2.shape[0], dec.shape[0], device=t.device) < self.explore   # (B, E)
+                table = table | (draw & ~dec)
+        ticks, _ = self._run(t2, table, previous)
+        return ticks.reshape(t.shape)
+
+    def _run(self, tokens, table, previous=None):
+        """The ticks of ``tokens`` ``(B, L)`` under per-row decisions ``table`` ``(B, E)`` and the decision
+        entry of every position, ``(ticks, entries)``, both ``(B, L)``: here an entry is the token's id
+        (``previous`` is not read). A clock whose decisions depend on context maps a position to its entry
+        otherwise (:class:`nn.FlipRunClock`)."""
+        return table.gather(1, tokens), tokens
+
+    def _choose(self, entries):
+        """The entry to test (here an id): half of the time one of the paused entries present (when any,
+        uniformly), else the entry at a random position of ``entries`` (tested as often as they occur)."""
+        flat = entries.flatten()
         present = torch.unique(flat)
         paused = present[~self.ticking[present]]
         if len(paused) and float(torch.rand(())) < 0.5:
@@ -238,8 +262,9 @@ class FlipTokenClock(TokenLogits):
         self.check_ids(tokens)
         B, G = tokens.shape[0], min(self.tests, tokens.shape[0])
         group = torch.arange(B, device=tokens.device) % G                                    # (B,)
-        ids = [self._choose(tokens[group == g]) for g in range(G)]
         base = self.ticking.clone()
+        entries = self._run(tokens, base.expand(B, -1))[1]                                   # (B, L)
+        ids = [self._choose(entries[group == g]) for g in range(G)]
         flipped = base.expand(B, -1).clone()                                                 # (B, V)
         for g, v in enumerate(ids):
             flipped[group == g, v] = ~base[v]
@@ -264,11 +289,11 @@ class FlipTokenClock(TokenLogits):
                 raise FloatingPointError(f"FlipTokenClock: the flip test of id {v} gave a non-finite loss")
             if not bool(base[v]):
                 d = -d                                                         # paused minus ticking
-            delta = d - self.cost * float((tokens[rows] == v).double().mean())   # with the time cost
+            delta = d - self.cost * float((entries[rows] == v).double().mean())  # with the time cost
             self.last_tests.append({"id": v, "d": d, "delta": delta})
             out = out - self.strength / G * delta * z[v]
         if self.soft_cost:
-            out = out + self.soft_cost * torch.sigmoid(z[tokens]).mean()
+            out = out + self.soft_cost * torch.sigmoid(z[entries]).mean()
         self.settle()
         return out - out.detach()                   # gradients only: a logged loss stays the task's
 

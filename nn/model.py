@@ -148,22 +148,47 @@ class SequenceModel(nn.Module):
         h = self.encoder(x)
         return h if n is None else zero_padding(h, n)
 
-    def _ticks(self, x, n=None, hard=False):
+    def _ticks(self, x, n=None, hard=False, previous=None):
         """The clock's ticks for input ``x`` (None without a clock); right padding (``n``) pauses (also for
         layers with their own learned clock: the padding is then a forced pause). A learned given clock
         (:class:`nn.LearnedTokenClock`) gives float ticks under autograd (values 0 / 1 with a gradient);
-        ``hard``: bool ticks whatever the clock (decoding)."""
+        ``hard``: bool ticks whatever the clock (decoding). ``previous`` ``(B,)`` bool: the tick of the token
+        before ``x``, for a clock that reads it (:meth:`_previous`)."""
         if self.clock is None:
             if n is not None and all(getattr(blk.layer, "takes_ticks", False) for blk in self.blocks):
                 return valid_mask(n, x.shape[1])
             return None
-        ticks = self.clock(x)
+        ticks = self.clock(x) if previous is None else self.clock(x, previous=previous)
         if ticks.is_floating_point() and hard:
             ticks = ticks > 0.5
         if n is not None:
             valid = valid_mask(n, ticks.shape[1])
             ticks = ticks * valid.to(ticks.dtype) if ticks.is_floating_point() else ticks & valid
         return ticks
+
+    def _previous(self, caches):
+        """The tick of the last token ``caches`` hold, for a given clock that reads it (its
+        ``reads_previous_tick``, :class:`nn.FlipRunClock`); None for other clocks, without caches and
+        before the first token."""
+        if caches is None or not getattr(self.clock, "reads_previous_tick", False) or caches[0].t == 0:
+            return None
+        last = getattr(caches[0], "last_tick", None)
+        if last is None:
+            raise ValueError(f"{type(self.clock).__name__} continues from the tick of the token before, but these "
+                             "caches keep none (made by another layer or an earlier version): allocate them "
+                             "with allocate_inference_cache")
+        return last
+
+    def _keep_ticks(self, caches, ticks, n):
+        """After a right-padded prompt or chunk (lengths ``n``): each cache's ``last_tick`` is its row's tick
+        at its own last token (the padding after it is a forced pause), for a clock that reads it."""
+        if n is None or ticks is None or not getattr(self.clock, "reads_previous_tick", False):
+            return
+        rows = torch.arange(ticks.shape[0], device=ticks.device)
+        last = ticks[rows, (n - 1).clamp(min=0)].bool()                    # (B,) the row's own last token
+        for c in caches:
+            keep = c.last_tick if c.last_tick is not None else last
+            c.last_tick = torch.where(n > 0, last, keep)
 
     def _head(self, h):
         return self.decoder(self.norm(h))
@@ -219,7 +244,7 @@ class SequenceModel(nn.Module):
             if state is not None:
                 self._check_caches(state, "forward")
         h = self._embed(x, n)                                        # (B, L, H)
-        ticks = self._ticks(x, n, hard=carry)                        # (B, L) or None
+        ticks = self._ticks(x, n, hard=carry, previous=self._previous(state))   # (B, L) or None
         new = []
         for i, blk in enumerate(self.blocks):
             kw = {"state": None if state is None else state[i], "return_state": return_state} if carry else {}
@@ -235,6 +260,8 @@ class SequenceModel(nn.Module):
         y = self.decoder(h)
         if self.pool is None and n is not None:
             y = zero_padding(y, n)                                   # nothing at the padding
+        if return_state:
+            self._keep_ticks(new, ticks, n)
         return (y, new) if return_state else y
 
     def __setstate__(self, state):
@@ -324,7 +351,7 @@ class SequenceModel(nn.Module):
         tick = None
         if self.clock is not None:                                   # the clock sees a length-1 sequence
             xs = x_t.reshape(x_t.shape[0], 1, -1) if x_t.is_floating_point() else x_t.reshape(x_t.shape[0], 1)
-            tick = self._ticks(xs, hard=True)[:, 0]                  # (B,) bool
+            tick = self._ticks(xs, hard=True, previous=self._previous(caches))[:, 0]   # (B,) bool
         return x, tick, seq_axis
 
     def step(self, x_t, caches):
@@ -495,9 +522,10 @@ class SequenceModel(nn.Module):
         if self.clock is not None:                                   # padding = pauses: no re-alignment
             if n is not None and any(c.t != 0 for c in caches):
                 raise ValueError("prefill(lengths=...) needs fresh caches (t = 0)")
-            ticks = self._ticks(x, n, hard=True)
+            ticks = self._ticks(x, n, hard=True, previous=self._previous(caches))
             for blk, c in zip(self.blocks, caches):
                 h = blk.prefill(h, c, ticks=ticks)
+            self._keep_ticks(caches, ticks, n)
             y = self._head(h)
             return y if n is None else zero_padding(y, n)
         if n is None:

@@ -57,12 +57,12 @@ loop below ``B * H * N2 = PARALLEL_MIN_WORK`` (batch 2 at H = 256, N2 = 32: at b
 handshake costs about what a second thread saves), else the parallel loop, even on one thread (on two
 cores it runs a batch-2 step 1.1-1.4x and a batch-8 step 1.7-1.9x faster than the serial loop, the more
 the larger the ring, and under another process's load it still slows less than the serial loop:
-``python -m ddesys.experiments.bench.decode --only load``). The compile options of both, and which loops of the package may
-reassociate sums, are the table of :mod:`ddesys.cpu.options`; ``python -m ddesys.experiments.bench.decode``
-measures the loops. ``parallel=True`` / ``False`` force either loop. ``parallel="auto"``
-(opt-in, not deterministic) times both on the first calls of each size and thread budget and keeps the
-faster, checking again every ``RECHECK`` calls; callers that honour a determinism switch (``nn``'s fused
-engine and ``torch.are_deterministic_algorithms_enabled()``) pass None instead.
+``python -m ddesys.experiments.bench.decode --only load``). The compile options of both, and which
+loops of the package may reassociate sums, are the table of :mod:`ddesys.cpu.options`;
+``python -m ddesys.experiments.bench.decode`` measures the loops. ``parallel=True`` / ``False`` force either
+loop. ``parallel="auto"`` (opt-in, not deterministic) times both on the first calls of each size and thread
+budget and keeps the faster, checking again every ``RECHECK`` calls; callers that honour a determinism
+switch (``nn``'s fused engine and ``torch.are_deterministic_algorithms_enabled()``) pass None instead.
 
 Checks, at no measurable cost: Numba's dispatcher, compiled for the exact types only, refuses wrong types,
 dtypes, ranks, layouts and read-only buffers; the compiled loop checks the shapes, ``t >= 0`` and every

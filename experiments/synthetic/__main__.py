@@ -191,7 +191,8 @@ def _parse(argv):
             ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock"),
             ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock"),
             ("--flip-pause-below", args.flip_pause_below is not None, "flip", "-flipclock")):
-        if given and not any(s.time_cost if ok == "cost" else s.clock == ok for s in specs):
+        if given and not any(s.time_cost if ok == "cost" else s.flip_tested if ok == "flip" else s.clock == ok
+                             for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
                      f"s4d-{kind.split()[0][1:]})")
     try:
@@ -279,12 +280,12 @@ def _plan(args, ctx):
                                              time_cost=args.time_cost if spec.time_cost else None,
                                              clock_gain=args.clock_gain if spec.clock == "token" else None,
                                              clock_noise=args.clock_noise if spec.clock == "token" else None,
-                                             flip_cost=args.flip_cost if spec.clock == "flip" else None,
-                                             flip_tests=(args.flip_tests or FLIP_TESTS) if spec.clock == "flip"
+                                             flip_cost=args.flip_cost if spec.flip_tested else None,
+                                             flip_tests=(args.flip_tests or FLIP_TESTS) if spec.flip_tested
                                              else None,
                                              flip_pause_below=(FLIP_PAUSE_BELOW if args.flip_pause_below is None
                                                                else args.flip_pause_below)
-                                             if spec.clock == "flip" else None,
+                                             if spec.flip_tested else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

@@ -132,19 +132,19 @@ class RunConfig:
                              f"{self.model.label})")
         if self.flip_cost is not None:
             fc = tuple(self.flip_cost)
-            if self.model.clock != "flip" or len(fc) != 2 or not all(isinstance(c, (int, float)) and c >= 0
+            if not self.model.flip_tested or len(fc) != 2 or not all(isinstance(c, (int, float)) and c >= 0
                                                                      for c in fc):
                 raise ValueError(f"flip_cost is a -flipclock model's (cost, soft_cost), each >= 0 (got "
                                  f"{self.flip_cost!r} on {self.model.label})")
             self.flip_cost = tuple(float(c) for c in fc)
-        if self.flip_tests is not None and (self.model.clock != "flip" or isinstance(self.flip_tests, bool)
+        if self.flip_tests is not None and (not self.model.flip_tested or isinstance(self.flip_tests, bool)
                                             or not (isinstance(self.flip_tests, int) and self.flip_tests >= 1)):
             raise ValueError(f"flip_tests is a -flipclock model's flip tests per step, a whole number >= 1 (got "
                              f"{self.flip_tests!r} on {self.model.label})")
         if self.flip_tests == 1:                     # one test: the runs of files written before the choice
             self.flip_tests = None
         pb = self.flip_pause_below
-        if pb is not None and (self.model.clock != "flip" or isinstance(pb, bool) or not isinstance(pb, (int, float))
+        if pb is not None and (not self.model.flip_tested or isinstance(pb, bool) or not isinstance(pb, (int, float))
                                or not (np.isfinite(pb) and pb <= 1.0)):
             raise ValueError(f"flip_pause_below is a -flipclock model's pause threshold, a finite number <= 1 (the "
                              f"hysteresis; got {pb!r} on {self.model.label})")
@@ -346,11 +346,11 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     own = {k: v for k, v in (("gain", cfg.clock_gain), ("noise", cfg.clock_noise)) if v is not None}
     if own:
         clock = dnn.LearnedTokenClock(task.vocab, **own)
-    if cfg.model.clock == "flip":                                 # one test per step: files written before
+    if cfg.model.flip_tested:                                     # one test per step: files written before
         cost_kw = {} if cfg.flip_cost is None else {"cost": cfg.flip_cost[0], "soft_cost": cfg.flip_cost[1]}
         pause = -1.0 if cfg.flip_pause_below is None else cfg.flip_pause_below
-        clock = dnn.FlipTokenClock(task.vocab, tests=cfg.flip_tests or 1, hysteresis=1.0, pause_below=pause,
-                                   **cost_kw)
+        clock = cfg.model.flip_clock(task.vocab, tests=cfg.flip_tests or 1, hysteresis=1.0, pause_below=pause,
+                                     **cost_kw)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)
@@ -374,7 +374,7 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     cost = TimeCost(model, **cfg.time_cost) if cfg.time_cost else None      # a binary clock's prior
     clocked = bool(clock_stats(model, vt[:1]))
     flip = None
-    if cfg.model.clock == "flip":                                 # its flip tests run on the step's batch
+    if cfg.model.flip_tested:                                     # its flip tests run on the step's batch
         if ctx.world > 1:
             raise ValueError(f"{cfg.model.label} trains its clock in one process (its flip tests draw ids per "
                              "process); run it without torchrun")
@@ -399,11 +399,13 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         if clocked:                                    # the learned clocks at every evaluation (a gate flip)
             st["curve"][-1]["clock"] = clock_stats(model, vt[:CLOCK_PROBE], task.pad_ids)
             if flip is not None:                       # each padding id's logit, the lowest data logit
-                z = model.clock.logits().tolist()
+                z = model.clock.logits().tolist()[:task.vocab]          # after a tick (a run clock: also after a pause)
                 st["curve"][-1]["flip"] = {"pad_logits": [round(z[i], 3) for i in task.pad_ids],
                                            "data_logit": round(min(v for i, v in enumerate(z)
                                                                    if i not in task.pad_ids), 3),
                                            "pauses": model.clock.pauses()}
+                if cfg.model.clock == "run":
+                    st["curve"][-1]["flip"]["pauses_after_pause"] = model.clock.pauses(after_pause=True)
             elif task.pads > 1 or task.noise:          # each padding id's pushes (.diagnosis)
                 st["curve"][-1]["pads"] = pad_pushes(model, vt[:CLOCK_PROBE], vl[:CLOCK_PROBE], task.pad_ids,
                                                      cost.weight_at(step) if cost is not None else 0.0)
