@@ -3,6 +3,7 @@ back once, stored results still read (their labels, keys and models), and the bu
 the labels gave before."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from pathlib import Path
@@ -452,3 +453,39 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     assert {"cost": 0.1, "soft_cost": 0.2, "tests": 1, "pause_below": -1.0}.items() <= built[0].items()  # as before
     assert built[-1]["pause_below"] == 0.0
     assert built[-1]["tests"] == 3 and seen[-2:] == [((4, task.length), 3)] * 2      # three tests on a step's rows
+
+
+def test_clock_learned_by_flip_tests_in_context_trains_in_the_synthetic_runs():
+    """``-runclock`` models carry a ``nn.FlipRunClock`` (two decisions per id); the flip options and their
+    defaults are the ``-flipclock`` models'; a run records each padding id's logit after a tick and the ids
+    paused inside a run of pauses."""
+    import torch
+
+    from ddesys import nn as dnn
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    spec = ModelSpec.from_label("s4d-runclock")
+    assert spec.clock == "run" and spec.flip_tested and not spec.time_cost and spec.counts_ticks
+    assert spec.label == "s4d-runclock" and not ModelSpec.from_label("s4d-flipclock").clock == "run"
+    m = spec.sequence_model(16, 16, {"d_state": 4}, d_model=8, n_layers=1, embedding=True)
+    assert type(m.clock) is dnn.FlipRunClock and m.clock.vocab_size == 16 and m.clock.u.shape == (32,)
+    with pytest.raises(ValueError, match="flip tests"):
+        ModelSpec.from_label("s4d-idclock").flip_clock(16)
+    task = dataclasses.replace(preset("copy", "variable", "smoke"), noise=0.2)
+    cfg = RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=4, batch=2, eval_every=2, val_size=4,
+                    flip_tests=2, flip_pause_below=0.0)
+    torch.manual_seed(0)
+    out = train_run(cfg)
+    pt = out["curve"][-1]
+    assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses", "pauses_after_pause"}
+    assert pt["loss"] < 10
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-runclock", "--seeds", "0"]
+    keys = [cli._plan(cli._parse(base + extra), None)[0][0].key
+            for extra in ([], ["--flip-tests", str(FLIP_TESTS)], ["--flip-tests", "4"],
+                          ["--flip-pause-below", str(FLIP_PAUSE_BELOW)], ["--flip-pause-below", "-1"])]
+    assert keys[0] == keys[1] == keys[3] and len(set(keys)) == 3       # the flip options reach the run's identity
+    flip = cli._plan(cli._parse(["--tasks", "copy", "--protocols", "variable", "--models", "s4d-flipclock",
+                                 "--seeds", "0"]), None)[0][0]
+    default = cli._plan(cli._parse(base), None)[0][0]
+    assert flip.key != default.key                                     # another model, another run
