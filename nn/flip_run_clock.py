@@ -21,6 +21,8 @@ the two-state maps of its tokens (``O(L log L)`` elementwise work, no loop over 
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .flip_token_clock import FlipTokenClock
@@ -68,6 +70,13 @@ class FlipRunClock(FlipTokenClock):
     ----------
     vocab_size : int
         Ids ``0 .. vocab_size - 1`` (the model's ``d_input`` with ``embedding=True``).
+    init_after_pause : float, default 0.55
+        ``sigma(z)`` at the start for every id after a pause: ticking, but undecided (its logit between
+        ``pause_below`` and ``hysteresis``), so that one flip test that finds its ticks worth less than their
+        cost pauses it. The ids after a tick start at ``init`` (ticking, decided), as in
+        :class:`nn.FlipTokenClock`. Why: a token inside a run of padding (data-like noise) is rare per id,
+        so its entry is tested a few dozen times in a run, too few to move a decided logit across zero
+        (docs/experiments/clock-pads-select).
     **options
         As :class:`nn.FlipTokenClock` (``init``, ``gain``, ``hysteresis``, ``pause_below``, ``strength``,
         ``cost``, ``soft_cost``, ``explore``, ``tests``), applied to each of the ``2 vocab_size`` entries.
@@ -84,6 +93,18 @@ class FlipRunClock(FlipTokenClock):
     contexts = 2
     #: the model passes the tick of the token before a sequence (``previous=``) when it has one
     reads_previous_tick = True
+
+    def __init__(self, vocab_size, init_after_pause=0.55, **options):
+        super().__init__(vocab_size, **options)
+        if not (isinstance(init_after_pause, (int, float)) and 0.0 < init_after_pause < 1.0):
+            raise ValueError(f"init_after_pause must lie in (0, 1), got {init_after_pause!r}")
+        z1 = math.log(init_after_pause / (1.0 - init_after_pause))
+        if not z1 >= self.pause_below:
+            raise ValueError(f"init_after_pause must start every id ticking: logit(init_after_pause) = {z1:.3g} "
+                             f"must be at least pause_below = {self.pause_below!r}")
+        self.init_after_pause = float(init_after_pause)
+        with torch.no_grad():
+            self.u[self.vocab_size:] = z1 / self.gain                      # (V,) the entries after a pause
 
     def forward(self, tokens, previous=None):
         """The clock at ``tokens`` after a token that ticked (``previous`` True; None: the start of a
@@ -149,4 +170,5 @@ class FlipRunClock(FlipTokenClock):
         return torch.where(s, k1, k0), tokens + V * s.long()
 
     def extra_repr(self):
-        return "contexts=2 (after a tick, after a pause), " + super().extra_repr()
+        return (f"contexts=2 (after a tick, after a pause), init_after_pause={self.init_after_pause:g}, "
+                + super().extra_repr())

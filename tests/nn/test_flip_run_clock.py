@@ -227,3 +227,21 @@ def test_the_decisions_travel_in_the_state_dict():
     assert torch.equal(other.ticking, TABLE) and other.vocab_size == V and other.u.shape == (2 * V,)
     with pytest.raises(ValueError, match="token ids"):
         other(torch.tensor([[V]]))
+
+
+def test_ids_after_a_pause_start_ticking_but_undecided():
+    """``init_after_pause``: the entries after a pause start between ``pause_below`` and ``hysteresis``, so
+    one test whose delta is negative pauses them; the entries after a tick start at ``init``."""
+    clock = dnn.FlipRunClock(V, init=0.9, init_after_pause=0.55, gain=2.0)
+    z = clock.logits().detach()
+    assert torch.allclose(z[:V], torch.full((V,), 2.1972245773), atol=1e-6)
+    assert torch.allclose(z[V:], torch.full((V,), 0.2006706954), atol=1e-6)
+    assert bool(clock.ticking.all()) and "init_after_pause=0.55" in repr(clock)
+    with torch.no_grad():
+        clock.u[V + 2] -= 0.11                                       # a small push: below 0
+    clock.settle()
+    assert clock.pauses(after_pause=True) == [2] and clock.pauses() == []
+    for bad in (0.0, 1.0, 0.4, "0.6"):                               # 0.4: logit below pause_below = 0
+        with pytest.raises(ValueError, match="init_after_pause"):
+            dnn.FlipRunClock(V, init_after_pause=bad)
+    assert dnn.FlipRunClock(V, init_after_pause=0.4, pause_below=-1.0).ticking.all()
