@@ -106,37 +106,6 @@ class FlipRunClock(FlipTokenClock):
         with torch.no_grad():
             self.u[self.vocab_size:] = z1 / self.gain                      # (V,) the entries after a pause
 
-    def forward(self, tokens, previous=None):
-        """The clock at ``tokens`` after a token that ticked (``previous`` True; None: the start of a
-        sequence, as after a tick) or paused, per row; exploring in training as :class:`nn.FlipTokenClock`.
-
-        Parameters
-        ----------
-        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
-        previous : Tensor ``(B,)`` bool, optional
-
-        Returns
-        -------
-        Tensor, bool, the shape of ``tokens``
-        """
-        return self._forward(tokens, previous)
-
-    def ticks(self, tokens, previous=None):
-        """The clock's decisions at ``tokens`` after ``previous`` (as :meth:`forward`), never exploring.
-
-        Parameters
-        ----------
-        tokens : Tensor ``(B, L)`` or ``(B,)``, integer
-        previous : Tensor ``(B,)`` bool, optional
-
-        Returns
-        -------
-        Tensor, bool, the shape of ``tokens``
-        """
-        t = self.check_ids(tokens)
-        t2 = t if t.dim() == 2 else t[:, None]
-        return self._run(t2, self.ticking.expand(t2.shape[0], -1), previous)[0].reshape(t.shape)
-
     def pauses(self, after_pause=False):
         """The ids at which the clock stands still now, after a tick (``after_pause=False``, and at the
         start of a sequence) or inside a run of pauses.

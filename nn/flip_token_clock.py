@@ -149,12 +149,15 @@ class FlipTokenClock(TokenLogits):
         """
         return torch.nonzero(~self.ticking).flatten().tolist()
 
-    def ticks(self, tokens):
+    def ticks(self, tokens, previous=None):
         """The clock's decisions at ``tokens``, never exploring.
 
         Parameters
         ----------
         tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+        previous : Tensor ``(B,)`` bool, optional
+            The tick of the token before, per row (None: the start of a sequence); read only by a clock
+            that decides on context (:class:`nn.FlipRunClock`), ignored here.
 
         Returns
         -------
@@ -162,24 +165,22 @@ class FlipTokenClock(TokenLogits):
         """
         t = self.check_ids(tokens)
         t2 = t if t.dim() == 2 else t[:, None]
-        return self._run(t2, self.ticking.expand(t2.shape[0], -1))[0].reshape(t.shape)
+        return self._run(t2, self.ticking.expand(t2.shape[0], -1), previous)[0].reshape(t.shape)
 
-    def forward(self, tokens):
+    def forward(self, tokens, previous=None):
         """The clock at ``tokens``: its decisions, and in training under autograd paused ids ticking in a
         row with probability ``explore``.
 
         Parameters
         ----------
         tokens : Tensor ``(B, L)`` or ``(B,)``, integer
+        previous : Tensor ``(B,)`` bool, optional
+            As :meth:`ticks`.
 
         Returns
         -------
         Tensor, bool, the shape of ``tokens``
         """
-        return self._forward(tokens)
-
-    def _forward(self, tokens, previous=None):
-        """:meth:`forward`, the ticks after ``previous`` (:meth:`_run`)."""
         t = self.check_ids(tokens)
         t2 = t if t.dim() == 2 else t[:, None]                          # (B, L)
         dec = self.ticking if self._decisions is None else self._decisions
