@@ -34,6 +34,9 @@ CLOCKS = {"given": "clock", "learned": "gate", "binary": "tick", "token": "idclo
 TIME_COST = {"weight": 0.3, "steps": 100, "after": 0.03}   # a learned clock's training prior (nn.TimeCost)
 FLIP_TESTS = 8                                  # nn.FlipTokenClock's default flip tests per step (tested equal)
 FLIP_PAUSE_BELOW = 0.0                          # nn.FlipTokenClock's default pause threshold (tested equal)
+FLIP_EXPLORE = "each"                           # nn.FlipTokenClock's default exploration rule (tested equal)
+EXPLORE_RULES = {"each": "ExploreEach", "rows": "ExploreRows"}    # a rule's name -> its nn part
+FLIP_EXPLORE_P = 0.2                            # the probability of nn.FlipTokenClock's default rule (tested equal)
 W0, FRAC = 64.0, 0.6                  # the default window schedule: half-width 64 steps down to 1 at 60%
 
 

@@ -25,15 +25,16 @@ from .optim import param_groups
 from .s4d import S4D, S4DCache
 from .learned_clock import BinaryClock, HardClocked, HardGateClock, TimeCost
 from .learned_token_clock import LearnedTokenClock
+from .flip_explore import Explore, ExploreEach, ExploreRows
 from .flip_run_clock import FlipRunClock
 from .flip_token_clock import FlipTokenClock
 from .selective import GateClock, SoftClock, SoftClocked
 from .tap import TapWidthSchedule, set_tap_width
 
 __all__ = [
-    "BinaryClock", "Branch", "Clocked", "ClockedCache", "ClockedLayer", "DS4D", "DS4DCache", "FlipRunClock",
-    "FlipTokenClock", "GateClock", "HardClocked", "HardGateClock", "LearnedTokenClock", "NonFiniteInputError",
-    "param_groups", "S4D", "S4DCache",
+    "BinaryClock", "Branch", "Clocked", "ClockedCache", "ClockedLayer", "DS4D", "DS4DCache", "Explore",
+    "ExploreEach", "ExploreRows", "FlipRunClock", "FlipTokenClock", "GateClock", "HardClocked", "HardGateClock",
+    "LearnedTokenClock", "NonFiniteInputError", "param_groups", "S4D", "S4DCache",
     "SequenceBlock", "SequenceModel", "set_tap_width", "SoftClock", "SoftClocked", "TapWidthSchedule", "TimeCost",
     "TokenClock",
 ]

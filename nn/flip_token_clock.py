@@ -33,6 +33,7 @@ import math
 
 import torch
 
+from .flip_explore import Explore, ExploreEach, as_explore
 from .learned_token_clock import TokenLogits
 
 __all__ = ["FlipTokenClock"]
@@ -68,10 +69,12 @@ class FlipTokenClock(TokenLogits):
     soft_cost : float, default 0.0
         A time cost outside the flip tests: ``soft_cost`` times the mean of ``sigma(z)`` over the batch's
         tokens, a push towards a pause on every id present at every step (its gradient only).
-    explore : float, default 0.2
-        In training (``module.training`` under autograd), the probability that a row ticks at a paused
-        id (drawn once per row and id from the global RNG, as dropout). Validation, inference, decoding
-        and the flip tests' own passes never explore.
+    explore : :class:`nn.Explore` or float, default ``ExploreEach(0.2)``
+        Which paused ids tick in training (``module.training`` under autograd; drawn from the global RNG,
+        as dropout): a rule, :class:`nn.ExploreEach` ``(p)`` (each row ticks each paused id with
+        probability ``p``) or :class:`nn.ExploreRows` ``(p)`` (each row, with probability ``p``, ticks every
+        paused id); a number ``p`` is ``ExploreEach(p)``. Validation, inference, decoding and the flip
+        tests' own passes never explore.
     tests : int, default 8
         Flip tests per training step, in the same two passes: the batch's rows split into ``tests`` groups
         (fewer when the batch has fewer rows), each testing its own id on its own rows. One test per step
@@ -98,7 +101,7 @@ class FlipTokenClock(TokenLogits):
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
-                 explore=0.2, tests=8, pause_below=0.0):
+                 explore=ExploreEach(0.2), tests=8, pause_below=0.0):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):
@@ -106,8 +109,7 @@ class FlipTokenClock(TokenLogits):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         if isinstance(tests, bool) or not (isinstance(tests, int) and tests >= 1):
             raise ValueError(f"tests must be a whole number >= 1, got {tests!r}")
-        if not (isinstance(explore, (int, float)) and 0.0 <= explore < 1.0):
-            raise ValueError(f"explore must lie in [0, 1), got {explore!r}")
+        explore = as_explore(explore)
         if not (isinstance(pause_below, (int, float)) and not isinstance(pause_below, bool)
                 and math.isfinite(pause_below) and pause_below <= hysteresis):
             raise ValueError(f"pause_below must be a finite number <= hysteresis = {hysteresis!r}, got "
@@ -121,7 +123,7 @@ class FlipTokenClock(TokenLogits):
         super().__init__(vocab_size * self.contexts, z0, gain)                              # u (E,)
         self.hysteresis, self.pause_below, self.strength = float(hysteresis), float(pause_below), float(strength)
         self.cost, self.soft_cost = float(cost), float(soft_cost)
-        self.explore, self.tests = float(explore), tests
+        self.explore, self.tests = explore, tests
         self.register_buffer("ticking", torch.ones(self.u.shape[0], dtype=torch.bool))      # (E,)
         self._decisions = None               # the decisions of a flip test's pass, while it runs
         self.last_tests = []
@@ -138,6 +140,8 @@ class FlipTokenClock(TokenLogits):
         ``pause_below``."""
         state = {"tests": 1, "last_tests": [], "_decisions": None, **state}
         state.setdefault("pause_below", -state["hysteresis"])
+        if not isinstance(state.get("explore"), Explore):          # a number: each row and id, as it meant
+            state["explore"] = ExploreEach(state.get("explore", 0.0))
         super().__setstate__(state)
 
     def pauses(self):
@@ -168,8 +172,8 @@ class FlipTokenClock(TokenLogits):
         return self._run(t2, self.ticking.expand(t2.shape[0], -1), previous)[0].reshape(t.shape)
 
     def forward(self, tokens, previous=None):
-        """The clock at ``tokens``: its decisions, and in training under autograd paused ids ticking in a
-        row with probability ``explore``.
+        """The clock at ``tokens``: its decisions, and in training under autograd some paused ids ticking
+        (``explore``).
 
         Parameters
         ----------
@@ -193,8 +197,7 @@ class FlipTokenClock(TokenLogits):
             table = dec.expand(t2.shape[0], -1)                          # (B, E)
             if (self.explore and self.training and torch.is_grad_enabled() and self._decisions is None
                     and t.dim() == 2):
-                draw = torch.rand(t2.shape[0], dec.shape[0], device=t.device) < self.explore   # (B, E)
-                table = table | (draw & ~dec)
+                table = table | self.explore.ticks(~dec, t2.shape[0])                      # (B, E)
         ticks, _ = self._run(t2, table, previous)
         return ticks.reshape(t.shape)
 
@@ -321,4 +324,4 @@ class FlipTokenClock(TokenLogits):
         return (f"vocab_size={self.vocab_size}, gain={self.gain:g}, hysteresis={self.hysteresis:g}, "
                 f"pause_below={self.pause_below:g}, "
                 f"strength={self.strength:g}, cost={self.cost:g}, soft_cost={self.soft_cost:g}, "
-                f"explore={self.explore:g}, tests={self.tests}")
+                f"explore={self.explore!r}, tests={self.tests}")

@@ -141,6 +141,10 @@ def _parse(argv):
     ap.add_argument("--flip-pause-below", type=float, default=None, metavar="Z",
                     help="a clock learned by flip tests: a ticking id pauses once its logit falls below Z "
                     "(nn.FlipTokenClock pause_below=, <= 1, the hysteresis; default: its own; -flipclock models)")
+    ap.add_argument("--flip-explore", choices=("each", "rows"), default=None,
+                    help="a clock learned by flip tests: which paused ids tick in training, each row and id with "
+                    "probability 0.2 (each: nn.ExploreEach) or every paused id in a fifth of the rows (rows: "
+                    "nn.ExploreRows); default: its own; -flipclock models")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -190,7 +194,8 @@ def _parse(argv):
             ("--clock-noise", args.clock_noise is not None, "token", "-idclock"),
             ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock"),
             ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock"),
-            ("--flip-pause-below", args.flip_pause_below is not None, "flip", "-flipclock")):
+            ("--flip-pause-below", args.flip_pause_below is not None, "flip", "-flipclock"),
+            ("--flip-explore", args.flip_explore is not None, "flip", "-flipclock")):
         if given and not any(s.time_cost if ok == "cost" else s.flip_tested if ok == "flip" else s.clock == ok
                              for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
@@ -258,7 +263,7 @@ SCHEMA = RunSchema(done=("best_acc", "n_params"), curve=("step", "val_acc"),   #
 
 def _plan(args, ctx):
     """Every run of the sweep (width matched to S4D's parameter count per task), and the models' phrase."""
-    from .._models import FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, parse_models
+    from .._models import FLIP_EXPLORE, FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, parse_models
     from .._train import Job
     from .models import build, match_width, n_params
     from .train import RunConfig, train_run
@@ -286,6 +291,8 @@ def _plan(args, ctx):
                                              flip_pause_below=(FLIP_PAUSE_BELOW if args.flip_pause_below is None
                                                                else args.flip_pause_below)
                                              if spec.flip_tested else None,
+                                             flip_explore=(args.flip_explore or FLIP_EXPLORE) if spec.flip_tested
+                                             else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

@@ -33,7 +33,7 @@ from ddesys.nn.optim import register_optim
 
 from .._dist import single
 from .._runs import config_key
-from .._models import TIME_COST, ModelSpec
+from .._models import EXPLORE_RULES, FLIP_EXPLORE_P, TIME_COST, ModelSpec
 from .._probes import ablate, ds4d_layers, tap_delays, tap_widths, tap_zero
 from .._train import Trainer, fit
 from .diagnosis import pad_pushes
@@ -77,6 +77,10 @@ class RunConfig:
     ``flip_pause_below``: its ``pause_below`` (a ticking id pauses below it; a number <= 1, its hysteresis);
     ``None`` (and ``-1``, stored as ``None``): ``-1``, the runs of results files written before the choice
     (the command line gives every ``-flipclock`` run :data:`~experiments._models.FLIP_PAUSE_BELOW`).
+    ``flip_explore``: its exploration rule by name (:data:`~experiments._models.EXPLORE_RULES`: ``"each"``,
+    :class:`nn.ExploreEach`, or ``"rows"``, :class:`nn.ExploreRows`, at :data:`~experiments._models.FLIP_EXPLORE_P`);
+    ``None`` (and ``"each"``, stored as ``None``): each row and id, the runs of results files written before
+    the choice (the command line gives every ``-flipclock`` run :data:`~experiments._models.FLIP_EXPLORE`).
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -103,6 +107,7 @@ class RunConfig:
     flip_cost: tuple | None = None
     flip_tests: int | None = None
     flip_pause_below: float | None = None
+    flip_explore: str | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -150,6 +155,11 @@ class RunConfig:
                              f"hysteresis; got {pb!r} on {self.model.label})")
         if pb is not None:
             self.flip_pause_below = None if pb == -1.0 else float(pb)     # -1: the files written before
+        if self.flip_explore is not None and (not self.model.flip_tested or self.flip_explore not in EXPLORE_RULES):
+            raise ValueError(f"flip_explore is a -flipclock model's exploration rule, one of {sorted(EXPLORE_RULES)} "
+                             f"(got {self.flip_explore!r} on {self.model.label})")
+        if self.flip_explore == "each":              # each row and id: the runs of files written before
+            self.flip_explore = None
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -175,7 +185,7 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
-        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests", "flip_pause_below"):   # as before
+        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests", "flip_pause_below", "flip_explore"):
             if d[k] is None:
                 del d[k]
         if "flip_cost" in d:
@@ -349,8 +359,9 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     if cfg.model.flip_tested:                                     # one test per step: files written before
         cost_kw = {} if cfg.flip_cost is None else {"cost": cfg.flip_cost[0], "soft_cost": cfg.flip_cost[1]}
         pause = -1.0 if cfg.flip_pause_below is None else cfg.flip_pause_below
+        rule = getattr(dnn, EXPLORE_RULES[cfg.flip_explore or "each"])
         clock = cfg.model.flip_clock(task.vocab, tests=cfg.flip_tests or 1, hysteresis=1.0, pause_below=pause,
-                                     **cost_kw)
+                                     explore=rule(FLIP_EXPLORE_P), **cost_kw)
     model = build(cfg.model, task.vocab, cfg.width, cfg.n_layers, task.length, cfg.d_state, cfg.dt_lr,
                   seed=cfg.seed, ticks=task.ticks, lstm_init=cfg.init or "torch", pad=task.pad_ids,
                   clock=clock).to(dev)

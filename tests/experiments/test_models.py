@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from ddesys import nn as dnn
-from ddesys.experiments._models import (FAMILIES, FLIP_PAUSE_BELOW, FLIP_TESTS, ModelSpec, TapSchedule, model_of,
-                                        parse_models)
+from ddesys.experiments._models import (EXPLORE_RULES, FAMILIES, FLIP_EXPLORE, FLIP_EXPLORE_P, FLIP_PAUSE_BELOW,
+                                        FLIP_TESTS, ModelSpec, TapSchedule, model_of, parse_models)
 
 ROOT = Path(__file__).parents[2]
 STORED = [ROOT / "tests/data/synthetic_results_2026-11-29.json"] + sorted(
@@ -489,3 +489,38 @@ def test_clock_learned_by_flip_tests_in_context_trains_in_the_synthetic_runs():
                                  "--seeds", "0"]), None)[0][0]
     default = cli._plan(cli._parse(base), None)[0][0]
     assert flip.key != default.key                                     # another model, another run
+
+
+def test_the_exploration_rule_of_a_flip_tested_clock_is_part_of_the_run(monkeypatch):
+    """``--flip-explore`` / ``RunConfig.flip_explore`` names the clock's exploration rule: the command line's
+    default is the clock's own, ``"each"`` keeps the identity of the runs recorded before the choice, the
+    rule reaches the clock the run trains, and it is refused where no clock is learned by flip tests."""
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    default = inspect.signature(dnn.FlipTokenClock).parameters["explore"].default
+    assert default == getattr(dnn, EXPLORE_RULES[FLIP_EXPLORE])(FLIP_EXPLORE_P)
+    task, spec = preset("copy", "variable", "smoke"), ModelSpec.from_label("s4d-flipclock")
+    assert RunConfig(task, spec, 8, flip_explore="each").key() == RunConfig(task, spec, 8).key()
+    rows = RunConfig(task, spec, 8, flip_explore="rows")
+    assert rows.to_dict()["flip_explore"] == "rows" and rows.key() != RunConfig(task, spec, 8).key()
+    for bad_spec, bad in ((spec, "row"), (spec, 0.2), (ModelSpec("s4d"), "rows"), (ModelSpec("s4d", clock="token"),
+                                                                                   "rows")):
+        with pytest.raises(ValueError, match="flip_explore"):
+            RunConfig(task, bad_spec, 8, flip_explore=bad)
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-flipclock", "--seeds", "0"]
+    keys = [cli._plan(cli._parse(base + extra), None)[0][0].key
+            for extra in ([], ["--flip-explore", FLIP_EXPLORE], ["--flip-explore", "rows"], ["--flip-explore", "each"])]
+    assert keys[0] == keys[1] and len(set(keys)) == 2 and keys[2] != keys[3]
+    for bad in (["--models", "s4d", "--flip-explore", "rows"], ["--models", "s4d-flipclock", "--flip-explore", "x"]):
+        with pytest.raises(SystemExit):
+            cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
+    made = []
+    orig = ModelSpec.flip_clock
+    monkeypatch.setattr(ModelSpec, "flip_clock", lambda self, vocab, **kw: made.append(kw["explore"])
+                        or orig(self, vocab, **kw))
+    for label, rule in (("s4d-flipclock", "rows"), ("s4d-runclock", "rows"), ("s4d-flipclock", None)):
+        cfg = RunConfig(task, ModelSpec.from_label(label), 8, n_layers=1, d_state=4, steps=2, batch=2, eval_every=2,
+                        val_size=4, flip_tests=2, flip_pause_below=0.0, flip_explore=rule)
+        train_run(cfg)
+    assert made == [dnn.ExploreRows(FLIP_EXPLORE_P)] * 2 + [dnn.ExploreEach(FLIP_EXPLORE_P)]

@@ -318,3 +318,48 @@ def test_bad_arguments_are_refused_by_name():
     m = _model("s4d")
     with pytest.raises(ValueError, match="no learned clock"):      # it is not trained by a TimeCost
         dnn.TimeCost(m)
+
+
+def test_exploration_rules_each_row_and_id_or_every_paused_id_of_a_row():
+    ticking = torch.tensor([v not in PAUSE for v in range(V)])
+    x = torch.arange(V).repeat(4000, 2)                             # every id in every row
+    paused = torch.isin(x, torch.tensor(PAUSE))
+    got = {}
+    for rule in (dnn.ExploreEach(0.3), dnn.ExploreRows(0.3), 0.3):
+        clock = dnn.FlipTokenClock(V, explore=rule)
+        clock.ticking.copy_(ticking)
+        torch.manual_seed(0)
+        got[repr(rule)] = c = clock(x)
+        assert c[~paused].all()                                     # a ticking id never pauses
+        per_row = c[:, list(PAUSE)].double()                        # (rows, paused ids)
+        assert abs(float(per_row.mean()) - 0.3) < 0.02              # a paused id ticks in 30% of the rows
+        assert torch.equal(c[:, :V], c[:, V:])                      # one decision per row and id
+    rows = got["ExploreRows(0.3)"][:, list(PAUSE)]
+    assert torch.equal(rows.all(1), rows.any(1))                    # rows: all the paused ids of a row, or none
+    each = got["ExploreEach(0.3)"][:, list(PAUSE)]
+    clean = float((~each.any(1)).double().mean())
+    assert abs(clean - 0.7 ** len(PAUSE)) < 0.03                    # each: a clean row is (1 - p)^k
+    assert torch.equal(got["0.3"], got["ExploreEach(0.3)"])         # a number: each row and id, as always
+    torch.manual_seed(0)
+    draw = torch.rand(x.shape[0], V) < 0.3                          # the draws of the runs recorded before
+    assert torch.equal(got["0.3"], ticking[x] | (draw & ~ticking).gather(1, x))
+    assert dnn.FlipTokenClock(V).explore == dnn.ExploreEach(0.2)
+    assert "explore=ExploreRows(0.3)" in repr(dnn.FlipTokenClock(V, explore=dnn.ExploreRows(0.3)))
+    for bad in (1.0, -0.1, float("nan"), True, "0.2"):
+        with pytest.raises(ValueError, match="p must|explore"):
+            dnn.ExploreRows(bad) if not isinstance(bad, str) else dnn.FlipTokenClock(V, explore=bad)
+    run = dnn.FlipRunClock(V, explore=dnn.ExploreRows(0.5))        # over the entries of a run clock too
+    run.ticking.copy_(torch.tensor([v not in PAUSE for v in range(V)] * 2))
+    torch.manual_seed(1)
+    c = run(torch.tensor([[0, 3, 5, 1]] * 2000))                    # ids paused after a tick and after a pause
+    assert abs(float(c[:, 0].double().mean()) - 0.5) < 0.04
+    assert torch.equal(c[:, 0], c[:, 1]) and torch.equal(c[:, 0], c[:, 2]) and c[:, 3].all()
+
+
+def test_a_clock_pickled_with_a_number_keeps_exploring_each_row_and_id():
+    clock = dnn.FlipTokenClock(V)
+    state = clock.__dict__.copy()
+    state["explore"] = 0.25                                         # as an earlier version stored it
+    old = dnn.FlipTokenClock.__new__(dnn.FlipTokenClock)
+    old.__setstate__(state)
+    assert old.explore == dnn.ExploreEach(0.25)
