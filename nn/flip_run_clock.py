@@ -71,12 +71,14 @@ class FlipRunClock(FlipTokenClock):
     vocab_size : int
         Ids ``0 .. vocab_size - 1`` (the model's ``d_input`` with ``embedding=True``).
     init_after_pause : float, default 0.55
-        ``sigma(z)`` at the start for every id after a pause: ticking, but undecided (its logit between
-        ``pause_below`` and ``hysteresis``), so that one flip test that finds its ticks worth less than their
-        cost pauses it. The ids after a tick start at ``init`` (ticking, decided), as in
-        :class:`nn.FlipTokenClock`. Why: a token inside a run of padding (data-like noise) is rare per id,
-        so its entry is tested a few dozen times in a run, too few to move a decided logit across zero
-        (docs/experiments/clock-pads-select).
+        ``sigma(z)`` at the start for every id after a pause. At the default: ticking, but undecided (its
+        logit between ``pause_below`` and ``hysteresis``), so that one flip test that finds its ticks worth
+        less than their cost pauses it. Below ``sigma(pause_below)`` (e.g. 0.45 at ``pause_below=0``): paused
+        from the start, so that every token inside a run of pauses pauses until a test finds its ticks worth
+        more than they cost (the token that ends a gap, say). The ids after a tick start at ``init``
+        (ticking, decided), as in :class:`nn.FlipTokenClock`. Why: a token inside a run of padding
+        (data-like noise) is rare per id, so its entry is tested a few dozen times in a run, too few to move
+        a decided logit across zero (docs/experiments/clock-pads-select).
     **options
         As :class:`nn.FlipTokenClock` (``init``, ``gain``, ``hysteresis``, ``pause_below``, ``strength``,
         ``cost``, ``soft_cost``, ``explore``, ``tests``), applied to each of the ``2 vocab_size`` entries.
@@ -99,12 +101,10 @@ class FlipRunClock(FlipTokenClock):
         if not (isinstance(init_after_pause, (int, float)) and 0.0 < init_after_pause < 1.0):
             raise ValueError(f"init_after_pause must lie in (0, 1), got {init_after_pause!r}")
         z1 = math.log(init_after_pause / (1.0 - init_after_pause))
-        if not z1 >= self.pause_below:
-            raise ValueError(f"init_after_pause must start every id ticking: logit(init_after_pause) = {z1:.3g} "
-                             f"must be at least pause_below = {self.pause_below!r}")
         self.init_after_pause = float(init_after_pause)
         with torch.no_grad():
             self.u[self.vocab_size:] = z1 / self.gain                      # (V,) the entries after a pause
+            self.ticking[self.vocab_size:] = z1 >= self.pause_below        # paused from the start below it
 
     def pauses(self, after_pause=False):
         """The ids at which the clock stands still now, after a tick (``after_pause=False``, and at the

@@ -145,6 +145,10 @@ def _parse(argv):
                     help="a clock learned by flip tests: which paused ids tick in training, each row and id with "
                     "probability 0.2 (each: nn.ExploreEach) or every paused id in a fifth of the rows (rows: "
                     "nn.ExploreRows); default: its own; -flipclock models")
+    ap.add_argument("--flip-init-after-pause", type=float, default=None, metavar="P",
+                    help="a clock learned by flip tests in context: sigma(z) at the start of its decisions after a "
+                    "pause (nn.FlipRunClock init_after_pause=, in (0, 1); below 0.5 they start paused; default: "
+                    "its own; -runclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -180,6 +184,8 @@ def _parse(argv):
         ap.error(f"--flip-cost needs COST >= 0 and SOFT >= 0, got {args.flip_cost[0]:g} {args.flip_cost[1]:g}")
     if args.flip_tests is not None and args.flip_tests < 1:
         ap.error(f"--flip-tests needs G >= 1, got {args.flip_tests}")
+    if args.flip_init_after_pause is not None and not 0.0 < args.flip_init_after_pause < 1.0:
+        ap.error(f"--flip-init-after-pause needs a number in (0, 1), got {args.flip_init_after_pause:g}")
     if args.flip_pause_below is not None and not (math.isfinite(args.flip_pause_below)
                                                   and args.flip_pause_below <= 1.0):
         ap.error(f"--flip-pause-below needs a finite number <= 1 (the clock's hysteresis), got "
@@ -195,7 +201,8 @@ def _parse(argv):
             ("--flip-cost", args.flip_cost is not None, "flip", "-flipclock"),
             ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock"),
             ("--flip-pause-below", args.flip_pause_below is not None, "flip", "-flipclock"),
-            ("--flip-explore", args.flip_explore is not None, "flip", "-flipclock")):
+            ("--flip-explore", args.flip_explore is not None, "flip", "-flipclock"),
+            ("--flip-init-after-pause", args.flip_init_after_pause is not None, "run", "-runclock")):
         if given and not any(s.time_cost if ok == "cost" else s.flip_tested if ok == "flip" else s.clock == ok
                              for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
@@ -293,6 +300,8 @@ def _plan(args, ctx):
                                              if spec.flip_tested else None,
                                              flip_explore=(args.flip_explore or FLIP_EXPLORE) if spec.flip_tested
                                              else None,
+                                             flip_init_after_pause=args.flip_init_after_pause
+                                             if spec.clock == "run" else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

@@ -81,6 +81,8 @@ class RunConfig:
     :class:`nn.ExploreEach`, or ``"rows"``, :class:`nn.ExploreRows`, at :data:`~experiments._models.FLIP_EXPLORE_P`);
     ``None`` (and ``"each"``, stored as ``None``): each row and id, the runs of results files written before
     the choice (the command line gives every ``-flipclock`` run :data:`~experiments._models.FLIP_EXPLORE`).
+    ``flip_init_after_pause``: a ``-runclock`` model's ``init_after_pause`` (in ``(0, 1)``); ``None`` (and
+    0.55, stored as ``None``): 0.55, the runs of results files written before the choice.
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -108,6 +110,7 @@ class RunConfig:
     flip_tests: int | None = None
     flip_pause_below: float | None = None
     flip_explore: str | None = None
+    flip_init_after_pause: float | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -160,6 +163,13 @@ class RunConfig:
                              f"(got {self.flip_explore!r} on {self.model.label})")
         if self.flip_explore == "each":              # each row and id: the runs of files written before
             self.flip_explore = None
+        ia = self.flip_init_after_pause
+        if ia is not None and (self.model.clock != "run" or isinstance(ia, bool) or not isinstance(ia, (int, float))
+                               or not 0.0 < ia < 1.0):
+            raise ValueError(f"flip_init_after_pause is a -runclock model's init_after_pause, in (0, 1) (got {ia!r} "
+                             f"on {self.model.label})")
+        if ia is not None:
+            self.flip_init_after_pause = None if ia == 0.55 else float(ia)   # 0.55: the files written before
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -185,7 +195,8 @@ class RunConfig:
             del d["gate_hidden"]
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
-        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests", "flip_pause_below", "flip_explore"):
+        for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests", "flip_pause_below", "flip_explore",
+                  "flip_init_after_pause"):
             if d[k] is None:
                 del d[k]
         if "flip_cost" in d:
@@ -358,6 +369,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         clock = dnn.LearnedTokenClock(task.vocab, **own)
     if cfg.model.flip_tested:                                     # one test per step: files written before
         cost_kw = {} if cfg.flip_cost is None else {"cost": cfg.flip_cost[0], "soft_cost": cfg.flip_cost[1]}
+        if cfg.flip_init_after_pause is not None:
+            cost_kw["init_after_pause"] = cfg.flip_init_after_pause
         pause = -1.0 if cfg.flip_pause_below is None else cfg.flip_pause_below
         rule = getattr(dnn, EXPLORE_RULES[cfg.flip_explore or "each"])
         clock = cfg.model.flip_clock(task.vocab, tests=cfg.flip_tests or 1, hysteresis=1.0, pause_below=pause,

@@ -524,3 +524,33 @@ def test_the_exploration_rule_of_a_flip_tested_clock_is_part_of_the_run(monkeypa
                         val_size=4, flip_tests=2, flip_pause_below=0.0, flip_explore=rule)
         train_run(cfg)
     assert made == [dnn.ExploreRows(FLIP_EXPLORE_P)] * 2 + [dnn.ExploreEach(FLIP_EXPLORE_P)]
+
+
+def test_where_a_run_clocks_decisions_after_a_pause_start_is_part_of_the_run(monkeypatch):
+    """``--flip-init-after-pause`` / ``RunConfig.flip_init_after_pause``: the clock's default keeps the identity
+    of the runs recorded before the choice; another value reaches the clock; refused off ``-runclock``."""
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    assert inspect.signature(dnn.FlipRunClock).parameters["init_after_pause"].default == 0.55
+    task, spec = preset("copy", "variable", "smoke"), ModelSpec.from_label("s4d-runclock")
+    assert RunConfig(task, spec, 8, flip_init_after_pause=0.55).key() == RunConfig(task, spec, 8).key()
+    assert RunConfig(task, spec, 8, flip_init_after_pause=0.45).to_dict()["flip_init_after_pause"] == 0.45
+    for bad_spec, bad in ((spec, 0.0), (spec, 1.0), (spec, True), (ModelSpec.from_label("s4d-flipclock"), 0.45)):
+        with pytest.raises(ValueError, match="flip_init_after_pause"):
+            RunConfig(task, bad_spec, 8, flip_init_after_pause=bad)
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-runclock", "--seeds", "0"]
+    keys = [cli._plan(cli._parse(base + extra), None)[0][0].key
+            for extra in ([], ["--flip-init-after-pause", "0.55"], ["--flip-init-after-pause", "0.45"])]
+    assert keys[0] == keys[1] != keys[2]
+    for bad in (["--models", "s4d-flipclock", "--flip-init-after-pause", "0.45"],
+                ["--models", "s4d-runclock", "--flip-init-after-pause", "1"]):
+        with pytest.raises(SystemExit):
+            cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
+    made = []
+    orig = ModelSpec.flip_clock
+    monkeypatch.setattr(ModelSpec, "flip_clock", lambda self, vocab, **kw: made.append(orig(self, vocab, **kw))
+                        or made[-1])
+    train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=2, eval_every=2, val_size=4,
+                        flip_tests=2, flip_pause_below=0.0, flip_init_after_pause=0.45))
+    assert made[0].init_after_pause == 0.45

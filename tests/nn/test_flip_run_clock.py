@@ -241,7 +241,27 @@ def test_ids_after_a_pause_start_ticking_but_undecided():
         clock.u[V + 2] -= 0.11                                       # a small push: below 0
     clock.settle()
     assert clock.pauses(after_pause=True) == [2] and clock.pauses() == []
-    for bad in (0.0, 1.0, 0.4, "0.6"):                               # 0.4: logit below pause_below = 0
+    for bad in (0.0, 1.0, "0.6", float("nan")):
         with pytest.raises(ValueError, match="init_after_pause"):
             dnn.FlipRunClock(V, init_after_pause=bad)
     assert dnn.FlipRunClock(V, init_after_pause=0.4, pause_below=-1.0).ticking.all()
+
+
+def test_ids_after_a_pause_can_start_paused():
+    """Below ``sigma(pause_below)`` the entries after a pause start paused: a run of pauses, once begun,
+    goes on through every id until a test unpauses one (a loop clock's ticks as the oracle); the entries
+    after a tick are untouched, and a test's push above ``hysteresis`` unpauses an entry."""
+    clock = dnn.FlipRunClock(V, init_after_pause=0.45, gain=2.0)
+    assert clock.pauses(after_pause=True) == list(range(V)) and clock.pauses() == []
+    with torch.no_grad():
+        clock.u[0] -= 2.0                                            # id 0 pauses after a tick
+    clock.settle()
+    x = torch.tensor([[1, 0, 2, 3, 0, 4], [0, 2, 0, 0, 3, 1]])
+    assert torch.equal(clock.ticks(x), loop_ticks(clock.ticking, x))
+    assert torch.equal(clock.ticks(x), torch.tensor([[True, False, False, False, False, False],
+                                                     [False, False, False, False, False, False]]))
+    with torch.no_grad():
+        clock.u[V + 4] += 1.0                                        # id 4 after a pause: above hysteresis
+    clock.settle()
+    assert clock.pauses(after_pause=True) == [v for v in range(V) if v != 4]
+    assert torch.equal(clock.ticks(x)[0], torch.tensor([True, False, False, False, False, True]))
