@@ -81,7 +81,8 @@ class FlipRunClock(FlipTokenClock):
         a decided logit across zero (docs/experiments/clock-pads-select).
     **options
         As :class:`nn.FlipTokenClock` (``init``, ``gain``, ``hysteresis``, ``pause_below``, ``strength``,
-        ``cost``, ``soft_cost``, ``explore``, ``tests``), applied to each of the ``2 vocab_size`` entries.
+        ``cost``, ``soft_cost``, ``explore``, ``tests``, ``by_entry``), applied to each of the ``2 vocab_size``
+        entries.
 
     Notes
     -----

@@ -75,6 +75,10 @@ class FlipTokenClock(TokenLogits):
         probability ``p``) or :class:`nn.ExploreRows` ``(p)`` (each row, with probability ``p``, ticks every
         paused id); a number ``p`` is ``ExploreEach(p)``. Validation, inference, decoding and the flip
         tests' own passes never explore.
+    by_entry : float in ``[0, 1]``, default 0.0
+        Of the tests not drawn among the paused ids present, the share that draws an id uniformly among the
+        distinct ids present (each as often, whatever its frequency) rather than at a random position (as
+        often as it occurs). A rare id that ticks is otherwise tested about as often as it occurs.
     tests : int, default 8
         Flip tests per training step, in the same two passes: the batch's rows split into ``tests`` groups
         (fewer when the batch has fewer rows), each testing its own id on its own rows. One test per step
@@ -101,7 +105,7 @@ class FlipTokenClock(TokenLogits):
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
-                 explore=ExploreEach(0.2), tests=8, pause_below=0.0):
+                 explore=ExploreEach(0.2), tests=8, pause_below=0.0, by_entry=0.0):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):
@@ -110,6 +114,8 @@ class FlipTokenClock(TokenLogits):
         if isinstance(tests, bool) or not (isinstance(tests, int) and tests >= 1):
             raise ValueError(f"tests must be a whole number >= 1, got {tests!r}")
         explore = as_explore(explore)
+        if isinstance(by_entry, bool) or not (isinstance(by_entry, (int, float)) and 0.0 <= by_entry <= 1.0):
+            raise ValueError(f"by_entry must lie in [0, 1], got {by_entry!r}")
         if not (isinstance(pause_below, (int, float)) and not isinstance(pause_below, bool)
                 and math.isfinite(pause_below) and pause_below <= hysteresis):
             raise ValueError(f"pause_below must be a finite number <= hysteresis = {hysteresis!r}, got "
@@ -123,7 +129,7 @@ class FlipTokenClock(TokenLogits):
         super().__init__(vocab_size * self.contexts, z0, gain)                              # u (E,)
         self.hysteresis, self.pause_below, self.strength = float(hysteresis), float(pause_below), float(strength)
         self.cost, self.soft_cost = float(cost), float(soft_cost)
-        self.explore, self.tests = explore, tests
+        self.explore, self.tests, self.by_entry = explore, tests, float(by_entry)
         self.register_buffer("ticking", torch.ones(self.u.shape[0], dtype=torch.bool))      # (E,)
         self._decisions = None               # the decisions of a flip test's pass, while it runs
         self.last_tests = []
@@ -138,7 +144,7 @@ class FlipTokenClock(TokenLogits):
         """A clock pickled by an earlier version (``torch.save(model)``) keeps the rule it trained with: one
         flip test per step where it had no ``tests``, the band ``(-hysteresis, hysteresis)`` where it had no
         ``pause_below``."""
-        state = {"tests": 1, "last_tests": [], "_decisions": None, **state}
+        state = {"tests": 1, "last_tests": [], "_decisions": None, "by_entry": 0.0, **state}
         state.setdefault("pause_below", -state["hysteresis"])
         if not isinstance(state.get("explore"), Explore):          # a number: each row and id, as it meant
             state["explore"] = ExploreEach(state.get("explore", 0.0))
@@ -210,12 +216,15 @@ class FlipTokenClock(TokenLogits):
 
     def _choose(self, entries):
         """The entry to test (here an id): half of the time one of the paused entries present (when any,
-        uniformly), else the entry at a random position of ``entries`` (tested as often as they occur)."""
+        uniformly), else with probability ``by_entry`` one of the entries present (uniformly), else the entry
+        at a random position of ``entries`` (tested as often as they occur)."""
         flat = entries.flatten()
         present = torch.unique(flat)
         paused = present[~self.ticking[present]]
         if len(paused) and float(torch.rand(())) < 0.5:
             return int(paused[int(torch.randint(len(paused), ()))])
+        if self.by_entry and float(torch.rand(())) < self.by_entry:
+            return int(present[int(torch.randint(len(present), ()))])
         return int(flat[int(torch.randint(len(flat), ()))])
 
     def settle(self):
@@ -324,4 +333,5 @@ class FlipTokenClock(TokenLogits):
         return (f"vocab_size={self.vocab_size}, gain={self.gain:g}, hysteresis={self.hysteresis:g}, "
                 f"pause_below={self.pause_below:g}, "
                 f"strength={self.strength:g}, cost={self.cost:g}, soft_cost={self.soft_cost:g}, "
-                f"explore={self.explore!r}, tests={self.tests}")
+                f"explore={self.explore!r}, tests={self.tests}"
+                + (f", by_entry={self.by_entry:g}" if self.by_entry else ""))

@@ -149,6 +149,10 @@ def _parse(argv):
                     help="a clock learned by flip tests in context: sigma(z) at the start of its decisions after a "
                     "pause (nn.FlipRunClock init_after_pause=, in (0, 1); below 0.5 they start paused; default: "
                     "its own; -runclock models)")
+    ap.add_argument("--flip-by-entry", type=float, default=None, metavar="F",
+                    help="a clock learned by flip tests: of the tests not drawn among its paused ids, the share "
+                    "drawn uniformly among the distinct ids present (nn.FlipTokenClock by_entry=, in [0, 1]; "
+                    "default: its own, 0; -flipclock models)")
     ap.add_argument("--device", type=device_name, help="cpu or cuda (default: cuda when available; under "
                     "torchrun each process takes cuda:LOCAL_RANK)")
     ap.add_argument("--out", type=Path, help="default: ./synthetic_out/<scale>")
@@ -184,6 +188,8 @@ def _parse(argv):
         ap.error(f"--flip-cost needs COST >= 0 and SOFT >= 0, got {args.flip_cost[0]:g} {args.flip_cost[1]:g}")
     if args.flip_tests is not None and args.flip_tests < 1:
         ap.error(f"--flip-tests needs G >= 1, got {args.flip_tests}")
+    if args.flip_by_entry is not None and not 0.0 <= args.flip_by_entry <= 1.0:
+        ap.error(f"--flip-by-entry needs a number in [0, 1], got {args.flip_by_entry:g}")
     if args.flip_init_after_pause is not None and not 0.0 < args.flip_init_after_pause < 1.0:
         ap.error(f"--flip-init-after-pause needs a number in (0, 1), got {args.flip_init_after_pause:g}")
     if args.flip_pause_below is not None and not (math.isfinite(args.flip_pause_below)
@@ -202,7 +208,8 @@ def _parse(argv):
             ("--flip-tests", args.flip_tests is not None, "flip", "-flipclock"),
             ("--flip-pause-below", args.flip_pause_below is not None, "flip", "-flipclock"),
             ("--flip-explore", args.flip_explore is not None, "flip", "-flipclock"),
-            ("--flip-init-after-pause", args.flip_init_after_pause is not None, "run", "-runclock")):
+            ("--flip-init-after-pause", args.flip_init_after_pause is not None, "run", "-runclock"),
+            ("--flip-by-entry", args.flip_by_entry is not None, "flip", "-flipclock")):
         if given and not any(s.time_cost if ok == "cost" else s.flip_tested if ok == "flip" else s.clock == ok
                              for s in specs):
             ap.error(f"{flag} is a learned clock's: give it with a {kind} model (e.g. --models "
@@ -302,6 +309,7 @@ def _plan(args, ctx):
                                              else None,
                                              flip_init_after_pause=args.flip_init_after_pause
                                              if spec.clock == "run" else None,
+                                             flip_by_entry=args.flip_by_entry if spec.flip_tested else None,
                                              gate_lr=args.gate_lr if spec.clock == "binary" else None,
                                              gate_detach=True if args.gate_detach and spec.clock == "binary"
                                              else None,

@@ -83,6 +83,8 @@ class RunConfig:
     the choice (the command line gives every ``-flipclock`` run :data:`~experiments._models.FLIP_EXPLORE`).
     ``flip_init_after_pause``: a ``-runclock`` model's ``init_after_pause`` (in ``(0, 1)``); ``None`` (and
     0.55, stored as ``None``): 0.55, the runs of results files written before the choice.
+    ``flip_by_entry``: a ``-flipclock`` / ``-runclock`` model's ``by_entry`` (in ``(0, 1]``); ``None`` (and 0,
+    stored as ``None``): 0, the runs of results files written before the choice.
     ``test_size``: sequences of the held-out test set (:data:`TEST_SEED`) scored at every evaluation;
     ``None``: none (the runs of results files written before the held-out protocol)."""
     task: Task
@@ -111,6 +113,7 @@ class RunConfig:
     flip_pause_below: float | None = None
     flip_explore: str | None = None
     flip_init_after_pause: float | None = None
+    flip_by_entry: float | None = None
 
     def __post_init__(self):
         if self.init is not None and (self.model.layer != "lstm" or self.init not in LSTM_INITS):
@@ -170,6 +173,13 @@ class RunConfig:
                              f"on {self.model.label})")
         if ia is not None:
             self.flip_init_after_pause = None if ia == 0.55 else float(ia)   # 0.55: the files written before
+        be = self.flip_by_entry
+        if be is not None and (not self.model.flip_tested or isinstance(be, bool) or not isinstance(be, (int, float))
+                               or not 0.0 <= be <= 1.0):
+            raise ValueError(f"flip_by_entry is a -flipclock model's by_entry, in [0, 1] (got {be!r} on "
+                             f"{self.model.label})")
+        if be is not None:
+            self.flip_by_entry = None if be == 0 else float(be)            # 0: the files written before
         if self.test_size is not None and not (isinstance(self.test_size, int) and self.test_size > 0):
             raise ValueError(f"test_size is a count of test sequences > 0, or None (got {self.test_size!r})")
 
@@ -196,7 +206,7 @@ class RunConfig:
         if d["test_size"] is None:                   # as in files written before the held-out test set
             del d["test_size"]
         for k in ("clock_gain", "clock_noise", "flip_cost", "flip_tests", "flip_pause_below", "flip_explore",
-                  "flip_init_after_pause"):
+                  "flip_init_after_pause", "flip_by_entry"):
             if d[k] is None:
                 del d[k]
         if "flip_cost" in d:
@@ -371,6 +381,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
         cost_kw = {} if cfg.flip_cost is None else {"cost": cfg.flip_cost[0], "soft_cost": cfg.flip_cost[1]}
         if cfg.flip_init_after_pause is not None:
             cost_kw["init_after_pause"] = cfg.flip_init_after_pause
+        if cfg.flip_by_entry is not None:
+            cost_kw["by_entry"] = cfg.flip_by_entry
         pause = -1.0 if cfg.flip_pause_below is None else cfg.flip_pause_below
         rule = getattr(dnn, EXPLORE_RULES[cfg.flip_explore or "each"])
         clock = cfg.model.flip_clock(task.vocab, tests=cfg.flip_tests or 1, hysteresis=1.0, pause_below=pause,

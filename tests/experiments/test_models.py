@@ -554,3 +554,32 @@ def test_where_a_run_clocks_decisions_after_a_pause_start_is_part_of_the_run(mon
     train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=2, eval_every=2, val_size=4,
                         flip_tests=2, flip_pause_below=0.0, flip_init_after_pause=0.45))
     assert made[0].init_after_pause == 0.45
+
+
+def test_the_share_of_flip_tests_drawn_per_entry_is_part_of_the_run(monkeypatch):
+    """``--flip-by-entry`` / ``RunConfig.flip_by_entry``: 0 (the clock's default) keeps the identity of the runs
+    recorded before the choice; another value reaches the clock; refused off a flip-tested clock."""
+    from ddesys.experiments.synthetic import __main__ as cli
+    from ddesys.experiments.synthetic.tasks import preset
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    assert inspect.signature(dnn.FlipTokenClock).parameters["by_entry"].default == 0.0
+    task, spec = preset("copy", "variable", "smoke"), ModelSpec.from_label("s4d-runclock")
+    assert RunConfig(task, spec, 8, flip_by_entry=0).key() == RunConfig(task, spec, 8).key()
+    assert RunConfig(task, spec, 8, flip_by_entry=0.5).to_dict()["flip_by_entry"] == 0.5
+    for bad_spec, bad in ((spec, -0.1), (spec, 1.5), (spec, True), (ModelSpec("s4d"), 0.5)):
+        with pytest.raises(ValueError, match="flip_by_entry"):
+            RunConfig(task, bad_spec, 8, flip_by_entry=bad)
+    base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-flipclock", "--seeds", "0"]
+    keys = [cli._plan(cli._parse(base + extra), None)[0][0].key
+            for extra in ([], ["--flip-by-entry", "0"], ["--flip-by-entry", "0.5"])]
+    assert keys[0] == keys[1] != keys[2]
+    for bad in (["--models", "s4d", "--flip-by-entry", "0.5"], ["--models", "s4d-flipclock", "--flip-by-entry", "2"]):
+        with pytest.raises(SystemExit):
+            cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
+    made = []
+    orig = ModelSpec.flip_clock
+    monkeypatch.setattr(ModelSpec, "flip_clock", lambda self, vocab, **kw: made.append(orig(self, vocab, **kw))
+                        or made[-1])
+    train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=2, eval_every=2, val_size=4,
+                        flip_tests=2, flip_pause_below=0.0, flip_by_entry=0.5))
+    assert made[0].by_entry == 0.5

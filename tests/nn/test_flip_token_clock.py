@@ -363,3 +363,21 @@ def test_a_clock_pickled_with_a_number_keeps_exploring_each_row_and_id():
     old = dnn.FlipTokenClock.__new__(dnn.FlipTokenClock)
     old.__setstate__(state)
     assert old.explore == dnn.ExploreEach(0.25)
+
+
+def test_by_entry_draws_that_share_of_the_other_tests_uniformly_among_the_ids_present():
+    clock = dnn.FlipTokenClock(V, by_entry=0.5)
+    x = torch.tensor([[1, 1, 1, 1, 1, 1, 1, 2], [1, 1, 1, 1, 1, 1, 6, 1]])   # ids 1 (14 of 16), 2, 6
+    torch.manual_seed(2)
+    got = [clock._choose(x) for _ in range(6000)]
+    for v, n in ((1, 14), (2, 1), (6, 1)):                          # half uniform over 3 ids, half by position
+        want = 0.5 / 3 + 0.5 * n / x.numel()
+        assert abs(got.count(v) / len(got) - want) < 0.025, v
+    clock.ticking[2] = False                                        # a paused id present: half the draws first
+    got = [clock._choose(x) for _ in range(6000)]
+    want = 0.5 + 0.5 * (0.5 / 3 + 0.5 / 16)
+    assert abs(got.count(2) / len(got) - want) < 0.025
+    assert "by_entry=0.5" in repr(clock) and "by_entry" not in repr(dnn.FlipTokenClock(V))
+    for bad in (-0.1, 1.5, float("nan"), True):
+        with pytest.raises(ValueError, match="by_entry"):
+            dnn.FlipTokenClock(V, by_entry=bad)
