@@ -11,9 +11,10 @@ each a part passed as ``explore=`` to :class:`nn.FlipTokenClock` or :class:`nn.F
 - :class:`ExploreRows` ``(p)``: each row, with probability ``p``, ticks every paused entry; the other rows
   run the clock as it is. A fraction ``1 - p`` of the rows is clean whatever the number of paused ids.
 
-Measured on variable-delay copy (docs/experiments/clock-ids-cpu): with padding from 16 ids the clock
-paused exactly the padding under either rule, and the layers learned to copy within the budget only
-under :class:`ExploreRows`.
+With one paused id the two rules are the same. :class:`ExploreRows` is the clocks' default: measured on
+variable-delay copy (docs/experiments/clock-explore-select, clock-ids-cpu), with padding from 16 ids the
+clock paused exactly the padding under either rule, and the layers learned to copy within the budget only
+under :class:`ExploreRows`; with data-like noise in the gap, :class:`nn.FlipRunClock` got further under it.
 """
 from __future__ import annotations
 

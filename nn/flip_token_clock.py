@@ -19,9 +19,12 @@ decisions are a state with hysteresis (a ticking id pauses once its logit falls 
 paused id ticks again above ``+hysteresis``), so the layers train under one clock at a time rather than one
 that flips every step; the tested id is the id at a random position of the batch (a frequent id, such as
 the padding, is tested as often as it occurs), or half of the time one of the paused ids present, so a
-wrongly paused id is tested often (each group draws from its own rows); and in training each row of the
-batch ticks each paused id with probability ``explore``, so the layers see paused ids written and a flip
-test can find an id the task reads even after it paused.
+wrongly paused id is tested often (each group draws from its own rows); and in training a fifth of the
+batch's rows tick at every paused id (``explore``, :class:`nn.ExploreRows`), so the layers see paused ids
+written and a flip test can find an id the task reads even after it paused, while the other rows show the
+layers the clean gap they will be run on (ticking each paused id in each row with probability 0.2 instead,
+:class:`nn.ExploreEach`, left 3% of the rows clean with 16 padding ids, and the layers did not learn to copy
+within the budget: docs/experiments/clock-explore-select).
 
 The system is the given clock's (:class:`nn.TokenClock` with the current decisions): exact between ticks,
 LTI in ticks, O(1) decoding per token, a parallel training path equal to the recurrence; nothing is told
@@ -33,7 +36,7 @@ import math
 
 import torch
 
-from .flip_explore import Explore, ExploreEach, as_explore
+from .flip_explore import Explore, ExploreEach, ExploreRows, as_explore
 from .learned_token_clock import TokenLogits
 
 __all__ = ["FlipTokenClock"]
@@ -69,7 +72,7 @@ class FlipTokenClock(TokenLogits):
     soft_cost : float, default 0.0
         A time cost outside the flip tests: ``soft_cost`` times the mean of ``sigma(z)`` over the batch's
         tokens, a push towards a pause on every id present at every step (its gradient only).
-    explore : :class:`nn.Explore` or float, default ``ExploreEach(0.2)``
+    explore : :class:`nn.Explore` or float, default ``ExploreRows(0.2)``
         Which paused ids tick in training (``module.training`` under autograd; drawn from the global RNG,
         as dropout): a rule, :class:`nn.ExploreEach` ``(p)`` (each row ticks each paused id with
         probability ``p``) or :class:`nn.ExploreRows` ``(p)`` (each row, with probability ``p``, ticks every
@@ -105,7 +108,7 @@ class FlipTokenClock(TokenLogits):
     """
 
     def __init__(self, vocab_size, init=0.9, gain=16.0, hysteresis=1.0, strength=10.0, cost=0.3, soft_cost=0.0,
-                 explore=ExploreEach(0.2), tests=8, pause_below=0.0, by_entry=0.0):
+                 explore=ExploreRows(0.2), tests=8, pause_below=0.0, by_entry=0.0):
         if not 0.0 < init < 1.0:
             raise ValueError(f"init must lie in (0, 1), got {init!r}")
         for name, v in (("hysteresis", hysteresis), ("strength", strength), ("cost", cost), ("soft_cost", soft_cost)):

@@ -343,7 +343,7 @@ def test_exploration_rules_each_row_and_id_or_every_paused_id_of_a_row():
     torch.manual_seed(0)
     draw = torch.rand(x.shape[0], V) < 0.3                          # the draws of the runs recorded before
     assert torch.equal(got["0.3"], ticking[x] | (draw & ~ticking).gather(1, x))
-    assert dnn.FlipTokenClock(V).explore == dnn.ExploreEach(0.2)
+    assert dnn.FlipTokenClock(V).explore == dnn.ExploreRows(0.2)
     assert "explore=ExploreRows(0.3)" in repr(dnn.FlipTokenClock(V, explore=dnn.ExploreRows(0.3)))
     for bad in (1.0, -0.1, float("nan"), True, "0.2"):
         with pytest.raises(ValueError, match="p must|explore"):
