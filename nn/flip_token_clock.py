@@ -146,7 +146,7 @@ class FlipTokenClock(TokenLogits):
     def __setstate__(self, state):
         """A clock pickled by an earlier version (``torch.save(model)``) keeps the rule it trained with: one
         flip test per step where it had no ``tests``, the band ``(-hysteresis, hysteresis)`` where it had no
-        ``pause_below``."""
+        ``pause_below``, :class:`nn.ExploreEach` where its ``explore`` was a number, no ``by_entry``."""
         state = {"tests": 1, "last_tests": [], "_decisions": None, "by_entry": 0.0, **state}
         state.setdefault("pause_below", -state["hysteresis"])
         if not isinstance(state.get("explore"), Explore):          # a number: each row and id, as it meant
