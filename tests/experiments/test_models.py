@@ -531,7 +531,7 @@ def test_where_a_run_clocks_decisions_after_a_pause_start_is_part_of_the_run(mon
     of the runs recorded before the choice; another value reaches the clock; refused off ``-runclock``."""
     from ddesys.experiments.synthetic import __main__ as cli
     from ddesys.experiments.synthetic.tasks import preset
-    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    from ddesys.experiments.synthetic.train import RunConfig
     assert inspect.signature(dnn.FlipRunClock).parameters["init_after_pause"].default == 0.55
     task, spec = preset("copy", "variable", "smoke"), ModelSpec.from_label("s4d-runclock")
     assert RunConfig(task, spec, 8, flip_init_after_pause=0.55).key() == RunConfig(task, spec, 8).key()
@@ -547,13 +547,7 @@ def test_where_a_run_clocks_decisions_after_a_pause_start_is_part_of_the_run(mon
                 ["--models", "s4d-runclock", "--flip-init-after-pause", "1"]):
         with pytest.raises(SystemExit):
             cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
-    made = []
-    orig = ModelSpec.flip_clock
-    monkeypatch.setattr(ModelSpec, "flip_clock", lambda self, vocab, **kw: made.append(orig(self, vocab, **kw))
-                        or made[-1])
-    train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=2, eval_every=2, val_size=4,
-                        flip_tests=2, flip_pause_below=0.0, flip_init_after_pause=0.45))
-    assert made[0].init_after_pause == 0.45
+    assert _clock_the_run_trains(monkeypatch, task, spec, flip_init_after_pause=0.45).init_after_pause == 0.45
 
 
 def test_the_share_of_flip_tests_drawn_per_entry_is_part_of_the_run(monkeypatch):
@@ -561,7 +555,7 @@ def test_the_share_of_flip_tests_drawn_per_entry_is_part_of_the_run(monkeypatch)
     recorded before the choice; another value reaches the clock; refused off a flip-tested clock."""
     from ddesys.experiments.synthetic import __main__ as cli
     from ddesys.experiments.synthetic.tasks import preset
-    from ddesys.experiments.synthetic.train import RunConfig, train_run
+    from ddesys.experiments.synthetic.train import RunConfig
     assert inspect.signature(dnn.FlipTokenClock).parameters["by_entry"].default == 0.0
     task, spec = preset("copy", "variable", "smoke"), ModelSpec.from_label("s4d-runclock")
     assert RunConfig(task, spec, 8, flip_by_entry=0).key() == RunConfig(task, spec, 8).key()
@@ -576,10 +570,16 @@ def test_the_share_of_flip_tests_drawn_per_entry_is_part_of_the_run(monkeypatch)
     for bad in (["--models", "s4d", "--flip-by-entry", "0.5"], ["--models", "s4d-flipclock", "--flip-by-entry", "2"]):
         with pytest.raises(SystemExit):
             cli._parse(["--tasks", "copy", "--protocols", "variable"] + bad)
+    assert _clock_the_run_trains(monkeypatch, task, spec, flip_by_entry=0.5).by_entry == 0.5
+
+
+def _clock_the_run_trains(monkeypatch, task, spec, **flip):
+    """The flip-tested clock a two-step run of ``spec`` with the RunConfig fields ``flip`` builds."""
+    from ddesys.experiments.synthetic.train import RunConfig, train_run
     made = []
     orig = ModelSpec.flip_clock
     monkeypatch.setattr(ModelSpec, "flip_clock", lambda self, vocab, **kw: made.append(orig(self, vocab, **kw))
                         or made[-1])
     train_run(RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=2, batch=2, eval_every=2, val_size=4,
-                        flip_tests=2, flip_pause_below=0.0, flip_by_entry=0.5))
-    assert made[0].by_entry == 0.5
+                        flip_tests=2, flip_pause_below=0.0, **flip))
+    return made[0]
