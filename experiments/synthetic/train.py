@@ -322,11 +322,12 @@ def _loss_sum(logits, labels):
                            reduction="sum")
 
 
-def loss_with(cost, now, flip=None):
+def loss_with(cost, now, flip=None, tally=None):
     """The summed loss, plus a binary clock's time cost (``cost``: :class:`nn.learned_clock.TimeCost` or
     ``None``) per supervised token at the step ``now()``; or plus a :class:`nn.FlipTokenClock`'s loss,
     ``flip = (model, clock, tokens)`` with ``tokens()`` the step's batch (one process: the slice is the
-    batch)."""
+    batch). ``tally`` (a dict, optional) gathers the flip tests: per tested entry ``[tests, summed delta,
+    tests with delta < 0]``."""
     if flip is not None:
         model, clock, tokens = flip
 
@@ -337,7 +338,12 @@ def loss_with(cost, now, flip=None):
         def flip_sum(logits, labels):
             n = int((labels != IGNORE).sum())
             x = tokens()
-            return _loss_sum(logits, labels) + n * clock.loss(x, lambda: rows(model(x), labels))
+            out = _loss_sum(logits, labels) + n * clock.loss(x, lambda: rows(model(x), labels))
+            if tally is not None:
+                for t in clock.last_tests:
+                    c = tally.setdefault(t["id"], [0, 0.0, 0])
+                    c[0], c[1], c[2] = c[0] + 1, c[1] + t["delta"], c[2] + (t["delta"] < 0)
+            return out
         return flip_sum
     if cost is None:
         return _loss_sum
@@ -415,7 +421,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
             raise ValueError(f"{cfg.model.label} trains its clock in one process (its flip tests draw ids per "
                              "process); run it without torchrun")
         flip = (model, model.clock, lambda: torch.from_numpy(keep["x"]).to(dev))
-    loss_sum = loss_with(cost, lambda: keep["now"], flip)
+    tally = {}                                                    # the flip tests since the last evaluation
+    loss_sum = loss_with(cost, lambda: keep["now"], flip, tally)
 
     def batch(step):
         keep["now"] = step
@@ -442,6 +449,12 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
                                            "pauses": model.clock.pauses()}
                 if cfg.model.clock == "run":
                     st["curve"][-1]["flip"]["pauses_after_pause"] = model.clock.pauses(after_pause=True)
+                # every entry's logit, and per entry tested since the last evaluation (in this process):
+                # [tests, mean delta, tests that pushed it towards a pause]
+                st["curve"][-1]["flip"]["logits"] = [round(v, 3) for v in model.clock.logits().tolist()]
+                st["curve"][-1]["flip"]["tests"] = {str(e): [c[0], round(c[1] / c[0], 6), c[2]]
+                                                    for e, c in sorted(tally.items())}
+                tally.clear()
             elif task.pads > 1 or task.noise:          # each padding id's pushes (.diagnosis)
                 st["curve"][-1]["pads"] = pad_pushes(model, vt[:CLOCK_PROBE], vl[:CLOCK_PROBE], task.pad_ids,
                                                      cost.weight_at(step) if cost is not None else 0.0)

@@ -380,12 +380,13 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
     task = preset("copy", "variable", "smoke")
     cfg = RunConfig(task, spec, 8, n_layers=1, d_state=4, steps=4, batch=2, eval_every=2, val_size=4)
     assert cfg.time_cost is None
-    seen = []
+    seen, tested = [], []
     orig = dnn.FlipTokenClock.loss
 
     def spy(self, tokens, loss_of):
         out = orig(self, tokens, loss_of)
         seen.append((tuple(tokens.shape), len(self.last_tests)))
+        tested.append([(t["id"], t["delta"]) for t in self.last_tests])
         return out
     torch.manual_seed(0)
     dnn.FlipTokenClock.loss = spy
@@ -395,7 +396,16 @@ def test_clock_learned_by_flip_tests_trains_in_the_synthetic_runs():
         dnn.FlipTokenClock.loss = orig
     assert seen == [((2, task.length), 1)] * 4                         # one flip test per step, on its batch
     pt = out["curve"][-1]
-    assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses"} and len(pt["flip"]["pad_logits"]) == task.pads
+    assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses", "logits", "tests"}
+    assert len(pt["flip"]["pad_logits"]) == task.pads and len(pt["flip"]["logits"]) == 16
+    since = [t for step in tested[2:] for t in step]                   # the tests of steps 3 and 4
+    want = {}
+    for e, d in since:
+        n, s, neg = want.get(str(e), (0, 0.0, 0))
+        want[str(e)] = (n + 1, s + d, neg + (d < 0))
+    assert {e: (c[0], c[2]) for e, c in pt["flip"]["tests"].items()} == {e: (n, g) for e, (n, s, g) in want.items()}
+    for e, (n, s, g) in want.items():
+        assert pt["flip"]["tests"][e][1] == pytest.approx(s / n, abs=1e-6)
     assert pt["loss"] < 10                                             # the logged loss is the task's
     for bad in (["--models", "s4d-flipclock", "--clock-gain", "32"], ["--models", "s4d-flipclock", "--time-cost",
                                                                       "0.3", "100", "0.03"],
@@ -478,7 +488,9 @@ def test_clock_learned_by_flip_tests_in_context_trains_in_the_synthetic_runs():
     torch.manual_seed(0)
     out = train_run(cfg)
     pt = out["curve"][-1]
-    assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses", "pauses_after_pause"}
+    assert set(pt["flip"]) == {"pad_logits", "data_logit", "pauses", "pauses_after_pause", "logits", "tests"}
+    assert len(pt["flip"]["logits"]) == 32                             # both contexts' entries
+    assert sum(c[0] for c in pt["flip"]["tests"].values()) == 2 * 2    # two tests a step since the last evaluation
     assert pt["loss"] < 10
     base = ["--tasks", "copy", "--protocols", "variable", "--models", "s4d-runclock", "--seeds", "0"]
     keys = [cli._plan(cli._parse(base + extra), None)[0][0].key
