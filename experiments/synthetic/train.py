@@ -366,7 +366,8 @@ def train_run(cfg: RunConfig, device="cpu", progress=None, ckpt=None, ctx=None):
     """Train one model; returns a JSON-ready dict: config, ``status`` (``done``), ``curve`` (step, train
     loss, val accuracy; ``clock``, a learned clock's :func:`clock_stats` on the first ``CLOCK_PROBE`` validation
     sequences; ``test_acc`` under the held-out protocol; ``pads``, :func:`.diagnosis.pad_pushes`, on a task
-    whose padding has several ids or noise), ``best_acc`` / ``best_step`` (validation),
+    whose padding has several ids or noise; ``flip``, a flip-tested clock's logits, pauses and per entry
+    its flip tests since the previous evaluation), ``best_acc`` / ``best_step`` (validation),
     ``by_position`` / ``by_lag`` at the best evaluation,
     ``n_params``, ``seconds`` and, for DS4D, ``mechanism`` at the best checkpoint.
 
