@@ -197,6 +197,26 @@ def lr_table(runs):
     return lrs, rows
 
 
+def heldout_lr_table(runs):
+    """The learning-rate sweep read on the held-out test set: ``(lrs, rows)`` as :func:`lr_table`, a cell
+    ``"mean +- std"`` over seeds of the test accuracy at each run's checkpoint chosen on validation
+    (:func:`held_out`), ``"-"`` where the rate was not run or its runs have no test scores. Only groups
+    swept over several rates with test scores; the test chooses nothing here either."""
+    groups = {k: v for k, v in _groups(runs).items() if len(v) > 1}
+    lrs = sorted({lr for by_lr in groups.values() for lr in by_lr})
+    best = best_lr_runs(runs)
+    rows = []
+    for (task, fam), by_lr in groups.items():
+        cells = []
+        for lr in lrs:
+            h = [held_out(r["curve"]) for r in by_lr.get(lr, [])]
+            vals = [x["test"] for x in h if x is not None and x["test"] is not None]
+            cells.append(_ms(vals) if vals else "-")
+        if any(c != "-" for c in cells):
+            rows.append((task, fam, best[(task, fam)][0], cells))
+    return lrs, rows
+
+
 def lag_table(runs):
     """Variable-delay tasks: rows ``(task, model, [short, long] lag bounds, [short, long] mean +- std)``."""
     rows = []
@@ -409,6 +429,14 @@ def markdown(runs, meta):
                   "|---|---|---:|" + "---|" * len(lrs)]
         for task, fam, lr, cells in sweep:
             lines.append(f"| {task} | {fam} | {lr:g} | " + " | ".join(cells) + " |")
+        lrs, tested = heldout_lr_table(runs)
+        if tested:
+            lines += ["", "The same sweep on the test set (test accuracy at each run's checkpoint chosen on "
+                      "validation, mean +- std over seeds; the rate is still chosen on validation):", "",
+                      "| task | model | chosen lr | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+                      "|---|---|---:|" + "---|" * len(lrs)]
+            for task, fam, lr, cells in tested:
+                lines.append(f"| {task} | {fam} | {lr:g} | " + " | ".join(cells) + " |")
     lag = lag_table(runs)
     if lag:
         lines += ["", "## Accuracy by lag (variable-delay tasks, best evaluation)", "",

@@ -61,3 +61,17 @@ def test_runs_without_test_scores_say_so(measured):
     (row,) = report.heldout_table(runs)
     test = row[-1][1]
     assert test == ("not measured" if measured == 0 else "0.900 +- 0.000 (1/2 runs)")
+
+
+def test_the_sweep_on_the_test_set_reads_each_rate_at_its_validation_checkpoints():
+    lrs, rows = report.heldout_lr_table(RUNS)
+    assert lrs == [1e-3, 3e-3]
+    (task, fam, chosen, cells), = rows
+    assert chosen == 1e-3                                     # still chosen on validation, not on these cells
+    assert cells == [f"{np.mean([0.6, 0.5]):.3f} +- {np.std([0.6, 0.5]):.3f}", "1.000 +- 0.000"]
+    md = report.markdown(RUNS, {"scale": "test", "command": "made up"})
+    assert "| copy | ds4d | 0.001 | 0.550 +- 0.050 | 1.000 +- 0.000 |" in md
+    unswept = [r for r in RUNS if r["config"]["lr"] == 1e-3]
+    assert report.heldout_lr_table(unswept)[1] == []          # one rate: no sweep to show
+    old = [_run(lr, 0, [(10, 0.5, None)]) for lr in (1e-3, 3e-3)]
+    assert report.heldout_lr_table(old)[1] == []              # no test scores: nothing to read
