@@ -172,49 +172,50 @@ def efficiency_table(runs, budgets=BUDGETS, thresholds=THRESHOLDS):
     return rows
 
 
-def lr_table(runs):
-    """The learning-rate sweep: ``(lrs, rows)``, ``lrs`` every base rate of a group swept over several,
-    ascending; rows ``(task, model, best lr, [cell per lr])`` for those groups, a cell ``"mean +- std"`` of
-    the best accuracy over seeds with the mean steps to 90%, or ``never 90%`` (``"-"``: that rate was not
-    run)."""
+def _sweep(runs, cell):
+    """The groups swept over several base rates: ``(lrs, rows)``, ``lrs`` every such rate ascending, rows
+    ``(task, model, lr chosen on validation, [cell(runs at that rate) or "-" per lr])``; a row whose every
+    cell is ``"-"`` is left out."""
     groups = {k: v for k, v in _groups(runs).items() if len(v) > 1}
     lrs = sorted({lr for by_lr in groups.values() for lr in by_lr})
     best = best_lr_runs(runs)
     rows = []
     for (task, fam), by_lr in groups.items():
-        cells = []
-        for lr in lrs:
-            rs = by_lr.get(lr)
-            if not rs:
-                cells.append("-")
-                continue
-            hit = [steps_to(r, THRESHOLDS[0]) for r in rs]
-            got = [h for h in hit if h is not None]
-            reach = ("never 90%" if not got else f"90% at {np.mean(got):.0f}"
-                     + (f" ({len(got)}/{len(hit)} seeds)" if len(got) < len(hit) else ""))
-            cells.append(f"{_ms([r['best_acc'] for r in rs])} ({reach})")
-        rows.append((task, fam, best[(task, fam)][0], cells))
-    return lrs, rows
-
-
-def heldout_lr_table(runs):
-    """The learning-rate sweep read on the held-out test set: ``(lrs, rows)`` as :func:`lr_table`, a cell
-    ``"mean +- std"`` over seeds of the test accuracy at each run's checkpoint chosen on validation
-    (:func:`held_out`), ``"-"`` where the rate was not run or its runs have no test scores. Only groups
-    swept over several rates with test scores; the test chooses nothing here either."""
-    groups = {k: v for k, v in _groups(runs).items() if len(v) > 1}
-    lrs = sorted({lr for by_lr in groups.values() for lr in by_lr})
-    best = best_lr_runs(runs)
-    rows = []
-    for (task, fam), by_lr in groups.items():
-        cells = []
-        for lr in lrs:
-            h = [held_out(r["curve"]) for r in by_lr.get(lr, [])]
-            vals = [x["test"] for x in h if x is not None and x["test"] is not None]
-            cells.append(_ms(vals) if vals else "-")
+        cells = [(cell(by_lr[lr]) if by_lr.get(lr) else None) or "-" for lr in lrs]
         if any(c != "-" for c in cells):
             rows.append((task, fam, best[(task, fam)][0], cells))
     return lrs, rows
+
+
+def lr_table(runs):
+    """The learning-rate sweep: ``(lrs, rows)`` (:func:`_sweep`), a cell ``"mean +- std"`` of the best
+    accuracy over seeds with the mean steps to 90%, or ``never 90%`` (``"-"``: that rate was not run)."""
+    def cell(rs):
+        hit = [steps_to(r, THRESHOLDS[0]) for r in rs]
+        got = [h for h in hit if h is not None]
+        reach = ("never 90%" if not got else f"90% at {np.mean(got):.0f}"
+                 + (f" ({len(got)}/{len(hit)} seeds)" if len(got) < len(hit) else ""))
+        return f"{_ms([r['best_acc'] for r in rs])} ({reach})"
+    return _sweep(runs, cell)
+
+
+def heldout_lr_table(runs):
+    """The learning-rate sweep read on the held-out test set: ``(lrs, rows)`` (:func:`_sweep`), a cell
+    ``"mean +- std"`` over seeds of the test accuracy at each run's checkpoint chosen on validation
+    (:func:`held_out`), ``"-"`` where the rate was not run or its runs have no test scores. Only groups
+    with test scores; the test chooses nothing here either."""
+    def cell(rs):
+        h = [held_out(r["curve"]) for r in rs]
+        vals = [x["test"] for x in h if x is not None and x["test"] is not None]
+        return _ms(vals) if vals else None
+    return _sweep(runs, cell)
+
+
+def _sweep_lines(lrs, rows, lr_header):
+    """A sweep's markdown table (:func:`_sweep` rows), the chosen rate's column named ``lr_header``."""
+    return (["| task | model | " + lr_header + " | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
+             "|---|---|---:|" + "---|" * len(lrs)]
+            + [f"| {task} | {fam} | {lr:g} | " + " | ".join(cells) + " |" for task, fam, lr, cells in rows])
 
 
 def lag_table(runs):
@@ -424,19 +425,12 @@ def markdown(runs, meta):
     lrs, sweep = lr_table(runs)
     if sweep:
         lines += ["", "## Learning-rate sweep (best validation accuracy per base learning rate, mean +- std over "
-                  "seeds; the tables above take each model at its best rate)", "",
-                  "| task | model | best lr | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
-                  "|---|---|---:|" + "---|" * len(lrs)]
-        for task, fam, lr, cells in sweep:
-            lines.append(f"| {task} | {fam} | {lr:g} | " + " | ".join(cells) + " |")
+                  "seeds; the tables above take each model at its best rate)", ""] + _sweep_lines(lrs, sweep, "best lr")
         lrs, tested = heldout_lr_table(runs)
         if tested:
             lines += ["", "The same sweep on the test set (test accuracy at each run's checkpoint chosen on "
-                      "validation, mean +- std over seeds; the rate is still chosen on validation):", "",
-                      "| task | model | chosen lr | " + " | ".join(f"lr {lr:g}" for lr in lrs) + " |",
-                      "|---|---|---:|" + "---|" * len(lrs)]
-            for task, fam, lr, cells in tested:
-                lines.append(f"| {task} | {fam} | {lr:g} | " + " | ".join(cells) + " |")
+                      "validation, mean +- std over seeds; the rate is still chosen on validation):", ""]
+            lines += _sweep_lines(lrs, tested, "chosen lr")
     lag = lag_table(runs)
     if lag:
         lines += ["", "## Accuracy by lag (variable-delay tasks, best evaluation)", "",
