@@ -1,11 +1,11 @@
 """Tables and figures from a synthetic results file: held-out test accuracy (the learning rate and each
 run's checkpoint chosen on validation, the test set choosing nothing; at the chosen checkpoint and at the
-last step, per seed and mean +- std), the paper's Figure 2 (learning curves with seed
-bands), Table 6 (best validation accuracy, mean +- std over seeds, each family at its best learning
-rate), the learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within
-fixed step budgets, steps to reach 90% / 95% accuracy), accuracy by lag bucket and by output position, and
-Table 1 (DS4D mechanism: delays, their change from initialization, ablations). Runs that diverged are
-listed, not averaged."""
+last step, per seed and mean +- std), the paper's Figure 2 (learning curves with seed bands), Table 6
+(best validation accuracy, mean +- std over seeds, each family at its best learning rate), the
+learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within fixed step
+budgets, steps to reach 90% / 95% accuracy), a method's own settings compared on validation, accuracy by
+lag bucket and by output position, and Table 1 (DS4D mechanism: delays, their change from
+initialization, ablations). Runs that diverged are listed, not averaged."""
 from __future__ import annotations
 
 import json
@@ -209,6 +209,31 @@ def heldout_lr_table(runs):
         vals = [x["test"] for x in h if x is not None and x["test"] is not None]
         return _ms(vals) if vals else None
     return _sweep(runs, cell)
+
+
+def settings_table(runs):
+    """A method's own settings compared on validation: per family run under several settings (its groups'
+    labels differ), rows ``(family, tasks, common, [(label, [cell per task], mean)])``: a cell is the validation
+    accuracy at each run's checkpoint chosen on validation (:func:`held_out`), mean over seeds, at the rate
+    chosen on validation, with the number of seeds (``"-"``: not run); ``mean`` the mean of the cells over
+    ``common``, the tasks every setting of the family ran (``None``: no such task). The test set chooses
+    nothing here."""
+    by_fam = defaultdict(lambda: defaultdict(dict))             # family -> label -> task -> (mean, seeds)
+    for (task, label), (_, rs) in best_lr_runs(runs).items():
+        vals = [h["val"] for h in (held_out(r["curve"]) for r in rs) if h is not None]
+        if vals:
+            by_fam[rs[0]["config"]["family"]][label][task] = (float(np.mean(vals)), len(vals))
+    out = []
+    for fam, by_label in by_fam.items():
+        if len(by_label) < 2:
+            continue
+        tasks = list(dict.fromkeys(t for cells in by_label.values() for t in cells))
+        common = [t for t in tasks if all(t in cells for cells in by_label.values())]
+        rows = [(label, [f"{cells[t][0]:.3f} ({cells[t][1]})" if t in cells else "-" for t in tasks],
+                 float(np.mean([cells[t][0] for t in common])) if common else None)
+                for label, cells in by_label.items()]
+        out.append((fam, tasks, common, rows))
+    return out
 
 
 def _sweep_lines(lrs, rows, lr_header):
@@ -431,6 +456,15 @@ def markdown(runs, meta):
             lines += ["", "The same sweep on the test set (test accuracy at each run's checkpoint chosen on "
                       "validation, mean +- std over seeds; the rate is still chosen on validation):", ""]
             lines += _sweep_lines(lrs, tested, "chosen lr")
+    for fam, tasks, common, rows in settings_table(runs):
+        lines += ["", f"## {fam}: its settings compared on validation", "",
+                  "Validation accuracy at each run's checkpoint chosen on validation, mean over seeds (their "
+                  "number in parentheses), at the rate chosen on validation; the last column the mean over the "
+                  "tasks every setting ran (" + (", ".join(common) or "none") + "). The test set chooses nothing "
+                  "here.", "",
+                  "| setting | " + " | ".join(tasks) + " | mean over tasks |", "|---|" + "---:|" * (len(tasks) + 1)]
+        lines += [f"| {label} | " + " | ".join(cells) + f" | {'-' if m is None else f'{m:.3f}'} |"
+                  for label, cells, m in rows]
     lag = lag_table(runs)
     if lag:
         lines += ["", "## Accuracy by lag (variable-delay tasks, best evaluation)", "",

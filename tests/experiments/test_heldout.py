@@ -75,3 +75,24 @@ def test_the_sweep_on_the_test_set_reads_each_rate_at_its_validation_checkpoints
     assert report.heldout_lr_table(unswept)[1] == []          # one rate: no sweep to show
     old = [_run(lr, 0, [(10, 0.5, None)]) for lr in (1e-3, 3e-3)]
     assert report.heldout_lr_table(old)[1] == []              # no test scores: nothing to read
+
+
+def test_a_methods_settings_are_compared_on_validation_over_the_tasks_all_of_them_ran():
+    other = {**TASK, "name": "copy2", "P_min": 4, "P_max": 4}
+
+    def run(setting, task, seed, val, test):
+        r = _run(1e-3, seed, [(10, val, test)])
+        r["config"] = {**r["config"], "task": task, "steps": setting}
+        return r
+    runs = [run(30, TASK, 0, 0.8, 0.1), run(30, TASK, 1, 0.6, 0.1), run(30, other, 0, 0.4, 0.1),
+            run(60, TASK, 0, 0.5, 1.0), run(60, other, 0, 0.5, 1.0), run(90, TASK, 0, 0.9, 0.0)]
+    (fam, tasks, common, rows), = report.settings_table(runs)
+    assert fam == "ds4d" and tasks == ["copy", "copy2"] and common == ["copy"]
+    got = {label: (cells, m) for label, cells, m in rows}
+    assert got["ds4d (steps=30)"] == (["0.700 (2)", "0.400 (1)"], pytest.approx(np.mean([0.7])))
+    assert got["ds4d (steps=60)"][1] == pytest.approx(0.5)    # validation, not the test's 1.0
+    assert got["ds4d (steps=90)"] == (["0.900 (1)", "-"], pytest.approx(0.9))   # copy2: not every setting ran
+    md = report.markdown(runs, {"scale": "test", "command": "made up"})
+    assert "## ds4d: its settings compared on validation" in md and "every setting ran (copy)" in md
+    assert "| ds4d (steps=30) | 0.700 (2) | 0.400 (1) | 0.700 |" in md
+    assert report.settings_table(RUNS) == []                  # one setting: nothing to compare
