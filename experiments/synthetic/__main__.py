@@ -113,7 +113,8 @@ def _parse(argv):
                     "which leaves the LSTM at chance)")
     ap.add_argument("--time-cost", nargs=3, type=float, metavar=("WEIGHT", "STEPS", "AFTER"),
                     help="a learned clock's time cost (-tick and -idclock models; nn.TimeCost): WEIGHT for the first "
-                    "STEPS steps, then AFTER (default 0.3 100 0.03)")
+                    "STEPS steps, then AFTER (default 0.3 100 0.03, the value the recorded runs used; chosen for "
+                    "-tick on selection seeds: 0.3 100 0.1, docs/experiments/tick-cost-select)")
     ap.add_argument("--time-cost-start", type=int, default=None, metavar="STEPS",
                     help="the time cost starts after this many steps of the task loss alone (nn.TimeCost start=; "
                     "default 0: from the first step; -tick and -idclock models)")
