@@ -1,10 +1,10 @@
-"""Tables and figures from a synthetic results file: held-out test accuracy (the learning rate and each
-run's checkpoint chosen on validation, the test set choosing nothing; at the chosen checkpoint and at the
-last step, per seed and mean +- std), the paper's Figure 2 (learning curves with seed bands), Table 6
-(best validation accuracy, mean +- std over seeds, each family at its best learning rate), the
-learning-rate sweep behind it (every rate of each family), sample efficiency (accuracy within fixed step
-budgets, steps to reach 90% / 95% accuracy), a method's own settings compared on validation, accuracy by
-lag bucket and by output position, and Table 1 (DS4D mechanism: delays, their change from
+"""Tables and figures from a synthetic results file: held-out test accuracy (the learning rate and each run's
+checkpoint chosen on validation, the test set choosing nothing; at the chosen checkpoint and at the last step,
+per seed and mean +- std), the paper's Figure 2 (learning curves with seed bands), Table 6 (best validation
+accuracy, mean +- std over seeds, each family at its best learning rate), the learning-rate sweep behind it
+(every rate of each family), sample efficiency (accuracy within fixed step budgets, steps to reach 90% / 95%
+accuracy), a method's own settings compared on validation, accuracy by lag bucket and by output position, the
+decisions of the clocks learned by flip tests, and Table 1 (DS4D mechanism: delays, their change from
 initialization, ablations). Runs that diverged are listed, not averaged."""
 from __future__ import annotations
 
@@ -348,6 +348,50 @@ def clock_table(runs):
     return rows
 
 
+def _ids(ids):
+    """Token ids as ranges: ``[0, 1, 2, 5]`` -> ``"0-2, 5"`` (``"none"`` when empty)."""
+    ids, parts = sorted(ids), []
+    for i in ids:
+        if parts and i == parts[-1][1] + 1:
+            parts[-1][1] = i
+        else:
+            parts.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in parts) or "none"
+
+
+def flip_table(runs):
+    """Rows ``(task, model, lr, seed, tests per step, paused after a tick, paused after a pause, settled,
+    least tests, median tests)`` for each finished run of a clock learned by flip tests (``flip`` records
+    in its curve): the ids paused at the last evaluation after a tick and inside a run of pauses (``None``:
+    a clock without that context); ``settled``: the first evaluation from which both sets stay as they end;
+    ``least`` / ``median tests``: over the entries paused at the end, the flip tests each got up to
+    ``settled`` (``None``: not recorded). Entries are numbered as :class:`nn.FlipRunClock` numbers them
+    (``id`` after a tick, ``vocab + id`` after a pause)."""
+    rows = []
+    for (task, label), by_lr in _groups(runs).items():
+        for lr in sorted(by_lr):
+            for r in sorted(by_lr[lr], key=lambda r: r["config"]["seed"]):
+                pts = [p for p in r["curve"] if p.get("flip") and "pauses" in p["flip"]]
+                if not pts or not done([r]):
+                    continue
+                c, f = r["config"], [p["flip"] for p in pts]
+                state = [(tuple(x["pauses"]), tuple(x.get("pauses_after_pause") or ())) for x in f]
+                k = len(state) - 1
+                while k > 0 and state[k - 1] == state[-1]:
+                    k -= 1
+                settled = pts[k]["step"]
+                after = f[-1].get("pauses_after_pause")
+                entries = [str(i) for i in f[-1]["pauses"]] + [str(c["task"]["vocab"] + i) for i in after or ()]
+                least = median = None
+                if entries and all("tests" in x for x in f):
+                    n = {e: sum(x["tests"].get(e, [0])[0] for p, x in zip(pts, f) if p["step"] <= settled)
+                         for e in entries}
+                    least, median = min(n.values()), int(np.median(list(n.values())))
+                rows.append((task, label, lr, c["seed"], c.get("flip_tests") or 1, _ids(f[-1]["pauses"]),
+                             None if after is None else _ids(after), settled, least, median))
+    return rows
+
+
 def plot_clocks(runs, path):
     """The learned clocks against the padding during training: one panel per clocked run (task, model,
     seed), each layer's mean clock at the padding (solid) and at the other tokens (dotted), with the
@@ -527,6 +571,21 @@ def markdown(runs, meta):
             for layer, i, n, t0, t1, gl, gc, z, zd in rows:
                 lines.append(f"| {task} | {label} | {c['lr']:g} | {c['seed']} | {layer} | {i} | {n} | {f(t0)} | "
                              f"{f(t1)} | {gl:.3g} | {gc:.3g} | {f(z)} | {f(zd)} |")
+        lines.append("")
+    flips = flip_table(runs)
+    if flips:
+        g = lambda v: "-" if v is None else f"{v}"  # noqa: E731
+        lines += ["## The clocks learned by flip tests", "",
+                  "Each run of a clock learned by flip tests: the ids it pauses at its last evaluation, after a "
+                  "tick and (a clock that reads whether the token before paused) inside a run of pauses; the "
+                  "evaluation from which both stay as they end; over the entries paused at the end, the fewest "
+                  "and the median flip tests an entry got up to that step (`-`: not recorded).", "",
+                  "| task | model | lr | seed | tests per step | paused after a tick | paused after a pause | "
+                  "settled at step | fewest tests | median tests |",
+                  "|---|---|---:|---:|---:|---|---|---:|---:|---:|"]
+        for task, label, lr, seed, tests, p0, p1, step, least, med in flips:
+            lines.append(f"| {task} | {label} | {lr:g} | {seed} | {tests} | {p0} | {g(p1)} | {step} | {g(least)} "
+                         f"| {g(med)} |")
         lines.append("")
     if clocked_runs(runs):
         rows = clock_table(runs)
